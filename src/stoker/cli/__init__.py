@@ -1,0 +1,1 @@
+"""The ``stoker`` command: thin adapters over library functions that return reports."""

@@ -1,0 +1,1 @@
+"""The on-disk format, byte-compatible with Megatron-Energon: shards, indexes and meta files."""

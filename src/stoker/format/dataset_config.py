@@ -1,0 +1,245 @@
+"""``.nv-meta/dataset.yaml``: which sample type a dataset yields and how parts map to fields.
+
+Forms accepted (as Energon writes them)::
+
+    sample_type: {__module__: megatron.energon, __class__: CaptioningSample}
+    field_map: {image: jpg, caption: txt}         # or sample_loader + part_filter
+    subflavors: {source: web}
+
+    __module__: megatron.energon                  # crude data, cooked by the task encoder
+    __class__: CrudeWebdataset
+
+A ``field_map`` value is one or more alternatives separated by commas, each a part name with
+optional item access: ``json[caption]``, ``json[boxes][0]``, ``jpg,png``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.format.meta import DEFAULT_DATASET_YAML, META_DIR, load_yaml_or_json
+from stoker.format.sample_types import (
+    BUILTIN_MODULES,
+    CRUDE_CLASS,
+    LEGACY_DATASET_CLASSES,
+    SAMPLE_TYPES,
+)
+from stoker.storage import Store
+
+_ACCESS_RE = re.compile(r"^(?P<part>[^\[\]]+)(?P<access>(?:\[[^\[\]]+\])*)$")
+_ALLOWED_KEYS = {
+    "sample_type",
+    "field_map",
+    "subflavors",
+    "sample_loader",
+    "part_filter",
+    "__module__",
+    "__class__",
+}
+
+
+@dataclass(frozen=True)
+class FieldAccess:
+    """One alternative of a field map value: a part and a path of item accesses."""
+
+    part: str
+    path: tuple[str, ...] = ()
+
+
+def parse_field_spec(spec: str) -> list[FieldAccess]:
+    """Parse a field map value.
+
+    Example:
+        >>> parse_field_spec("json[a][0],txt")
+        [FieldAccess(part='json', path=('a', '0')), FieldAccess(part='txt', path=())]
+    """
+    options = []
+    for option in spec.split(","):
+        option = option.strip()
+        match = _ACCESS_RE.match(option)
+        if not option or match is None:
+            raise ConfigError(
+                f"invalid field map value {spec!r}.",
+                hint="Use a part name, optionally with item access and alternatives, "
+                "e.g. 'jpg,png' or 'json[caption]'.",
+            )
+        access = match.group("access")
+        path = tuple(access[1:-1].split("][")) if access else ()
+        options.append(FieldAccess(match.group("part"), path))
+    return options
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """A parsed ``dataset.yaml``."""
+
+    #: Name of the sample type class (e.g. ``CaptioningSample``); None for crude datasets.
+    sample_type: str | None
+    #: Module of the sample type as written (``megatron.energon``, ``stoker`` or the user's).
+    sample_module: str | None
+    field_map: dict[str, list[FieldAccess]] | None = None
+    #: ``file.py:function`` of a user sample loader next to the data.
+    sample_loader: str | None = None
+    part_filter: str | list[str] | None = None
+    subflavors: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_crude(self) -> bool:
+        return self.sample_type is None
+
+    def parts_used(self) -> set[str]:
+        """The part names the field map reads."""
+        if not self.field_map:
+            return set()
+        return {access.part for options in self.field_map.values() for access in options}
+
+
+def read_dataset_config(
+    store: Store,
+    name: str = DEFAULT_DATASET_YAML,
+    *,
+    allowed_modules: tuple[str, ...] = (),
+) -> DatasetConfig:
+    """Read and check ``.nv-meta/<name>``.
+
+    Args:
+        allowed_modules: Modules besides stoker's own whose sample types the file may name.
+    """
+    path = f"{META_DIR}/{name}"
+    raw = load_yaml_or_json(store, path)
+    return parse_dataset_config(raw, store.url(path), allowed_modules=allowed_modules)
+
+
+def parse_dataset_config(
+    raw: Any, where: str, *, allowed_modules: tuple[str, ...] = ()
+) -> DatasetConfig:
+    """Check a parsed ``dataset.yaml`` mapping; ``where`` names it in errors."""
+    if not isinstance(raw, dict):
+        raise ConfigError("dataset.yaml must be a mapping.", path=where)
+    unknown = sorted(set(map(str, raw)) - _ALLOWED_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown key {unknown[0]!r} in dataset.yaml.",
+            path=where,
+            hint=f"Allowed keys: {', '.join(sorted(_ALLOWED_KEYS))}.",
+        )
+    subflavors = raw.get("subflavors") or {}
+    if not isinstance(subflavors, dict):
+        raise ConfigError("'subflavors' must be a mapping.", path=where)
+    part_filter = raw.get("part_filter")
+    if part_filter is not None and not isinstance(part_filter, str | list):
+        raise ConfigError("'part_filter' must be a string or a list of part names.", path=where)
+
+    if "__class__" in raw and "sample_type" not in raw:
+        cls, module = str(raw["__class__"]), str(raw.get("__module__", ""))
+        _check_module(module, cls, where, allowed_modules)
+        if cls == CRUDE_CLASS:
+            if "field_map" in raw or "sample_loader" in raw:
+                raise ConfigError(
+                    "a CrudeWebdataset has no field_map or sample_loader.",
+                    path=where,
+                    hint="Remove them; crude samples are cooked by the task encoder's cookers.",
+                )
+            return DatasetConfig(None, module, part_filter=part_filter, subflavors=subflavors)
+        if cls not in LEGACY_DATASET_CLASSES:
+            raise _unknown_type(cls, where)
+        sample_type, sample_module = LEGACY_DATASET_CLASSES[cls], module
+    elif "sample_type" in raw:
+        spec = raw["sample_type"]
+        if not isinstance(spec, dict) or "__class__" not in spec:
+            raise ConfigError(
+                "'sample_type' must be a mapping with __module__ and __class__.", path=where
+            )
+        sample_type, sample_module = str(spec["__class__"]), str(spec.get("__module__", ""))
+        _check_module(sample_module, sample_type, where, allowed_modules)
+        if sample_module in BUILTIN_MODULES and sample_type not in SAMPLE_TYPES:
+            raise _unknown_type(sample_type, where)
+    else:
+        raise ConfigError(
+            "dataset.yaml names no sample type.",
+            path=where,
+            hint="Add 'sample_type: {__module__: stoker, __class__: CaptioningSample}' (or "
+            "another type), or '__class__: CrudeWebdataset' for crude data.",
+        )
+
+    field_map_raw = raw.get("field_map")
+    sample_loader = raw.get("sample_loader")
+    if (field_map_raw is None) == (sample_loader is None):
+        raise ConfigError(
+            "dataset.yaml needs exactly one of 'field_map' and 'sample_loader'.", path=where
+        )
+    if sample_loader is not None:
+        if not isinstance(sample_loader, str) or ":" not in sample_loader:
+            raise ConfigError("'sample_loader' must be 'file.py:function'.", path=where)
+        if part_filter is None:
+            raise ConfigError(
+                "a sample_loader needs a part_filter.",
+                path=where,
+                hint="Add 'part_filter: sample_loader.py:part_filter' or a list of part names.",
+            )
+        return DatasetConfig(
+            sample_type,
+            sample_module,
+            sample_loader=sample_loader,
+            part_filter=part_filter,
+            subflavors=subflavors,
+        )
+    if not isinstance(field_map_raw, dict) or not field_map_raw:
+        raise ConfigError("'field_map' must be a non-empty mapping of field: part.", path=where)
+    field_map = {}
+    for name, spec in field_map_raw.items():
+        if not isinstance(spec, str):
+            raise ConfigError(f"field_map value of {name!r} must be a string.", path=where)
+        try:
+            field_map[str(name)] = parse_field_spec(spec)
+        except ConfigError as e:
+            raise ConfigError(e.problem, path=where, key=None, hint=e.hint) from None
+    if sample_module in BUILTIN_MODULES:
+        _check_fields(sample_type, field_map, where)
+    return DatasetConfig(
+        sample_type,
+        sample_module,
+        field_map=field_map,
+        part_filter=part_filter,
+        subflavors=subflavors,
+    )
+
+
+def _check_module(module: str, cls: str, where: str, allowed: tuple[str, ...]) -> None:
+    if module in BUILTIN_MODULES or module in allowed:
+        return
+    raise ConfigError(
+        f"dataset.yaml names class {cls!r} in module {module!r}, which is not allowed.",
+        path=where,
+        hint="A dataset folder may only name stoker's own sample types; to trust this module, "
+        f"pass allowed_modules=({module!r},) (CLI: --allow-module {module}).",
+    )
+
+
+def _unknown_type(name: str, where: str) -> ConfigError:
+    return ConfigError(
+        f"unknown sample type {name!r}.",
+        path=where,
+        hint=f"Known sample types: {', '.join(sorted(SAMPLE_TYPES))}, {CRUDE_CLASS}.",
+    )
+
+
+def _check_fields(sample_type: str, field_map: dict[str, list[FieldAccess]], where: str) -> None:
+    fields = {f.name: f for f in SAMPLE_TYPES[sample_type]}
+    for name in field_map:
+        if name not in fields:
+            raise ConfigError(
+                f"field_map names field {name!r}, which {sample_type} does not have.",
+                path=where,
+                hint=f"{sample_type} fields: {', '.join(fields)}.",
+            )
+    missing = [f.name for f in fields.values() if f.required and f.name not in field_map]
+    if missing:
+        raise ConfigError(
+            f"field_map lacks the required field(s) {', '.join(missing)} of {sample_type}.",
+            path=where,
+            hint="Map each required field to a part name, e.g. 'image: jpg'.",
+        )

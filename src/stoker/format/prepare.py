@@ -1,0 +1,437 @@
+"""``prepare``: index the shards of a dataset and write its ``.nv-meta`` files atomically.
+
+Shards are scanned in parallel processes (headers only, one sequential pass each); the main
+process writes ``.tar.idx`` files and ``index.sqlite`` in bulk under temporary names. Nothing is
+published until everything succeeded, and ``.info.json`` (the "prepared" marker) comes last, so
+an interrupted or failed prepare leaves the dataset as it was.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+import yaml
+from tqdm import tqdm
+
+from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
+from stoker.format.brace import expand
+from stoker.format.dataset_config import parse_dataset_config
+from stoker.format.meta import (
+    DEFAULT_DATASET_YAML,
+    DEFAULT_SPLIT_CONFIG,
+    INDEX_SQLITE,
+    INDEX_UUID,
+    INFO_JSON,
+    META_DIR,
+    DatasetInfo,
+    SplitConfig,
+    is_prepared,
+    read_info,
+)
+from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex, scan_shard
+from stoker.format.sqlite_index import DuplicateKeyError, SqliteIndexWriter
+from stoker.format.tar_index import encode_offsets, tar_index_name
+from stoker.storage import Store, open_store
+
+TMP_MARK = ".stoker-tmp-"
+SHARD_SUFFIXES = (".tar", ".tgz", ".tar.gz")
+SPLIT_NAMES = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class SplitSummary:
+    name: str
+    shards: int
+    samples: int
+
+
+@dataclass
+class PrepareReport:
+    """What ``prepare`` did, for the CLI to print (or ``--json``)."""
+
+    path: str
+    shards: int
+    samples: int
+    bytes: int
+    seconds: float
+    part_names: list[str]
+    splits: list[SplitSummary] = field(default_factory=list)
+    tar_index_only: bool = False
+    dataset_yaml: str | None = None
+
+
+def find_shards(store: Store, exclude: str | None = None) -> list[str]:
+    """All shard files under the dataset (sorted), minus those matching the regex ``exclude``."""
+    names = [
+        name
+        for name in store.list_files()
+        if name.endswith(SHARD_SUFFIXES) and TMP_MARK not in name
+        and not name.startswith(f"{META_DIR}/")
+    ]
+    if exclude:
+        try:
+            pattern = re.compile(exclude)
+        except re.error as e:
+            raise ConfigError(f"invalid --exclude regex {exclude!r}: {e}.") from None
+        names = [name for name in names if not pattern.search(name)]
+    return names
+
+
+def parse_split_ratio(text: str) -> list[tuple[str, float]]:
+    """``"8,1,1"`` or ``"train=0.9,val=0.1"`` -> [(split, ratio), ...]."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    try:
+        if all("=" in item or ":" in item for item in items):
+            pairs = [re.split(r"[=:]", item, maxsplit=1) for item in items]
+            ratios = [(name.strip(), float(value)) for name, value in pairs]
+        elif len(items) == len(SPLIT_NAMES):
+            ratios = [(n, float(v)) for n, v in zip(SPLIT_NAMES, items, strict=True)]
+        else:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(
+            f"invalid split ratio {text!r}.",
+            hint="Give three numbers for train,val,test (e.g. '8,1,1' or '0.8,0.1,0.1') or "
+            "named parts (e.g. 'train=0.9,val=0.1').",
+        ) from None
+    if any(r < 0 for _, r in ratios) or sum(r for _, r in ratios) <= 0:
+        raise ConfigError(f"invalid split ratio {text!r}: ratios must be >= 0 and not all 0.")
+    return ratios
+
+
+def split_by_ratio(
+    shards: Sequence[str], ratios: Sequence[tuple[str, float]], seed: int | None
+) -> dict[str, list[str]]:
+    """Cut the (optionally shuffled) shard list by cumulative ratio, like Energon."""
+    order = list(shards)
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    total = sum(r for _, r in ratios)
+    out, cumulative, start = {}, 0.0, 0
+    for name, ratio in ratios:
+        cumulative += ratio / total
+        end = int(len(order) * cumulative + 1e-9)
+        out[name] = order[start:end]
+        start = end
+    return out
+
+
+def split_by_patterns(
+    shards: Sequence[str], patterns: Sequence[tuple[str, str]]
+) -> dict[str, list[str]]:
+    """Assign shards to splits by brace-expanded regex patterns matched at the start."""
+    out = {}
+    for name, pattern in patterns:
+        regexes = [re.compile(p) for p in expand([pattern])]
+        out[name] = [s for s in shards if any(r.match(s) for r in regexes)]
+    return out
+
+
+class PendingPrepare:
+    """Shards indexed into temporary files, not yet published; a context manager.
+
+    Leaving the ``with`` block without :meth:`publish` removes every temporary file.
+    """
+
+    def __init__(self, store: Store, shards: list[str], tar_index_only: bool) -> None:
+        self.store = store
+        self.shards = shards
+        self.tar_index_only = tar_index_only
+        self.counts: dict[str, int] = {}
+        self.bytes = 0
+        self.part_names: set[str] = set()
+        self._token = uuid.uuid4().hex[:12]
+        self._tmp: dict[str, str] = {}  # final name -> temporary name
+        self._start = time.perf_counter()
+        self._sqlite_tmp: str | None = None
+
+    def tmp_name(self, final: str) -> str:
+        tmp = f"{final}{TMP_MARK}{self._token}"
+        self._tmp[final] = tmp
+        return tmp
+
+    def __enter__(self) -> PendingPrepare:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.discard()
+
+    def discard(self) -> None:
+        """Remove all temporary files (nothing of the dataset changes)."""
+        for tmp in self._tmp.values():
+            self.store.remove(tmp)
+        self._tmp.clear()
+        if self._sqlite_tmp is not None and os.path.exists(self._sqlite_tmp):
+            os.remove(self._sqlite_tmp)
+
+    def publish(
+        self,
+        *,
+        split_ratio: Sequence[tuple[str, float]] | None = None,
+        split_parts: Sequence[tuple[str, str]] | None = None,
+        shuffle_seed: int | None = None,
+        dataset_yaml: dict[str, Any] | None = None,
+        dataset_yaml_name: str = DEFAULT_DATASET_YAML,
+        split_config_name: str = DEFAULT_SPLIT_CONFIG,
+    ) -> PrepareReport:
+        """Write the meta files and move everything into place; ``.info.json`` last."""
+        report = PrepareReport(
+            path=self.store.root,
+            shards=len(self.shards),
+            samples=sum(self.counts.values()),
+            bytes=self.bytes,
+            seconds=0.0,
+            part_names=sorted(self.part_names),
+            tar_index_only=self.tar_index_only,
+        )
+        if not self.tar_index_only:
+            if split_parts:
+                splits = split_by_patterns(self.shards, split_parts)
+            else:
+                splits = split_by_ratio(self.shards, split_ratio or [("train", 1.0)], shuffle_seed)
+            report.splits = [
+                SplitSummary(n, len(s), sum(self.counts[x] for x in s)) for n, s in splits.items()
+            ]
+            self.store.write_bytes(
+                self.tmp_name(f"{META_DIR}/{split_config_name}"),
+                SplitConfig(splits).to_yaml().encode(),
+            )
+            if dataset_yaml is not None:
+                self._check_dataset_yaml(dataset_yaml)
+                text = yaml.safe_dump(dataset_yaml, sort_keys=False)
+                self.store.write_bytes(
+                    self.tmp_name(f"{META_DIR}/{dataset_yaml_name}"), text.encode()
+                )
+                report.dataset_yaml = f"{META_DIR}/{dataset_yaml_name}"
+            info = DatasetInfo({name: self.counts[name] for name in self.shards})
+            self.store.write_bytes(self.tmp_name(INFO_JSON), info.to_json().encode())
+        if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
+            with open(self._sqlite_tmp, "rb") as f:
+                self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
+        self.store.write_bytes(self.tmp_name(INDEX_UUID), str(uuid.uuid4()).encode())
+        ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
+        for final in ordered:
+            self.store.publish(self._tmp[final], final)
+        self._tmp.clear()
+        report.seconds = time.perf_counter() - self._start
+        return report
+
+    def _check_dataset_yaml(self, raw: dict[str, Any]) -> None:
+        config = parse_dataset_config(raw, f"{self.store.url(META_DIR)}/dataset.yaml")
+        if len(self.part_names) >= MAX_PARTS_REPORTED:
+            return  # too many distinct parts to tell what is missing
+        missing = sorted(config.parts_used() - self.part_names)
+        if missing:
+            raise ConfigError(
+                f"the field map names part(s) {', '.join(missing)}, which no sample has.",
+                path=self.store.url(META_DIR),
+                hint=f"Parts found in the shards: {', '.join(sorted(self.part_names))}.",
+            )
+
+
+def index_shards(
+    path: str,
+    *,
+    exclude: str | None = None,
+    tar_index_only: bool = False,
+    num_workers: int | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+) -> PendingPrepare:
+    """Scan every shard of the dataset at ``path`` into temporary index files.
+
+    Raises:
+        AlreadyPreparedError: the dataset has metadata and ``overwrite`` is False.
+        StokerError: no shards, unreadable or invalid shards, duplicate keys.
+    """
+    store = open_store(path)
+    if not store.is_dir(""):
+        raise ConfigError(
+            "not a folder.", path=path, hint="Pass the folder that holds the dataset's shards."
+        )
+    _remove_stale_tmp(store)
+    if tar_index_only:
+        shards = list(read_info(store).shard_counts)
+        if exclude:
+            shards = [s for s in shards if not re.search(exclude, s)]
+    else:
+        if is_prepared(store) and not overwrite:
+            raise AlreadyPreparedError(
+                "the dataset is already prepared.",
+                path=path,
+                hint="Pass --force-overwrite to prepare it again.",
+            )
+        shards = find_shards(store, exclude)
+    if not shards:
+        raise FormatError(
+            "no shards found (no *.tar files"
+            + (f" left after --exclude {exclude!r}" if exclude else "")
+            + ").",
+            path=path,
+            hint="Point prepare at the folder with the .tar shards, or make shards from a folder "
+            "of files with `stoker pack`.",
+        )
+    pending = PendingPrepare(store, shards, tar_index_only)
+    try:
+        _index_into(pending, num_workers, progress)
+    except BaseException:
+        pending.discard()
+        raise
+    return pending
+
+
+def prepare_dataset(
+    path: str,
+    *,
+    split_ratio: Sequence[tuple[str, float]] | str | None = None,
+    split_parts: Sequence[tuple[str, str]] | None = None,
+    exclude: str | None = None,
+    shuffle_tars: bool = False,
+    shuffle_seed: int = 42,
+    tar_index_only: bool = False,
+    num_workers: int | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+    dataset_yaml: dict[str, Any] | None = None,
+    dataset_yaml_name: str = DEFAULT_DATASET_YAML,
+) -> PrepareReport:
+    """Prepare the dataset at ``path`` for loading (what ``stoker prepare`` does).
+
+    Example:
+        >>> report = prepare_dataset(  # doctest: +SKIP
+        ...     "/data/coco-wds",
+        ...     split_ratio="8,1,1",
+        ...     dataset_yaml={
+        ...         "sample_type": {"__module__": "stoker", "__class__": "CaptioningSample"},
+        ...         "field_map": {"image": "jpg", "caption": "txt"},
+        ...     },
+        ... )
+        >>> report.samples  # doctest: +SKIP
+        118287
+    """
+    if isinstance(split_ratio, str):
+        split_ratio = parse_split_ratio(split_ratio)
+    if dataset_yaml is not None:
+        parse_dataset_config(dataset_yaml, f"{path}/{META_DIR}/{dataset_yaml_name}")
+    with index_shards(
+        path,
+        exclude=exclude,
+        tar_index_only=tar_index_only,
+        num_workers=num_workers,
+        progress=progress,
+        overwrite=overwrite,
+    ) as pending:
+        return pending.publish(
+            split_ratio=split_ratio,
+            split_parts=split_parts,
+            shuffle_seed=shuffle_seed if shuffle_tars else None,
+            dataset_yaml=dataset_yaml,
+            dataset_yaml_name=dataset_yaml_name,
+        )
+
+
+def _remove_stale_tmp(store: Store) -> None:
+    for name in store.list_files():
+        if TMP_MARK in name:
+            store.remove(name)
+
+
+def _scan_results(
+    store: Store, shards: list[str], num_workers: int | None
+) -> Iterator[ShardIndex]:
+    workers = num_workers if num_workers is not None else min(16, os.cpu_count() or 1)
+    workers = max(1, min(workers, len(shards)))
+    if workers == 1:
+        yield from (scan_shard(store, name) for name in shards)
+        return
+    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    chunksize = max(1, min(64, len(shards) // (workers * 8)))
+    with context.Pool(workers) as pool:
+        yield from pool.imap(partial(scan_shard, store), shards, chunksize=chunksize)
+
+
+def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool) -> None:
+    store = pending.store
+    local_db = store.local_path(INDEX_SQLITE)
+    if local_db is None:
+        fd, local_db = tempfile.mkstemp(suffix=".sqlite", prefix="stoker-index-")
+        os.close(fd)
+        pending._sqlite_tmp = local_db
+    else:
+        local_db = store.local_path(pending.tmp_name(INDEX_SQLITE))
+        assert local_db is not None
+    os.makedirs(os.path.dirname(local_db), exist_ok=True)
+    writer = SqliteIndexWriter(local_db)
+    bar = tqdm(
+        total=len(pending.shards),
+        desc="Indexing shards",
+        unit="shard",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    try:
+        for shard_id, shard in enumerate(_scan_results(store, pending.shards, num_workers)):
+            try:
+                writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
+            except DuplicateKeyError as e:
+                raise _duplicate_error(pending, shard, e) from None
+            store.write_bytes(
+                pending.tmp_name(tar_index_name(shard.name)), encode_offsets(shard.offsets)
+            )
+            pending.counts[shard.name] = len(shard.keys)
+            pending.bytes += shard.size
+            pending.part_names |= shard.part_names
+            bar.update()
+            bar.set_postfix(samples=sum(pending.counts.values()), refresh=False)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        bar.close()
+    if pending.tar_index_only:
+        _check_counts_unchanged(pending)
+
+
+def _duplicate_error(pending: PendingPrepare, shard: ShardIndex, e: DuplicateKeyError) -> StokerError:
+    where = (
+        f"shard {pending.shards[e.first_shard_id]!r} and shard {shard.name!r}"
+        if e.first_shard_id is not None
+        else f"shard {shard.name!r}"
+    )
+    return FormatError(
+        f"duplicate sample key: it occurs in {where}; sample keys must be unique in a dataset.",
+        path=pending.store.url(shard.name),
+        key=e.key,
+        hint="Re-shard the data with `stoker pack`, which makes keys unique, or put each shard's "
+        "files in a folder named after the shard.",
+    )
+
+
+def _check_counts_unchanged(pending: PendingPrepare) -> None:
+    info = read_info(pending.store)
+    for name, count in pending.counts.items():
+        if info.shard_counts.get(name) != count:
+            raise FormatError(
+                f"the shard now has {count} samples but .info.json says "
+                f"{info.shard_counts.get(name)}.",
+                path=pending.store.url(name),
+                hint="The shards changed since the dataset was prepared; run a full "
+                "`stoker prepare --force-overwrite`.",
+            )

@@ -1,0 +1,84 @@
+"""Index one tar shard: group members into samples and record every byte range."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from stoker.errors import FormatError
+from stoker.format.tar import ReadAt, TarScan, split_name
+from stoker.storage import Store
+
+MAX_PARTS_REPORTED = 50
+
+
+@dataclass
+class ShardIndex:
+    """Everything ``prepare`` learns from one shard."""
+
+    name: str
+    size: int
+    keys: list[str] = field(default_factory=list)
+    #: N+1 offsets: each sample's first header, then the archive end.
+    offsets: list[int] = field(default_factory=list)
+    #: (sample index, part name, data offset, data size) for each part.
+    parts: list[tuple[int, str, int, int]] = field(default_factory=list)
+    part_names: set[str] = field(default_factory=set)
+
+
+def scan_shard(store: Store, name: str) -> ShardIndex:
+    """Read the headers of shard ``name`` once, sequentially, and index its samples.
+
+    Raises:
+        FormatError: not a tar, gzip-compressed, truncated, or a sample's members are split.
+    """
+    size = store.size(name)
+    where = store.url(name)
+    local = store.local_path(name)
+    if local is not None:
+        fd = os.open(local, os.O_RDONLY)
+        try:
+            return _scan(lambda offset, n: os.pread(fd, n, offset), size, name, where)
+        finally:
+            os.close(fd)
+    return _scan(lambda offset, n: store.read_range(name, offset, n), size, name, where)
+
+
+def _scan(read_at: ReadAt, size: int, name: str, where: str) -> ShardIndex:
+    scan = TarScan(read_at, size, where)
+    result = ShardIndex(name, size)
+    keys, offsets, parts, part_names = result.keys, result.offsets, result.parts, result.part_names
+    finished: set[str] = set()
+    last_key: str | None = None
+    for member in scan:
+        split = split_name(member.name)
+        if split is None:
+            continue
+        key, part = split
+        if key != last_key:
+            if key in finished:
+                raise FormatError(
+                    "the members of this sample are not consecutive in the tar "
+                    f"(part {part!r} comes after other samples).",
+                    path=where,
+                    key=key,
+                    offset=member.offset,
+                    hint="Each sample's files must be stored together; re-shard the data with "
+                    "`stoker pack`.",
+                )
+            if last_key is not None:
+                finished.add(last_key)
+            keys.append(key)
+            offsets.append(member.offset)
+            last_key = key
+        parts.append((len(keys) - 1, part, member.data_offset, member.size))
+        if len(part_names) < MAX_PARTS_REPORTED:
+            part_names.add(part)
+    if not keys:
+        raise FormatError(
+            "the shard contains no samples.",
+            path=where,
+            hint="Remove the empty shard or exclude it with --exclude.",
+        )
+    offsets.append(scan.end)
+    return result

@@ -1,0 +1,36 @@
+"""``<shard>.tar.idx``: N+1 little-endian uint64 byte offsets, one per sample plus the end.
+
+Entry i is the offset of sample i's first tar header; the last entry is the archive's end offset,
+so sample i spans ``idx[i] .. idx[i + 1]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from stoker.errors import FormatError
+
+TAR_INDEX_SUFFIX = ".idx"
+_DTYPE = np.dtype("<u8")
+
+
+def tar_index_name(shard: str) -> str:
+    """The index file of a shard: ``a/b.tar`` -> ``a/b.tar.idx``."""
+    return shard + TAR_INDEX_SUFFIX
+
+
+def encode_offsets(offsets: npt.ArrayLike) -> bytes:
+    """The bytes of an index file for ``offsets`` (N sample starts followed by the end)."""
+    return np.asarray(offsets, dtype=_DTYPE).tobytes()
+
+
+def decode_offsets(data: bytes, path: str) -> npt.NDArray[np.uint64]:
+    """The offsets stored in an index file's bytes."""
+    if len(data) % 8 or not data:
+        raise FormatError(
+            f"invalid tar index: {len(data)} bytes is not a positive multiple of 8.",
+            path=path,
+            hint="Re-create the index with `stoker prepare --tar-index-only`.",
+        )
+    return np.frombuffer(data, dtype=_DTYPE).astype(np.uint64)
