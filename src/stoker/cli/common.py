@@ -38,7 +38,8 @@ def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def echo_json(report: Any) -> None:
     """Print a report (dataclass or plain data) as indented JSON."""
-    data = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else report
+    is_instance = dataclasses.is_dataclass(report) and not isinstance(report, type)
+    data = dataclasses.asdict(report) if is_instance else report
     click.echo(json.dumps(data, indent=2, default=str))
 
 

@@ -7,7 +7,6 @@ never imports torch.
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
@@ -66,4 +65,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

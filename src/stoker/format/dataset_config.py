@@ -15,6 +15,7 @@ optional item access: ``json[caption]``, ``json[boxes][0]``, ``jpg,png``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -243,3 +244,47 @@ def _check_fields(sample_type: str, field_map: dict[str, list[FieldAccess]], whe
             path=where,
             hint="Map each required field to a part name, e.g. 'image: jpg'.",
         )
+
+
+def make_dataset_yaml(
+    sample_type: str, field_map: dict[str, str] | str | None = None
+) -> dict[str, Any]:
+    """The ``dataset.yaml`` content for a sample type and field map (as ``prepare`` writes it).
+
+    ``field_map`` may be a dict or its JSON text; ``CrudeWebdataset`` takes none.
+
+    Example:
+        >>> make_dataset_yaml("CaptioningSample", '{"image": "jpg", "caption": "txt"}')
+        {'sample_type': {'__module__': 'megatron.energon', '__class__': 'CaptioningSample'}, \
+'field_map': {'image': 'jpg', 'caption': 'txt'}}
+    """
+    # Written with Energon's module name so that Energon can load the dataset too.
+    module = BUILTIN_MODULES[1]
+    if sample_type == CRUDE_CLASS:
+        if field_map:
+            raise ConfigError(
+                "a CrudeWebdataset takes no field map.",
+                hint="Drop --field-map; crude samples are cooked by the task encoder.",
+            )
+        return {"__module__": module, "__class__": CRUDE_CLASS}
+    if sample_type not in SAMPLE_TYPES:
+        raise _unknown_type(sample_type, "--sample-type")
+    if isinstance(field_map, str):
+        try:
+            field_map = json.loads(field_map)
+        except json.JSONDecodeError as e:
+            raise ConfigError(
+                f"--field-map is not valid JSON ({e}).",
+                hint='Example: --field-map \'{"image": "jpg", "caption": "txt"}\'.',
+            ) from None
+    if not isinstance(field_map, dict) or not field_map:
+        raise ConfigError(
+            f"a field map is needed for {sample_type}.",
+            hint='Example: --field-map \'{"image": "jpg", "caption": "txt"}\'.',
+        )
+    raw: dict[str, Any] = {
+        "sample_type": {"__module__": module, "__class__": sample_type},
+        "field_map": field_map,
+    }
+    parse_dataset_config(raw, "--field-map")
+    return raw

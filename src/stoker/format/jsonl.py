@@ -7,10 +7,15 @@ it) and the file's size last, exactly as Energon writes it.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import FormatError
+from stoker.format.prepare import TMP_MARK
+from stoker.format.tar_index import encode_offsets
+from stoker.storage import open_store, split_location
 
 JSONL_INDEX_SUFFIX = ".idx"
 
@@ -55,3 +60,24 @@ def index_jsonl(data: bytes | memoryview, path: str) -> npt.NDArray[np.uint64]:
         raise FormatError("the JSONL file has no samples (only blank lines).", path=path)
     sample_starts[0] = 0
     return np.concatenate((sample_starts, np.array([size], dtype=np.uint64)))
+
+
+def prepare_jsonl(path: str) -> tuple[int, int]:
+    """Write ``path + '.idx'`` atomically; returns (samples, bytes).
+
+    Example:
+        >>> prepare_jsonl("/data/texts.jsonl")  # doctest: +SKIP
+        (100000, 52428800)
+    """
+    parent, name = split_location(path)
+    store = open_store(parent)
+    if not store.exists(name):
+        raise FormatError("JSONL file not found.", path=path, hint="Check the path.")
+    offsets = index_jsonl(store.read_bytes(name), path)
+    tmp = f"{jsonl_index_name(name)}{TMP_MARK}{os.getpid()}"
+    try:
+        store.write_bytes(tmp, encode_offsets(offsets))
+        store.publish(tmp, jsonl_index_name(name))
+    finally:
+        store.remove(tmp)
+    return len(offsets) - 1, int(offsets[-1])

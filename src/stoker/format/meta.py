@@ -141,9 +141,9 @@ def _split_sample_exclude(entry: str) -> tuple[str, bool, str]:
 def read_split_config(store: Store, split_config: str = DEFAULT_SPLIT_CONFIG) -> SplitConfig:
     """Read ``.nv-meta/<split_config>`` (falling back to ``split.json`` like Energon)."""
     path = f"{META_DIR}/{split_config}"
-    if not store.exists(path) and split_config == DEFAULT_SPLIT_CONFIG:
-        if store.exists(f"{META_DIR}/split.json"):
-            path = f"{META_DIR}/split.json"
+    fallback = f"{META_DIR}/split.json"
+    if split_config == DEFAULT_SPLIT_CONFIG and not store.exists(path) and store.exists(fallback):
+        path = fallback
     if not store.exists(path):
         raise StorageError(
             f"split config {split_config!r} not found.",

@@ -76,7 +76,8 @@ def find_shards(store: Store, exclude: str | None = None) -> list[str]:
     names = [
         name
         for name in store.list_files()
-        if name.endswith(SHARD_SUFFIXES) and TMP_MARK not in name
+        if name.endswith(SHARD_SUFFIXES)
+        and TMP_MARK not in name
         and not name.startswith(f"{META_DIR}/")
     ]
     if exclude:
@@ -189,8 +190,13 @@ class PendingPrepare:
         dataset_yaml: dict[str, Any] | None = None,
         dataset_yaml_name: str = DEFAULT_DATASET_YAML,
         split_config_name: str = DEFAULT_SPLIT_CONFIG,
+        extra_meta_files: dict[str, bytes] | None = None,
     ) -> PrepareReport:
-        """Write the meta files and move everything into place; ``.info.json`` last."""
+        """Write the meta files and move everything into place; ``.info.json`` last.
+
+        ``extra_meta_files`` (name -> content) are published into ``.nv-meta`` too, e.g. a
+        ``sample_loader.py`` template.
+        """
         report = PrepareReport(
             path=self.store.root,
             shards=len(self.shards),
@@ -219,6 +225,8 @@ class PendingPrepare:
                     self.tmp_name(f"{META_DIR}/{dataset_yaml_name}"), text.encode()
                 )
                 report.dataset_yaml = f"{META_DIR}/{dataset_yaml_name}"
+            for name, content in (extra_meta_files or {}).items():
+                self.store.write_bytes(self.tmp_name(f"{META_DIR}/{name}"), content)
             info = DatasetInfo({name: self.counts[name] for name in self.shards})
             self.store.write_bytes(self.tmp_name(INFO_JSON), info.to_json().encode())
         if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
@@ -234,9 +242,13 @@ class PendingPrepare:
 
     def _check_dataset_yaml(self, raw: dict[str, Any]) -> None:
         config = parse_dataset_config(raw, f"{self.store.url(META_DIR)}/dataset.yaml")
+        self.check_parts(config.parts_used())
+
+    def check_parts(self, parts: set[str]) -> None:
+        """Raise if a field map would read parts that no sample has."""
         if len(self.part_names) >= MAX_PARTS_REPORTED:
             return  # too many distinct parts to tell what is missing
-        missing = sorted(config.parts_used() - self.part_names)
+        missing = sorted(parts - self.part_names)
         if missing:
             raise ConfigError(
                 f"the field map names part(s) {', '.join(missing)}, which no sample has.",
@@ -352,9 +364,7 @@ def _remove_stale_tmp(store: Store) -> None:
             store.remove(name)
 
 
-def _scan_results(
-    store: Store, shards: list[str], num_workers: int | None
-) -> Iterator[ShardIndex]:
+def _scan_results(store: Store, shards: list[str], num_workers: int | None) -> Iterator[ShardIndex]:
     workers = num_workers if num_workers is not None else min(16, os.cpu_count() or 1)
     workers = max(1, min(workers, len(shards)))
     if workers == 1:
@@ -409,7 +419,9 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
         _check_counts_unchanged(pending)
 
 
-def _duplicate_error(pending: PendingPrepare, shard: ShardIndex, e: DuplicateKeyError) -> StokerError:
+def _duplicate_error(
+    pending: PendingPrepare, shard: ShardIndex, e: DuplicateKeyError
+) -> StokerError:
     where = (
         f"shard {pending.shards[e.first_shard_id]!r} and shard {shard.name!r}"
         if e.first_shard_id is not None

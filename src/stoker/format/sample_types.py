@@ -35,9 +35,7 @@ SAMPLE_TYPES: dict[str, tuple[FieldSpec, ...]] = {
     "ImageSample": _f("image: Tensor"),
     "ImageClassificationSample": _f("image: Tensor; label: int?; label_name: str?"),
     "TextSample": _f("text: str"),
-    "VQASample": _f(
-        "image: Tensor; context: str; answers: list[str]?; answer_weights: Tensor?"
-    ),
+    "VQASample": _f("image: Tensor; context: str; answers: list[str]?; answer_weights: Tensor?"),
     "MultiChoiceVQASample": _f(
         "image: Tensor; context: str; choices: list[str]?; correct_choice_idx: int?"
     ),
@@ -62,6 +60,6 @@ SAMPLE_TYPES: dict[str, tuple[FieldSpec, ...]] = {
 }
 
 #: Energon's deprecated per-type dataset classes (``__class__: CaptioningWebdataset``).
-LEGACY_DATASET_CLASSES = {
-    name.replace("Sample", "Webdataset"): name for name in SAMPLE_TYPES
-} | {"VQAOCRWebdataset": "VQAOCRSample"}
+LEGACY_DATASET_CLASSES = {name.replace("Sample", "Webdataset"): name for name in SAMPLE_TYPES} | {
+    "VQAOCRWebdataset": "VQAOCRSample"
+}

@@ -10,6 +10,7 @@ The schema is Energon's, so either library reads what the other wrote::
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ class SqliteIndexWriter:
             keys,
             range(len(keys)),
             offsets[:-1],
-            [b - a for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
+            [b - a for a, b in itertools.pairwise(offsets)],
             strict=True,
         )
         self._db.execute("SAVEPOINT shard")

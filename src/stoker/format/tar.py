@@ -154,8 +154,7 @@ class TarScan:
         self.end = 0
 
     def __iter__(self) -> Iterator[TarMember]:
-        for member in _iter_members(self._read_at, self._file_size, self._path, self):
-            yield member
+        yield from _iter_members(self._read_at, self._file_size, self._path, self)
 
 
 def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> Iterator[TarMember]:

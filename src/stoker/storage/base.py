@@ -38,7 +38,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def read_range(self, path: str, offset: int, size: int) -> bytes:
-        """Exactly ``size`` bytes of ``path`` from ``offset`` (fewer only at the end of the file)."""
+        """``size`` bytes of ``path`` from ``offset`` (fewer only at the end of the file)."""
 
     @abc.abstractmethod
     def list_files(self, path: str = "") -> list[str]:

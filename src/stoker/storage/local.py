@@ -36,7 +36,7 @@ class LocalStore(Store):
 
     def open(self, path: str) -> BinaryIO:
         try:
-            return open(self._abs(path), "rb")  # noqa: SIM115 - the caller closes it
+            return open(self._abs(path), "rb")
         except OSError as e:
             raise _error(self, path, e) from e
 

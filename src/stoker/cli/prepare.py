@@ -1,0 +1,166 @@
+"""``stoker prepare``: Energon's verb and flags, interactive or not."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from stoker.cli import wizard
+from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_errors
+from stoker.errors import AlreadyPreparedError, ConfigError
+from stoker.format.dataset_config import make_dataset_yaml
+from stoker.format.jsonl import prepare_jsonl
+from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
+from stoker.format.prepare import (
+    PendingPrepare,
+    PrepareReport,
+    index_shards,
+    parse_split_ratio,
+)
+from stoker.storage import open_store
+
+
+@click.command(name="prepare", context_settings=CONTEXT_SETTINGS)
+@click.argument("path", type=str)
+@click.option("--split-ratio", help="train,val,test ratio, e.g. '8,1,1' or '0.8,0.1,0.1'.")
+@click.option(
+    "--split-parts",
+    multiple=True,
+    metavar="NAME:PATTERN",
+    help="Assign shards by pattern instead of ratio, e.g. 'train:train/{000..099}.tar' "
+    "(repeatable; regex matched at the start of the shard path, braces expanded).",
+)
+@click.option("--exclude", metavar="REGEX", help="Skip shard paths matching this regex.")
+@click.option("--shuffle-tars", is_flag=True, help="Shuffle shards before splitting by ratio.")
+@click.option("--tar-index-only", is_flag=True, help="Only (re)build .tar.idx and index.sqlite.")
+@click.option("--sample-type", help="Sample type for dataset.yaml, e.g. CaptioningSample.")
+@click.option("--field-map", metavar="JSON", help='Part per field, e.g. \'{"image": "jpg"}\'.')
+@click.option("--skip-dataset-yaml", is_flag=True, help="Do not write a dataset.yaml.")
+@click.option("--dataset-yaml-name", default=DEFAULT_DATASET_YAML, show_default=True)
+@click.option("--non-interactive", is_flag=True, help="Never ask; fail if something is missing.")
+@click.option("--force-overwrite", is_flag=True, help="Prepare again an already prepared dataset.")
+@click.option("--num-workers", type=click.IntRange(1), help="Shard-indexing processes.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@reports_errors
+def command(
+    path: str,
+    split_ratio: str | None,
+    split_parts: tuple[str, ...],
+    exclude: str | None,
+    shuffle_tars: bool,
+    tar_index_only: bool,
+    sample_type: str | None,
+    field_map: str | None,
+    skip_dataset_yaml: bool,
+    dataset_yaml_name: str,
+    non_interactive: bool,
+    force_overwrite: bool,
+    num_workers: int | None,
+    progress: bool,
+    as_json: bool,
+) -> None:
+    """Index the shards of the dataset at PATH and write its .nv-meta files.
+
+    PATH is a folder of WebDataset tar shards, or a .jsonl file (which gets a .jsonl.idx).
+    Everything is written under temporary names and moved into place at the end, so an
+    interrupted or failed prepare leaves the dataset as it was. Without --non-interactive,
+    missing choices (split, sample type, field map) are asked for.
+
+    \b
+    Examples:
+      stoker prepare ./shards                       # asks for split and sample type
+      stoker prepare ./shards --non-interactive --split-ratio 8,1,1 \\
+          --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}'
+      stoker prepare ./texts.jsonl
+    """
+    if path.endswith(".jsonl"):
+        samples, size = prepare_jsonl(path)
+        if as_json:
+            echo_json({"path": path, "samples": samples, "bytes": size})
+        else:
+            click.echo(f"Indexed {samples} samples ({human_bytes(size)}) of {path}.")
+        return
+    interactive = not non_interactive and not as_json
+    split_patterns = [_parse_split_part(item) for item in split_parts]
+    ratio = parse_split_ratio(split_ratio) if split_ratio else None
+    dataset_yaml = None
+    if sample_type is not None and not skip_dataset_yaml:
+        dataset_yaml = make_dataset_yaml(sample_type, field_map)
+    elif field_map is not None:
+        raise ConfigError("--field-map needs --sample-type.")
+    overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+    pending = index_shards(
+        path,
+        exclude=exclude,
+        tar_index_only=tar_index_only,
+        num_workers=num_workers,
+        progress=progress and not as_json,
+        overwrite=overwrite,
+    )
+    with pending:
+        if not as_json:
+            _describe(pending)
+        if not tar_index_only and ratio is None and not split_patterns:
+            if not interactive:
+                raise ConfigError(
+                    "--split-ratio or --split-parts is required with --non-interactive.",
+                    hint="E.g. --split-ratio 8,1,1 (train,val,test).",
+                )
+            ratio = parse_split_ratio(wizard.ask_split_ratio())
+        extra: dict[str, bytes] = {}
+        if dataset_yaml is None and interactive and not skip_dataset_yaml and not tar_index_only:
+            dataset_yaml, extra = wizard.ask_dataset_yaml(pending)
+        report = pending.publish(
+            split_ratio=ratio,
+            split_parts=split_patterns or None,
+            shuffle_seed=42 if shuffle_tars else None,
+            dataset_yaml=dataset_yaml,
+            dataset_yaml_name=dataset_yaml_name,
+            extra_meta_files=extra,
+        )
+    _print_report(report, as_json)
+
+
+def _parse_split_part(item: str) -> tuple[str, str]:
+    name, sep, pattern = item.partition(":")
+    if not sep or not name or not pattern:
+        raise ConfigError(
+            f"invalid --split-parts {item!r}.", hint="Use NAME:PATTERN, e.g. 'val:val/.*'."
+        )
+    return name, pattern
+
+
+def _confirm_overwrite(path: str) -> bool:
+    if not os.path.isdir(path) or not is_prepared(open_store(path)):
+        return False
+    if click.confirm("The dataset is already prepared. Prepare it again?", default=False):
+        return True
+    raise AlreadyPreparedError("the dataset is already prepared; nothing was changed.", path=path)
+
+
+def _describe(pending: PendingPrepare) -> None:
+    shards = pending.shards
+    click.echo(
+        f"Indexed {len(shards)} shards, {sum(pending.counts.values())} samples, "
+        f"{human_bytes(pending.bytes)} ({shards[0]} ... {shards[-1]})."
+    )
+    click.echo(f"Parts found: {', '.join(sorted(pending.part_names)) or 'none'}.")
+
+
+def _print_report(report: PrepareReport, as_json: bool) -> None:
+    if as_json:
+        echo_json(report)
+        return
+    if report.tar_index_only:
+        click.echo(f"Rebuilt the tar indexes of {report.shards} shards in {report.seconds:.1f} s.")
+        return
+    rate = report.bytes / max(report.seconds, 1e-9) / 1e9
+    click.echo(f"Prepared {report.path} in {report.seconds:.2f} s ({rate:.2f} GB/s).")
+    for split in report.splits:
+        click.echo(f"  {split.name:<8} {split.shards:>7} shards {split.samples:>12} samples")
+    if report.dataset_yaml:
+        click.echo(f"Wrote {report.dataset_yaml}.")
+    else:
+        click.echo("No dataset.yaml written; add one (or run again with --sample-type).")

@@ -1,0 +1,53 @@
+"""Shared fixtures: small datasets written with Python's own tarfile."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pytest
+
+Sample = tuple[str, dict[str, bytes]]
+
+
+def write_shard(path: Path, samples: Iterable[Sample], fmt: int = tarfile.GNU_FORMAT) -> Path:
+    """Write ``samples`` (key, {part: bytes}) as a tar shard; members are ``key.part``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w", format=fmt) as tar:
+        for key, parts in samples:
+            for part, data in parts.items():
+                info = tarfile.TarInfo(f"{key}.{part}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def text_samples(prefix: str, n: int) -> list[Sample]:
+    """``n`` samples with a ``txt`` and a ``json`` part, keys ``{prefix}{i:05d}``."""
+    return [
+        (f"{prefix}{i:05d}", {"txt": f"caption {prefix}{i}".encode(), "json": b'{"i": %d}' % i})
+        for i in range(n)
+    ]
+
+
+def make_dataset(root: Path, shards: int = 3, per_shard: int = 4) -> Path:
+    """A folder of ``shards`` tar files with ``per_shard`` text samples each (not prepared)."""
+    for s in range(shards):
+        write_shard(root / f"shard_{s:03d}.tar", text_samples(f"s{s}_", per_shard))
+    return root
+
+
+@pytest.fixture
+def dataset_dir(tmp_path: Path) -> Path:
+    return make_dataset(tmp_path / "ds")
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its content, to check that nothing changed."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def names(items: Sequence[str]) -> list[str]:
+    return sorted(items)
