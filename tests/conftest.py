@@ -46,7 +46,9 @@ def dataset_dir(tmp_path: Path) -> Path:
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its content, to check that nothing changed."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def names(items: Sequence[str]) -> list[str]:

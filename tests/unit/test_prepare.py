@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stoker.errors import AlreadyPreparedError, ConfigError, FormatError
+from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StorageError
 from stoker.format import prepare as prepare_module
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.meta import read_info, read_split_config
@@ -125,7 +125,9 @@ def test_failure_midway_leaves_dataset_unchanged(
     before = snapshot(dataset_dir)
     monkeypatch.setattr(prepare_module.PendingPrepare, "_check_dataset_yaml", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        prepare_dataset(str(dataset_dir), split_ratio="1,0,0", overwrite=True, dataset_yaml=TEXT_YAML)
+        prepare_dataset(
+            str(dataset_dir), split_ratio="1,0,0", overwrite=True, dataset_yaml=TEXT_YAML
+        )
     assert snapshot(dataset_dir) == before
 
 
@@ -161,3 +163,10 @@ def _store(path: Path):  # type: ignore[no-untyped-def]
     from stoker.storage import open_store
 
     return open_store(str(path))
+
+
+def test_unreadable_shard(dataset_dir: Path) -> None:
+    (dataset_dir / "shard_005.tar").symlink_to(dataset_dir / "gone.tar")  # dangling link
+    with pytest.raises(StorageError, match="file not found") as info:
+        prepare_dataset(str(dataset_dir), split_ratio="1,0,0")
+    assert "shard_005.tar" in info.value.message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from stoker.errors import FormatError
+from stoker.errors import FormatError, StorageError
 from stoker.format.tar import ReadAt, TarScan, split_name
 from stoker.storage import Store
 
@@ -36,7 +36,14 @@ def scan_shard(store: Store, name: str) -> ShardIndex:
     where = store.url(name)
     local = store.local_path(name)
     if local is not None:
-        fd = os.open(local, os.O_RDONLY)
+        try:
+            fd = os.open(local, os.O_RDONLY)
+        except OSError as e:
+            raise StorageError(
+                f"cannot read the shard ({e.strerror}).",
+                path=where,
+                hint="Check that the file exists and is readable.",
+            ) from None
         try:
             return _scan(lambda offset, n: os.pread(fd, n, offset), size, name, where)
         finally:
