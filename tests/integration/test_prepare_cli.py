@@ -77,12 +77,10 @@ def test_interactive_wizard(dataset_dir: Path) -> None:
 
 
 def test_interactive_crude_and_refused_overwrite(dataset_dir: Path) -> None:
-    crude_number = str(
-        len(CliRunner().invoke(cli, ["prepare", "--help"]).output) * 0
-    )  # placeholder
+    crude_number = len(SAMPLE_TYPES)  # listed after the typed samples
     result = CliRunner().invoke(
         cli, ["prepare", str(dataset_dir), "--no-progress", "--split-ratio", "1,0,0"],
-        input="y\n11\n",
+        input=f"y\n{crude_number}\n",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "CrudeWebdataset" in (dataset_dir / ".nv-meta/dataset.yaml").read_text()

@@ -62,7 +62,7 @@ def test_split_json_fallback_and_alternative_config(tmp_path: Path) -> None:
     store = open_store(str(tmp_path))
     assert read_split_config(store).shards("train") == ["a.tar"]
     assert read_split_config(store, "other.yaml").shards("train") == ["b.tar"]
-    with pytest.raises(StorageError, match="'missing.yaml' not found"):
+    with pytest.raises(StorageError, match=r"'missing\.yaml' not found"):
         read_split_config(store, "missing.yaml")
 
 
