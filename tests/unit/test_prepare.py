@@ -170,3 +170,15 @@ def test_unreadable_shard(dataset_dir: Path) -> None:
     with pytest.raises(StorageError, match="file not found") as info:
         prepare_dataset(str(dataset_dir), split_ratio="1,0,0")
     assert "shard_005.tar" in info.value.message
+
+
+def test_field_map_alternatives_need_one_existing_part(dataset_dir: Path) -> None:
+    yaml = make_dataset_yaml("TextSample", {"text": "md,txt"})
+    assert prepare_dataset(str(dataset_dir), split_ratio="1,0,0", dataset_yaml=yaml).samples == 12
+
+
+def test_unbalanced_brace_pattern_is_a_config_error(dataset_dir: Path) -> None:
+    prepare_dataset(str(dataset_dir), split_ratio="1,0,0")
+    (dataset_dir / ".nv-meta/split.yaml").write_text("split_parts:\n  train: ['shard_{000.tar']\n")
+    with pytest.raises(ConfigError, match="invalid brace pattern"):
+        read_split_config(_store(dataset_dir)).shards("train")

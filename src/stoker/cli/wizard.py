@@ -104,7 +104,7 @@ def _ask_field_map(fields: tuple[FieldSpec, ...], pending: PendingPrepare) -> di
             if not value.strip() and not field.required:
                 break
             try:
-                pending.check_parts({access.part for access in parse_field_spec(value)})
+                pending.check_parts([access.part for access in parse_field_spec(value)])
             except ConfigError as e:
                 click.echo(e.problem + " " + (e.hint or ""))
                 continue

@@ -11,12 +11,23 @@ from collections.abc import Iterable
 
 import braceexpand
 
+from stoker.errors import ConfigError
+
 _NUMBER_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
 
 
 def expand(patterns: Iterable[str]) -> list[str]:
     """All names that the brace patterns stand for, in order."""
-    return [name for pattern in patterns for name in braceexpand.braceexpand(pattern)]
+    names = []
+    for pattern in patterns:
+        try:
+            names.extend(braceexpand.braceexpand(pattern))
+        except ValueError as e:  # unbalanced braces
+            raise ConfigError(
+                f"invalid brace pattern {pattern!r} ({e}).",
+                hint="Balance the braces, or escape literal ones as \\{ and \\}.",
+            ) from None
+    return names
 
 
 def collapse(names: list[str]) -> list[str]:

@@ -91,6 +91,14 @@ class DatasetConfig:
     def is_crude(self) -> bool:
         return self.sample_type is None
 
+    def missing_fields(self, parts: set[str]) -> dict[str, list[str]]:
+        """Fields none of whose alternatives is among ``parts``: field -> its alternatives."""
+        return {
+            name: [access.part for access in options]
+            for name, options in (self.field_map or {}).items()
+            if not any(access.part in parts for access in options)
+        }
+
     def parts_used(self) -> set[str]:
         """The part names the field map reads."""
         if not self.field_map:

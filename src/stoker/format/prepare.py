@@ -242,16 +242,16 @@ class PendingPrepare:
 
     def _check_dataset_yaml(self, raw: dict[str, Any]) -> None:
         config = parse_dataset_config(raw, f"{self.store.url(META_DIR)}/dataset.yaml")
-        self.check_parts(config.parts_used())
+        for alternatives in config.missing_fields(self.part_names).values():
+            self.check_parts(alternatives)
 
-    def check_parts(self, parts: set[str]) -> None:
-        """Raise if a field map would read parts that no sample has."""
+    def check_parts(self, alternatives: list[str]) -> None:
+        """Raise unless at least one of the alternative parts occurs in the samples."""
         if len(self.part_names) >= MAX_PARTS_REPORTED:
             return  # too many distinct parts to tell what is missing
-        missing = sorted(parts - self.part_names)
-        if missing:
+        if not set(alternatives) & self.part_names:
             raise ConfigError(
-                f"the field map names part(s) {', '.join(missing)}, which no sample has.",
+                f"the field map names part(s) {', '.join(alternatives)}, which no sample has.",
                 path=self.store.url(META_DIR),
                 hint=f"Parts found in the shards: {', '.join(sorted(self.part_names))}.",
             )

@@ -31,6 +31,6 @@ def decode_offsets(data: bytes, path: str) -> npt.NDArray[np.uint64]:
         raise FormatError(
             f"invalid tar index: {len(data)} bytes is not a positive multiple of 8.",
             path=path,
-            hint="Re-create the index with `stoker prepare --tar-index-only`.",
+            hint="Re-create the index with `stoker prepare` (`--tar-index-only` for shards).",
         )
     return np.frombuffer(data, dtype=_DTYPE).astype(np.uint64)
