@@ -204,5 +204,5 @@ def test_cli_info_names_energon_as_writer(dataset: Path) -> None:
 
 def test_info_split_with_unbalanced_braces(dataset: Path) -> None:
     (dataset / ".nv-meta/split.yaml").write_text("split_parts:\n  train: ['shard_{000..003.tar']\n")
-    with pytest.raises(ConfigError, match="invalid shard pattern"):
+    with pytest.raises(ConfigError, match="invalid brace pattern"):
         dataset_info(str(dataset))

@@ -427,4 +427,4 @@ def test_split_with_unbalanced_braces(dataset: Path) -> None:
     write_meta(dataset, "split.yaml", {"split_parts": {"train": ["shard_{000..003.tar"]}})
     finding = only_error(lint(dataset))
     assert finding.path == ".nv-meta/split.yaml"
-    assert finding.problem.startswith("invalid shard pattern: Unbalanced braces")
+    assert finding.problem.startswith("invalid brace pattern")

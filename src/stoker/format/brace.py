@@ -18,7 +18,7 @@ _NUMBER_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
 
 def expand(patterns: Iterable[str]) -> list[str]:
     """All names that the brace patterns stand for, in order."""
-    names = []
+    names: list[str] = []
     for pattern in patterns:
         try:
             names.extend(braceexpand.braceexpand(pattern))

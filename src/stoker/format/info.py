@@ -109,8 +109,8 @@ def split_infos(info: DatasetInfo, split: SplitConfig, where: str) -> list[Split
     for name in split.split_parts:
         try:
             shards = split.shards(name)
-        except ValueError as e:  # braceexpand: unbalanced braces
-            raise ConfigError(f"invalid shard pattern: {e}.", path=where, hint=_LINT_HINT) from None
+        except ConfigError as e:  # unbalanced braces
+            raise ConfigError(e.problem, path=where, hint=e.hint) from None
         unknown = [shard for shard in shards if shard not in info.shard_counts]
         if unknown:
             raise FormatError(

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from stoker.errors import StokerError, StorageError
+from stoker.errors import ConfigError, StokerError, StorageError
 from stoker.format.brace import expand
 from stoker.format.dataset_config import read_dataset_config
 from stoker.format.jsonl import index_jsonl, jsonl_index_name
@@ -357,9 +357,8 @@ def _check_split(
         return
     try:
         report.findings.extend(_split_findings(split, info, scans, where))
-    except ValueError as e:  # braceexpand: unbalanced braces
-        hint = "Fix the pattern; braces expand like bash, e.g. 'shard_{000..099}.tar'."
-        report.findings.append(Finding("error", f"invalid shard pattern: {e}.", where, hint=hint))
+    except ConfigError as e:  # unbalanced braces
+        report.findings.append(Finding("error", e.problem, where, hint=e.hint))
 
 
 def _split_findings(

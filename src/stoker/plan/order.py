@@ -1,0 +1,54 @@
+"""The order of a stream's slices in each epoch (``shuffle_over_epochs_multiplier`` m).
+
+* ``m == 1``: each epoch is a fresh permutation of the slices, keyed by the epoch.
+* ``m > 1``: epochs are grouped by ``m``; group ``g`` draws one permutation of ``m`` copies of
+  the slice list (keyed by ``g``) and cuts it into ``m`` consecutive epochs of ``n`` slices. Over
+  a group every sample is seen exactly ``m`` times, but an epoch may repeat or miss slices.
+* ``m == -1``: each epoch draws ``n`` slices uniformly with replacement, keyed by the epoch.
+
+All draws use ``keyed_rng(seed, SLICE_ORDER, dataset_id, stream, epoch_or_group)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stoker.plan.rng import SLICE_ORDER, keyed_rng
+
+
+def check_multiplier(multiplier: int) -> None:
+    """Raise ValueError unless ``multiplier`` is -1 or >= 1."""
+    if multiplier != -1 and multiplier < 1:
+        raise ValueError(
+            f"{multiplier=} is invalid: use 1 (one permutation per epoch), m > 1 (shuffle over "
+            "m epochs) or -1 (draw slices with replacement)."
+        )
+
+
+def epoch_slice_order(
+    num_slices: int, *, seed: int, dataset_id: int, stream: int, epoch: int, multiplier: int
+) -> NDArray[np.int64]:
+    """Indices of the stream's slices, in the order ``epoch`` visits them.
+
+    Example:
+        >>> order = epoch_slice_order(4, seed=0, dataset_id=0, stream=0, epoch=0, multiplier=1)
+        >>> sorted(order.tolist())
+        [0, 1, 2, 3]
+    """
+    check_multiplier(multiplier)
+    if epoch < 0:
+        raise ValueError(f"{epoch=} must be >= 0.")
+    if num_slices == 0:
+        return np.zeros(0, np.int64)
+    if multiplier == -1:
+        rng = keyed_rng(seed, SLICE_ORDER, dataset_id, stream, epoch)
+        return rng.integers(0, num_slices, size=num_slices, dtype=np.int64)
+    group, index = divmod(epoch, multiplier)
+    rng = keyed_rng(seed, SLICE_ORDER, dataset_id, stream, group)
+    if multiplier == 1:
+        return rng.permutation(num_slices).astype(np.int64, copy=False)
+    sequence = rng.permutation(multiplier * num_slices)[
+        index * num_slices : (index + 1) * num_slices
+    ]
+    return (sequence % num_slices).astype(np.int64, copy=False)
