@@ -98,10 +98,14 @@ def test_non_consecutive_members(tmp_path: Path) -> None:
 def test_gzip_shard_and_no_shards(tmp_path: Path) -> None:
     root = tmp_path / "ds"
     path = write_shard(root / "a.tar", text_samples("a", 2))
-    (root / "a.tar.gz").write_bytes(gzip.compress(path.read_bytes()))
+    (root / "a.tgz").write_bytes(gzip.compress(path.read_bytes()))
     path.unlink()
     with pytest.raises(FormatError, match="gzip-compressed"):
         prepare_dataset(str(root), split_ratio="1,0,0")
+    (root / "a.tgz").rename(root / "a.tar.gz")
+    with pytest.raises(FormatError, match="no shards found") as info:
+        prepare_dataset(str(root), split_ratio="1,0,0")
+    assert "1 .tar.gz files were found" in info.value.message
     (root / "a.tar.gz").unlink()
     with pytest.raises(FormatError, match="no shards found") as info:
         prepare_dataset(str(root), split_ratio="1,0,0")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
-import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -36,6 +34,7 @@ from stoker.format.meta import (
     read_info,
     read_split_config,
 )
+from stoker.format.parallel import ordered_map
 from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex, scan_shard
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar import BLOCK
@@ -171,7 +170,7 @@ def _check_shards(
             report.findings.append(Finding("error", "the shard does not exist.", name, hint=hint))
     scans: dict[str, ShardIndex] = {}
     with tqdm(total=len(tasks), desc="Checking shards", unit="shard", disable=not progress) as bar:
-        for check in _run_checks(store, tasks, num_workers):
+        for check in ordered_map(partial(check_shard, store), tasks, num_workers, len(tasks)):
             report.findings.extend(check.findings)
             if check.scan is not None:
                 scans[check.name] = check.scan
@@ -180,21 +179,6 @@ def _check_shards(
             bar.update()
     report.findings.extend(_capped(_duplicate_keys(scans), "duplicate keys"))
     return scans
-
-
-def _run_checks(
-    store: Store, tasks: list[tuple[str, int]], num_workers: int | None
-) -> Iterator[ShardCheck]:
-    """:func:`check_shard` over ``tasks`` in a fork pool, in order."""
-    workers = num_workers if num_workers is not None else min(16, os.cpu_count() or 1)
-    workers = max(1, min(workers, len(tasks)))
-    if workers == 1:
-        yield from (check_shard(store, task) for task in tasks)
-        return
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    chunksize = max(1, min(64, len(tasks) // (workers * 8)))
-    with context.Pool(workers) as pool:
-        yield from pool.imap(partial(check_shard, store), tasks, chunksize=chunksize)
 
 
 def check_shard(store: Store, task: tuple[str, int]) -> ShardCheck:

@@ -8,14 +8,13 @@ an interrupted or failed prepare leaves the dataset as it was.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import re
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
@@ -39,13 +38,14 @@ from stoker.format.meta import (
     is_prepared,
     read_info,
 )
+from stoker.format.parallel import ordered_map
 from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex, scan_shard
 from stoker.format.sqlite_index import DuplicateKeyError, SqliteIndexWriter
 from stoker.format.tar_index import encode_offsets, tar_index_name
 from stoker.storage import Store, open_store
 
 TMP_MARK = ".stoker-tmp-"
-SHARD_SUFFIXES = (".tar", ".tgz", ".tar.gz")
+SHARD_SUFFIXES = (".tar", ".tgz")
 SPLIT_NAMES = ("train", "val", "test")
 
 
@@ -72,14 +72,21 @@ class PrepareReport:
 
 
 def find_shards(store: Store, exclude: str | None = None) -> list[str]:
-    """All shard files under the dataset (sorted), minus those matching the regex ``exclude``."""
-    names = [
-        name
-        for name in store.list_files()
-        if name.endswith(SHARD_SUFFIXES)
-        and TMP_MARK not in name
-        and not name.startswith(f"{META_DIR}/")
-    ]
+    """All shard files under the dataset, minus those matching the regex ``exclude``.
+
+    As ``energon prepare`` finds them: ``**/*.tar`` and ``**/*.tgz`` outside hidden folders, in
+    path-component order (so ``a/b.tar`` comes before ``a-b.tar``).
+    """
+    names = sorted(
+        (
+            name
+            for name in store.list_files()
+            if name.endswith(SHARD_SUFFIXES)
+            and TMP_MARK not in name
+            and not any(part.startswith(".") for part in name.split("/"))
+        ),
+        key=lambda name: name.split("/"),
+    )
     if exclude:
         try:
             pattern = re.compile(exclude)
@@ -114,7 +121,10 @@ def parse_split_ratio(text: str) -> list[tuple[str, float]]:
 def split_by_ratio(
     shards: Sequence[str], ratios: Sequence[tuple[str, float]], seed: int | None
 ) -> dict[str, list[str]]:
-    """Cut the (optionally shuffled) shard list by cumulative ratio, like Energon."""
+    """Cut the (optionally shuffled) shard list by cumulative ratio.
+
+    As Energon does, except that float rounding never drops the last shards.
+    """
     order = list(shards)
     if seed is not None:
         random.Random(seed).shuffle(order)
@@ -291,13 +301,19 @@ def index_shards(
             )
         shards = find_shards(store, exclude)
     if not shards:
+        compressed = [name for name in store.list_files() if name.endswith(".tar.gz")]
         raise FormatError(
             "no shards found (no *.tar files"
             + (f" left after --exclude {exclude!r}" if exclude else "")
             + ").",
             path=path,
-            hint="Point prepare at the folder with the .tar shards, or make shards from a folder "
-            "of files with `stoker pack`.",
+            hint=(
+                f"{len(compressed)} .tar.gz files were found: random access into gzip is "
+                "impossible, so decompress them (`gunzip`) or re-shard with `stoker pack`."
+                if compressed
+                else "Point prepare at the folder with the .tar shards, or make shards from a "
+                "folder of files with `stoker pack`."
+            ),
         )
     pending = PendingPrepare(store, shards, tar_index_only)
     try:
@@ -364,18 +380,6 @@ def _remove_stale_tmp(store: Store) -> None:
             store.remove(name)
 
 
-def _scan_results(store: Store, shards: list[str], num_workers: int | None) -> Iterator[ShardIndex]:
-    workers = num_workers if num_workers is not None else min(16, os.cpu_count() or 1)
-    workers = max(1, min(workers, len(shards)))
-    if workers == 1:
-        yield from (scan_shard(store, name) for name in shards)
-        return
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    chunksize = max(1, min(64, len(shards) // (workers * 8)))
-    with context.Pool(workers) as pool:
-        yield from pool.imap(partial(scan_shard, store), shards, chunksize=chunksize)
-
-
 def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool) -> None:
     store = pending.store
     local_db = store.local_path(INDEX_SQLITE)
@@ -396,7 +400,11 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
         dynamic_ncols=True,
     )
     try:
-        for shard_id, shard in enumerate(_scan_results(store, pending.shards, num_workers)):
+        for shard_id, shard in enumerate(
+            ordered_map(
+                partial(scan_shard, store), pending.shards, num_workers, len(pending.shards)
+            )
+        ):
             try:
                 writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
             except DuplicateKeyError as e:

@@ -54,7 +54,7 @@ class SqliteIndexWriter:
 
     def __init__(self, local_path: str) -> None:
         self._db = sqlite3.connect(local_path, isolation_level=None)
-        for pragma in ("journal_mode=OFF", "synchronous=OFF", "cache_size=-262144"):
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", "cache_size=-65536"):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute("BEGIN")
         self._db.execute(SAMPLES_DDL)
