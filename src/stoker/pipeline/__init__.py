@@ -1,0 +1,1 @@
+"""Stages of the data pipeline: read -> decode -> sample -> encode -> batch."""

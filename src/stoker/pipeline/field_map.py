@@ -1,0 +1,180 @@
+"""Build the sample a ``dataset.yaml`` describes from a sample's decoded parts.
+
+A ``field_map`` says where each field comes from: ``caption: txt``, ``caption: json[caption]``,
+``boxes: json[boxes][0]``, or alternatives ``image: jpg,png`` (the first that exists). A
+``sample_loader`` names a function in ``.nv-meta/`` that builds the fields itself; that is code
+from the data folder, so it runs only when the user opts in with ``trust_sample_loader=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.format.dataset_config import DatasetConfig, FieldAccess
+from stoker.format.meta import META_DIR
+from stoker.pipeline.errors import SampleError
+from stoker.samples import SAMPLE_CLASSES, CrudeSample, Sample, SourceInfo
+from stoker.storage import Store, open_store
+
+SampleLoader = Callable[[dict[str, Any]], dict[str, Any]]
+PartFilter = Callable[[str], bool]
+
+
+def build_sample(
+    config: DatasetConfig,
+    decoded: dict[str, Any],
+    *,
+    key: str,
+    restore_key: tuple[Any, ...],
+    subflavors: dict[str, Any] | None = None,
+    sources: tuple[SourceInfo, ...] | None = None,
+    sample_loader: SampleLoader | None = None,
+    sample_class: type[Sample] | None = None,
+) -> Sample | CrudeSample:
+    """The sample for one set of decoded parts.
+
+    Args:
+        config: The dataset's parsed ``dataset.yaml``.
+        decoded: Part name -> decoded value.
+        subflavors: Subflavors from the metadataset; they override the dataset.yaml ones.
+        sample_loader: The loaded ``sample_loader`` function, for configs that name one
+            (see :func:`load_sample_loader`).
+        sample_class: The class for a sample type from a user module (not stoker's own).
+
+    Example:
+        >>> from stoker.format.dataset_config import parse_dataset_config
+        >>> cfg = parse_dataset_config(
+        ...     {"sample_type": {"__module__": "stoker", "__class__": "TextSample"},
+        ...      "field_map": {"text": "json[t]"}}, "dataset.yaml")
+        >>> build_sample(cfg, {"json": {"t": "hi"}}, key="k", restore_key=()).text
+        'hi'
+    """
+    meta: dict[str, Any] = {
+        "__key__": key,
+        "__restore_key__": restore_key,
+        "__subflavors__": {**config.subflavors, **(subflavors or {})},
+        "__sources__": sources,
+    }
+    if config.is_crude:
+        return CrudeSample({**decoded, **meta})
+    cls = sample_class or _sample_class(config)
+    if config.field_map is not None:
+        fields = {
+            name: access_field(decoded, options, key=key, field=name)
+            for name, options in config.field_map.items()
+        }
+    elif sample_loader is not None:
+        fields = _run_loader(sample_loader, {**decoded, **meta}, key)
+    else:
+        raise ConfigError(
+            "this dataset uses a sample_loader, but none was loaded.",
+            hint="Load it with load_sample_loader(...) (trust_sample_loader=True).",
+        )
+    try:
+        return cls(**meta, **fields)
+    except TypeError as e:
+        raise SampleError(f"cannot build a {cls.__name__}: {e}", key=key) from e
+
+
+def _sample_class(config: DatasetConfig) -> type[Sample]:
+    name = config.sample_type or ""
+    if name not in SAMPLE_CLASSES:
+        raise ConfigError(
+            f"sample type {name!r} of module {config.sample_module!r} is not one of stoker's.",
+            hint="Pass its class as sample_class=..., or use one of "
+            f"{', '.join(sorted(SAMPLE_CLASSES))}.",
+        )
+    return SAMPLE_CLASSES[name]
+
+
+def access_field(
+    decoded: dict[str, Any], options: Sequence[FieldAccess], *, key: str, field: str
+) -> Any:
+    """The value of the first alternative in ``options`` that exists in ``decoded``.
+
+    Example:
+        >>> access_field({"png": 1}, [FieldAccess("jpg"), FieldAccess("png")], key="k", field="f")
+        1
+    """
+    problems = []
+    for access in options:
+        try:
+            return _access(decoded, access)
+        except (KeyError, IndexError, ValueError, TypeError) as e:
+            problems.append(f"{_spec(access)} ({type(e).__name__}: {e})")
+    raise SampleError(
+        f"field {field!r} not found: tried {'; '.join(problems)}. "
+        f"The sample has the parts {', '.join(sorted(decoded)) or '(none)'}.",
+        key=key,
+        part=",".join(_spec(a) for a in options),
+        hint="Check the field_map in .nv-meta/dataset.yaml against the parts in the shards.",
+    )
+
+
+def _access(decoded: dict[str, Any], access: FieldAccess) -> Any:
+    value = decoded[access.part]
+    for step in access.path:
+        if isinstance(value, dict):
+            value = value[step]
+        elif isinstance(value, (list, tuple)):
+            value = value[int(step)]
+        else:
+            raise TypeError(f"cannot index a {type(value).__name__} with [{step}]")
+    return value
+
+
+def _spec(access: FieldAccess) -> str:
+    return access.part + "".join(f"[{step}]" for step in access.path)
+
+
+def _run_loader(loader: SampleLoader, raw: dict[str, Any], key: str) -> dict[str, Any]:
+    fields = loader(raw)
+    if not isinstance(fields, dict):
+        raise SampleError(
+            f"the sample_loader returned {type(fields).__name__}, not a dict of fields.", key=key
+        )
+    return {k: v for k, v in fields.items() if not (k.startswith("__") and k.endswith("__"))}
+
+
+def load_sample_loader(dataset_path: str | Store, spec: str, allow_code: bool) -> SampleLoader:
+    """The ``sample_loader`` function named by ``spec`` (``file.py:function``) in ``.nv-meta``.
+
+    Runs the file only if ``allow_code`` is True: a data folder may come from anyone.
+
+    Example:
+        >>> load_sample_loader("/data/ds", "sample_loader.py:sample_loader", allow_code=True)
+        ... # doctest: +SKIP
+    """
+    return _load_function(dataset_path, spec, "sample_loader", allow_code)  # type: ignore[no-any-return]
+
+
+def load_part_filter(
+    dataset_path: str | Store, spec: str | list[str] | None, allow_code: bool
+) -> PartFilter | None:
+    """The part filter of a config: None (all parts), a list of names, or ``file.py:function``."""
+    if spec is None:
+        return None
+    if isinstance(spec, list):
+        names = frozenset(spec)
+        return names.__contains__
+    return _load_function(dataset_path, spec, "part_filter", allow_code)  # type: ignore[no-any-return]
+
+
+def _load_function(store: str | Store, spec: str, default: str, allow_code: bool) -> Any:
+    store = open_store(store) if isinstance(store, str) else store
+    file, _, name = spec.rpartition(":") if ":" in spec else (spec, "", default)
+    path = f"{META_DIR}/{file}"
+    if not allow_code:
+        raise ConfigError(
+            f"dataset.yaml asks to run the Python file {store.url(path)} ({spec!r}).",
+            hint="Code in a data folder may come from anyone, so stoker does not run it by "
+            "default. If you trust this dataset, pass trust_sample_loader=True.",
+        )
+    namespace: dict[str, Any] = {"__name__": f"stoker_sample_loader_{file}"}
+    exec(compile(store.read_text(path), store.url(path), "exec"), namespace)
+    fn = namespace.get(name)
+    if not callable(fn):
+        raise ConfigError(f"{store.url(path)} defines no function {name!r}.", path=store.url(path))
+    return fn
