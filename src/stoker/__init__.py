@@ -1,21 +1,167 @@
 """stoker: keeps the GPUs of large multimodal training runs fed.
 
-An Energon-compatible loader for WebDataset shards and indexed JSONL.
+An Energon-compatible loader for WebDataset shards and indexed JSONL: change
+``from megatron.energon import ...`` to ``from stoker import ...`` and keep your data.
+
+Example:
+    >>> from stoker import WorkerConfig, get_loader, get_train_dataset
+    >>> ds = get_train_dataset(  # doctest: +SKIP
+    ...     "/data/coco-wds",
+    ...     worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
+    ...     batch_size=32,
+    ...     shuffle_buffer_size=100,
+    ...     max_samples_per_sequence=100,
+    ... )
+    >>> for batch in get_loader(ds):  # doctest: +SKIP
+    ...     print(batch.image.shape, batch.caption[:2])
 """
 
 from __future__ import annotations
 
-from stoker.errors import ConfigError, FormatError, StokerError, StorageError
-from stoker.format.prepare import PrepareReport, prepare_dataset
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stoker.api import (
+        get_loader,
+        get_savable_loader,
+        get_train_dataset,
+        get_val_dataset,
+        get_val_datasets,
+    )
+    from stoker.dataset import LoaderDataset
+    from stoker.errors import ConfigError, FormatError, StokerError, StorageError
+    from stoker.format.prepare import PrepareReport, prepare_dataset
+    from stoker.loader import Loader
+    from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
+    from stoker.pipeline.decode import SampleDecoder, register_decoder
+    from stoker.pipeline.errors import ErrorPolicy, SampleError, SkipSample
+    from stoker.samples import (
+        CaptioningSample,
+        CrudeSample,
+        ImageClassificationSample,
+        ImageSample,
+        InterleavedSample,
+        MultiChoiceVQASample,
+        OCRSample,
+        Sample,
+        SimilarityInterleavedSample,
+        SourceInfo,
+        TextSample,
+        VidQASample,
+        VQAOCRSample,
+        VQASample,
+    )
+    from stoker.task import DefaultTaskEncoder, IgnoreSample, TaskEncoder, get_stateless, stateless
+    from stoker.worker_config import WorkerConfig
 
 __version__ = "0.1.0"
 
+# Public names resolve on first use, so that `import stoker` (and the CLI) stays light: torch is
+# imported only when a loader, sample type or decoder is actually used.
+_EXPORTS: dict[str, str] = {
+    "CaptioningSample": "stoker.samples",
+    "ConfigError": "stoker.errors",
+    "CrudeSample": "stoker.samples",
+    "DefaultTaskEncoder": "stoker.task",
+    "ErrorPolicy": "stoker.pipeline.errors",
+    "FormatError": "stoker.errors",
+    "IgnoreSample": "stoker.task",
+    "ImageClassificationSample": "stoker.samples",
+    "ImageSample": "stoker.samples",
+    "InterleavedSample": "stoker.samples",
+    "Loader": "stoker.loader",
+    "LoaderDataset": "stoker.dataset",
+    "MultiChoiceVQASample": "stoker.samples",
+    "OCRSample": "stoker.samples",
+    "PrepareReport": "stoker.format.prepare",
+    "Sample": "stoker.samples",
+    "SampleDecoder": "stoker.pipeline.decode",
+    "SampleError": "stoker.pipeline.errors",
+    "SimilarityInterleavedSample": "stoker.samples",
+    "SkipSample": "stoker.pipeline.errors",
+    "SourceInfo": "stoker.samples",
+    "StokerError": "stoker.errors",
+    "StorageError": "stoker.errors",
+    "TaskEncoder": "stoker.task",
+    "TextSample": "stoker.samples",
+    "VQAOCRSample": "stoker.samples",
+    "VQASample": "stoker.samples",
+    "VidQASample": "stoker.samples",
+    "WorkerConfig": "stoker.worker_config",
+    "batch_list": "stoker.pipeline.batch",
+    "batch_pad_stack": "stoker.pipeline.batch",
+    "batch_stack": "stoker.pipeline.batch",
+    "generic_batch": "stoker.pipeline.batch",
+    "get_loader": "stoker.api",
+    "get_savable_loader": "stoker.api",
+    "get_stateless": "stoker.task",
+    "get_train_dataset": "stoker.api",
+    "get_val_dataset": "stoker.api",
+    "get_val_datasets": "stoker.api",
+    "prepare_dataset": "stoker.format.prepare",
+    "register_decoder": "stoker.pipeline.decode",
+    "stateless": "stoker.task",
+}
+_ALIASES = {"SavableDataset": "LoaderDataset"}  # Energon's name for what get_*_dataset return
+
+
+def __getattr__(name: str) -> Any:
+    target = _ALIASES.get(name, name)
+    if target not in _EXPORTS:
+        raise AttributeError(f"module 'stoker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[target]), target)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = [
+    "CaptioningSample",
     "ConfigError",
+    "CrudeSample",
+    "DefaultTaskEncoder",
+    "ErrorPolicy",
     "FormatError",
+    "IgnoreSample",
+    "ImageClassificationSample",
+    "ImageSample",
+    "InterleavedSample",
+    "Loader",
+    "LoaderDataset",
+    "MultiChoiceVQASample",
+    "OCRSample",
     "PrepareReport",
+    "Sample",
+    "SampleDecoder",
+    "SampleError",
+    "SavableDataset",
+    "SimilarityInterleavedSample",
+    "SkipSample",
+    "SourceInfo",
     "StokerError",
     "StorageError",
+    "TaskEncoder",
+    "TextSample",
+    "VQAOCRSample",
+    "VQASample",
+    "VidQASample",
+    "WorkerConfig",
     "__version__",
+    "batch_list",
+    "batch_pad_stack",
+    "batch_stack",
+    "generic_batch",
+    "get_loader",
+    "get_savable_loader",
+    "get_stateless",
+    "get_train_dataset",
+    "get_val_dataset",
+    "get_val_datasets",
     "prepare_dataset",
+    "register_decoder",
+    "stateless",
 ]

@@ -1,0 +1,196 @@
+"""Energon's entry points: ``get_train_dataset``, ``get_val_dataset(s)``, ``get_loader``.
+
+Same names and keyword arguments as ``megatron.energon``, so switching is a change of import::
+
+    from stoker import WorkerConfig, get_loader, get_train_dataset
+
+    ds = get_train_dataset(
+        "/data/coco-wds",
+        worker_config=WorkerConfig.default_worker_config(num_workers=2),
+        batch_size=32,
+        shuffle_buffer_size=100,
+        max_samples_per_sequence=100,
+    )
+    for batch in get_loader(ds):
+        ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.dataset import LoaderDataset
+from stoker.errors import ConfigError
+from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
+from stoker.loader import Loader
+from stoker.plan import default_virtual_workers
+from stoker.sources import load_source
+from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder
+from stoker.worker_config import WorkerConfig
+
+_EXTRA_KWARGS = (
+    "parallel_shard_iters",
+    "dataset_config",
+    "split_config",
+    "subflavors",
+    "virtual_workers",
+    "allowed_modules",
+    "error_policy",
+)
+
+
+def get_train_dataset(
+    path: str,
+    *,
+    split_part: str = "train",
+    worker_config: WorkerConfig,
+    batch_size: int | None,
+    batch_drop_last: bool = False,
+    packing_buffer_size: int | None = None,
+    shuffle_buffer_size: int | None,
+    max_samples_per_sequence: int | None,
+    virtual_epoch_length: int = 0,
+    shuffle_over_epochs_multiplier: int | None = 1,
+    task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
+    repeat: bool = True,
+    **kwargs: Any,
+) -> LoaderDataset:
+    """The training split of a dataset: shuffled, repeating, batched (Energon's signature).
+
+    Args:
+        path: A prepared dataset folder or an indexed ``.jsonl`` file.
+        worker_config: Rank, world size and dataloader workers.
+        batch_size: Samples per batch (None: yield samples unbatched).
+        shuffle_buffer_size: Window over sample references that is shuffled (0/None: off).
+        max_samples_per_sequence: Longest run of consecutive samples read from one shard.
+        virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
+            batches and the next one continues where it stopped.
+        shuffle_over_epochs_multiplier: Shuffle shard slices over this many epochs (-1: sample
+            slices with replacement).
+        repeat: Loop forever over epochs (False: one epoch per ``for`` loop).
+        **kwargs: ``parallel_shard_iters`` (default 16), ``dataset_config``, ``split_config``,
+            ``subflavors``, ``virtual_workers`` (streams the plan is defined over; fix it to
+            resume on other cluster sizes), ``allowed_modules``, ``error_policy``.
+    """
+    if packing_buffer_size is not None:
+        raise ConfigError("packing_buffer_size is not supported yet.", hint="Leave it None.")
+    return _dataset(
+        path,
+        split_part=split_part,
+        worker_config=worker_config,
+        task_encoder=task_encoder,
+        batch_size=batch_size,
+        batch_drop_last=batch_drop_last,
+        training=True,
+        repeat=repeat,
+        virtual_epoch_length=virtual_epoch_length,
+        shuffle_buffer_size=shuffle_buffer_size,
+        max_samples_per_sequence=max_samples_per_sequence,
+        shuffle_over_epochs_multiplier=shuffle_over_epochs_multiplier or 1,
+        **kwargs,
+    )
+
+
+def get_val_dataset(
+    path: str,
+    *,
+    split_part: str = "val",
+    worker_config: WorkerConfig,
+    batch_size: int,
+    batch_drop_last: bool = False,
+    packing_buffer_size: int | None = None,
+    limit: int | None = None,
+    task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
+    **kwargs: Any,
+) -> LoaderDataset:
+    """The validation (or test) split: in order, one pass, at most ``limit`` batches per rank."""
+    if packing_buffer_size is not None:
+        raise ConfigError("packing_buffer_size is not supported yet.", hint="Leave it None.")
+    return _dataset(
+        path,
+        split_part=split_part,
+        worker_config=worker_config,
+        task_encoder=task_encoder,
+        batch_size=batch_size,
+        batch_drop_last=batch_drop_last,
+        training=False,
+        repeat=False,
+        limit=limit,
+        **kwargs,
+    )
+
+
+def get_val_datasets(path: str, **kwargs: Any) -> list[tuple[LoaderDataset, dict[str, Any]]]:
+    """Like :func:`get_val_dataset`, as ``[(dataset, subflavors)]`` (one per source)."""
+    dataset = get_val_dataset(path, **kwargs)
+    return [(dataset, dict(dataset.source.subflavors))]
+
+
+def get_loader(
+    dataset: LoaderDataset,
+    *,
+    worker_config: WorkerConfig | None = None,
+    prefetch_factor: int = 2,
+    pin_memory: bool = False,
+    timeout: float = 0.0,
+    **kwargs: Any,
+) -> Loader:
+    """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
+
+    Energon's watchdog and cache-pool arguments are accepted and ignored.
+    """
+    _check_worker_config(dataset, worker_config)
+    return Loader(dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout)
+
+
+def get_savable_loader(dataset: LoaderDataset, **kwargs: Any) -> Loader:
+    """Like :func:`get_loader`; every stoker loader can save and restore its position."""
+    ignored = {"checkpoint_every_sec", "checkpoint_every_min_n_samples", "n_checkpoints"}
+    return get_loader(dataset, **{k: v for k, v in kwargs.items() if k not in ignored})
+
+
+def _check_worker_config(dataset: LoaderDataset, worker_config: WorkerConfig | None) -> None:
+    if worker_config is not None and worker_config != dataset.worker_config:
+        raise ConfigError(
+            "get_loader got another worker_config than the dataset was made with.",
+            hint="Pass the same WorkerConfig to get_train_dataset and get_loader (or omit it).",
+        )
+
+
+def _dataset(
+    path: str,
+    *,
+    split_part: str,
+    worker_config: WorkerConfig,
+    dataset_config: str = DEFAULT_DATASET_YAML,
+    split_config: str = DEFAULT_SPLIT_CONFIG,
+    subflavors: dict[str, Any] | None = None,
+    allowed_modules: tuple[str, ...] = (),
+    virtual_workers: int | None = None,
+    parallel_shard_iters: int | None = None,
+    error_policy: ErrorPolicy | None = None,
+    **options: Any,
+) -> LoaderDataset:
+    unknown = sorted(set(options) - set(LoaderDataset.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(
+            f"unknown argument(s) {', '.join(unknown)}.",
+            hint=f"stoker also accepts: {', '.join(_EXTRA_KWARGS)}.",
+        )
+    source = load_source(
+        str(path),
+        split_part=split_part,
+        split_config=split_config,
+        dataset_config=dataset_config,
+        subflavors=subflavors,
+        allowed_modules=allowed_modules,
+    )
+    return LoaderDataset(
+        source=source,
+        worker_config=worker_config,
+        virtual_workers=virtual_workers
+        or default_virtual_workers(worker_config.world_size, worker_config.num_workers),
+        parallel_shard_iters=parallel_shard_iters or 16,
+        error_policy=error_policy or ErrorPolicy(),
+        **options,
+    )

@@ -1,0 +1,113 @@
+"""The dataset recipe that ``get_train_dataset`` and friends return.
+
+A :class:`LoaderDataset` is a small, picklable description: the data sources, the plan's
+parameters, the task encoder and the topology. It computes nothing until a loader iterates it;
+each dataloader worker then builds the streams it owns from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.pipeline.stream import StreamSpec
+from stoker.plan import StreamPlan, Topology
+from stoker.sources import DataSource
+from stoker.task import ErrorPolicy, TaskEncoder
+from stoker.worker_config import WorkerConfig
+
+
+@dataclass
+class LoaderDataset:
+    """What to load and how; iterate it through :func:`stoker.get_loader`.
+
+    Iterating the dataset itself loads in the calling process (like ``num_workers=0``).
+    """
+
+    source: DataSource
+    worker_config: WorkerConfig
+    task_encoder: TaskEncoder[Any, Any, Any, Any]
+    batch_size: int | None
+    batch_drop_last: bool = False
+    training: bool = True
+    repeat: bool = True
+    limit: int | None = None
+    virtual_epoch_length: int = 0
+    shuffle_buffer_size: int | None = None
+    max_samples_per_sequence: int | None = None
+    parallel_shard_iters: int = 16
+    shuffle_over_epochs_multiplier: int = 1
+    virtual_workers: int = 1
+    error_policy: ErrorPolicy = field(default_factory=ErrorPolicy)
+
+    def __post_init__(self) -> None:
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError(f"{self.batch_size=} must be >= 1 (or None for no batching).")
+        self.topology()  # validates the topology early, in the caller's process
+
+    def topology(self) -> Topology:
+        wc = self.worker_config
+        return Topology(
+            virtual_workers=self.virtual_workers,
+            world_size=wc.world_size,
+            rank=wc.rank,
+            num_workers=wc.num_workers,
+        )
+
+    def plan(self, stream: int) -> StreamPlan:
+        """The reference plan of one stream."""
+        ordered = not self.training
+        return StreamPlan(
+            self.source.counts,
+            stream,
+            self.virtual_workers,
+            seed=self.worker_config.seed_offset,
+            max_samples_per_sequence=self.max_samples_per_sequence,
+            parallel_shard_iters=1 if ordered else self.parallel_shard_iters,
+            shuffle_buffer_size=0 if ordered else (self.shuffle_buffer_size or 0),
+            shuffle_over_epochs_multiplier=self.shuffle_over_epochs_multiplier,
+            ordered=ordered,
+            excluded=self.source.excluded,
+        )
+
+    def stream_spec(self, stream: int) -> StreamSpec:
+        return StreamSpec(
+            source=self.source,
+            plan=self.plan(stream),
+            task_encoder=self.task_encoder,
+            batch_size=self.batch_size,
+            drop_last=self.batch_drop_last,
+            repeat=self.repeat,
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The configuration a saved loader state is only valid for."""
+        return {
+            "dataset": self.source.path,
+            "split_part": self.source.split_part,
+            "samples": self.source.total,
+            "shards": len(self.source.shards),
+            "batch_size": self.batch_size,
+            "training": self.training,
+            "seed_offset": self.worker_config.seed_offset,
+            "virtual_workers": self.virtual_workers,
+            "shuffle_buffer_size": self.shuffle_buffer_size,
+            "max_samples_per_sequence": self.max_samples_per_sequence,
+            "parallel_shard_iters": self.parallel_shard_iters,
+            "shuffle_over_epochs_multiplier": self.shuffle_over_epochs_multiplier,
+            "task_encoder": type(self.task_encoder).__qualname__,
+        }
+
+    def __iter__(self) -> Iterator[Any]:
+        from stoker.loader import Loader
+
+        with Loader(self, in_process=True) as loader:
+            yield from loader
+
+    def __len__(self) -> int:
+        """Batches per pass over a finite dataset (val), or ``virtual_epoch_length``."""
+        from stoker.loader import batches_per_pass
+
+        return batches_per_pass(self)

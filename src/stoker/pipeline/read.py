@@ -1,0 +1,172 @@
+"""Reading samples by reference: (shard, index) -> the raw bytes of each part.
+
+A reader keeps file handles and shard indexes open, reads one sample with one ranged read, and
+is told which samples come next (the plan knows), so that it can ask the storage to fetch them
+ahead (for local files: ``posix_fadvise(WILLNEED)`` on coalesced byte ranges).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from stoker.errors import FormatError
+from stoker.format.tar import TarScan, split_name
+from stoker.format.tar_index import decode_offsets, tar_index_name
+from stoker.storage import Store
+
+_MAX_OPEN = 256
+_COALESCE_GAP = 1 << 16
+
+
+@dataclass(frozen=True)
+class RawSample:
+    """The undecoded parts of one sample and where they came from."""
+
+    key: str
+    parts: dict[str, bytes]
+    shard: str
+    index: int
+    offset: int
+
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        return tuple(f"{self.key}.{part}" for part in self.parts)
+
+
+class _LRU(OrderedDict[str, object]):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, name: str, value: object) -> None:
+        self[name] = value
+        self.move_to_end(name)
+        while len(self) > self.limit:
+            _, old = self.popitem(last=False)
+            if isinstance(old, int):
+                os.close(old)
+
+
+class ShardReader:
+    """Reads samples of tar shards (or lines of JSONL files) by (shard position, index)."""
+
+    def __init__(self, store: Store, shards: Sequence[str], *, jsonl: bool = False) -> None:
+        self.store = store
+        self.shards = list(shards)
+        self.jsonl = jsonl
+        self._offsets: _LRU = _LRU(4096)
+        self._fds: _LRU = _LRU(_MAX_OPEN)
+
+    def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
+        """The N+1 sample offsets of a shard (cached)."""
+        name = self.shards[shard_id]
+        cached = self._offsets.get(name)
+        if cached is None:
+            index = tar_index_name(name)
+            cached = decode_offsets(self.store.read_bytes(index), self.store.url(index))
+            self._offsets.remember(name, cached)
+        return cached  # type: ignore[return-value]
+
+    def byte_range(self, shard_id: int, index: int) -> tuple[int, int]:
+        offsets = self.offsets(shard_id)
+        if not 0 <= index < len(offsets) - 1:
+            raise FormatError(
+                f"sample index {index} is outside the shard's index ({len(offsets) - 1} samples).",
+                path=self.store.url(self.shards[shard_id]),
+                hint="The dataset changed since it was prepared; run `stoker prepare` again.",
+            )
+        return int(offsets[index]), int(offsets[index + 1])
+
+    def _read(self, shard_id: int, start: int, end: int) -> bytes:
+        name = self.shards[shard_id]
+        local = self.store.local_path(name)
+        if local is None:
+            return self.store.read_range(name, start, end - start)
+        fd = self._fds.get(name)
+        if fd is None:
+            fd = os.open(local, os.O_RDONLY)
+            self._fds.remember(name, fd)
+        return os.pread(fd, end - start, start)  # type: ignore[arg-type]
+
+    def read(self, shard_id: int, index: int) -> RawSample:
+        """The parts of sample ``index`` of shard ``shard_id``."""
+        start, end = self.byte_range(shard_id, index)
+        data = self._read(shard_id, start, end)
+        shard = self.shards[shard_id]
+        if len(data) != end - start:
+            raise FormatError(
+                f"the shard ended early: expected {end - start} bytes of sample {index}.",
+                path=self.store.url(shard),
+                offset=start,
+                hint="The shard was truncated or replaced; run `stoker lint` on the dataset.",
+            )
+        if self.jsonl:
+            return RawSample(str(index), {"json": data.strip()}, shard, index, start)
+        return _parse_sample(data, self.store.url(shard), shard, index, start)
+
+    def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
+        """Hint that these samples are read next (coalesced ranged hints, local files)."""
+        advise = getattr(os, "posix_fadvise", None)
+        if advise is None or len(shard_ids) == 0:
+            return
+        for shard_id in np.unique(shard_ids):
+            name = self.shards[int(shard_id)]
+            if self.store.local_path(name) is None:
+                continue
+            offsets = self.offsets(int(shard_id))
+            picked = np.sort(indices[shard_ids == shard_id])
+            for start, end in _coalesce(offsets[picked], offsets[picked + 1]):
+                self._read(int(shard_id), 0, 0)  # opens the handle
+                advise(self._fds[name], start, end - start, os.POSIX_FADV_WILLNEED)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)  # type: ignore[arg-type]
+        self._fds.clear()
+
+
+def _coalesce(
+    starts: npt.NDArray[np.uint64], ends: npt.NDArray[np.uint64]
+) -> list[tuple[int, int]]:
+    """Merge sorted byte ranges that are closer than ``_COALESCE_GAP``."""
+    ranges: list[tuple[int, int]] = []
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
+            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+        else:
+            ranges.append((start, end))
+    return ranges
+
+
+def _parse_sample(data: bytes, where: str, shard: str, index: int, offset: int) -> RawSample:
+    key: str | None = None
+    parts: dict[str, bytes] = {}
+    scan = TarScan(lambda off, n: data[off : off + n], len(data), where)
+    try:
+        for member in scan:
+            split = split_name(member.name)
+            if split is None:
+                continue
+            if key is None:
+                key = split[0]
+            elif split[0] != key:
+                break
+            parts[split[1]] = data[member.data_offset : member.data_offset + member.size]
+    except FormatError as e:
+        raise FormatError(
+            e.problem, path=where, offset=offset + (e.offset or 0), hint=e.hint
+        ) from None
+    if key is None:
+        raise FormatError(
+            f"sample {index} has no members at the indexed offset.",
+            path=where,
+            offset=offset,
+            hint="The .tar.idx does not match the shard; run `stoker prepare --tar-index-only`.",
+        )
+    return RawSample(key, parts, shard, index, offset)

@@ -1,0 +1,142 @@
+"""A data source: one split of one prepared dataset (tar shards, or a JSONL file).
+
+``load_source`` reads the meta files once in the main process; the source is small, immutable and
+picklable, so dataloader workers receive it as is and open their own readers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stoker.errors import ConfigError, StorageError
+from stoker.format.dataset_config import DatasetConfig, read_dataset_config
+from stoker.format.jsonl import jsonl_index_name
+from stoker.format.meta import (
+    DEFAULT_DATASET_YAML,
+    DEFAULT_SPLIT_CONFIG,
+    INDEX_SQLITE,
+    read_info,
+    read_split_config,
+)
+from stoker.format.shard_scan import scan_shard
+from stoker.format.sqlite_index import SqliteIndexReader
+from stoker.format.tar_index import decode_offsets
+from stoker.pipeline.read import ShardReader
+from stoker.storage import Store, open_store, split_location
+
+CRUDE_JSONL = DatasetConfig(sample_type=None, sample_module="stoker")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """The shards of one split, their sample counts, exclusions and how to build samples."""
+
+    path: str
+    split_part: str
+    shards: tuple[str, ...]
+    counts: npt.NDArray[np.int64]
+    config: DatasetConfig
+    excluded: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    jsonl: bool = False
+    subflavors: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def root(self) -> str:
+        """The folder holding the shards (the JSONL file's folder for JSONL)."""
+        return split_location(self.path)[0] if self.jsonl else self.path
+
+    @property
+    def total(self) -> int:
+        """Samples in the split after exclusions."""
+        return int(self.counts.sum()) - len(self.excluded)
+
+    def reader(self) -> ShardReader:
+        return ShardReader(open_store(self.root), self.shards, jsonl=self.jsonl)
+
+
+def load_source(
+    path: str,
+    *,
+    split_part: str = "train",
+    split_config: str = DEFAULT_SPLIT_CONFIG,
+    dataset_config: str = DEFAULT_DATASET_YAML,
+    subflavors: dict[str, Any] | None = None,
+    allowed_modules: tuple[str, ...] = (),
+) -> DataSource:
+    """Read the meta files of the dataset at ``path`` (a folder or a ``.jsonl`` file).
+
+    Example:
+        >>> source = load_source("/data/coco-wds", split_part="val")  # doctest: +SKIP
+        >>> source.total  # doctest: +SKIP
+        5000
+    """
+    if path.endswith(".jsonl"):
+        return _jsonl_source(path, split_part, subflavors or {})
+    store = open_store(path)
+    info = read_info(store)
+    split = read_split_config(store, split_config)
+    shards = split.shards(split_part)
+    missing = [name for name in shards if name not in info.shard_counts]
+    if missing:
+        raise ConfigError(
+            f"split {split_part!r} names shard {missing[0]!r}, which .info.json does not list.",
+            path=store.url(f".nv-meta/{split_config}"),
+            hint="Prepare the dataset again, or fix the split config.",
+        )
+    config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
+    counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
+    excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
+    merged = {**config.subflavors, **(subflavors or {})}
+    return DataSource(path, split_part, tuple(shards), counts, config, excluded, False, merged)
+
+
+def _jsonl_source(path: str, split_part: str, subflavors: dict[str, Any]) -> DataSource:
+    parent, name = split_location(path)
+    store = open_store(parent)
+    index = jsonl_index_name(name)
+    if not store.exists(index):
+        raise StorageError(
+            "the JSONL file has no index.",
+            path=path,
+            hint=f"Run `stoker prepare {path}` first.",
+        )
+    count = len(decode_offsets(store.read_bytes(index), store.url(index))) - 1
+    counts = np.array([count], dtype=np.int64)
+    return DataSource(
+        path, split_part, (name,), counts, CRUDE_JSONL, jsonl=True, subflavors=subflavors
+    )
+
+
+def _excluded_indices(
+    store: Store,
+    shards: list[str],
+    counts: npt.NDArray[np.int64],
+    by_shard: dict[str, set[str]],
+) -> npt.NDArray[np.int64]:
+    """Global split indices of samples excluded by ``shard.tar/key`` entries."""
+    wanted = {name: keys for name, keys in by_shard.items() if name in shards}
+    if not wanted:
+        return np.zeros(0, np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    position = {name: i for i, name in enumerate(shards)}
+    found: list[int] = []
+    db = SqliteIndexReader(store.local_path(INDEX_SQLITE) or "") if _has_db(store) else None
+    for name, keys in wanted.items():
+        if db is not None:
+            located = [db.locate(key) for key in keys]
+            indices = [loc.index for loc in located if loc is not None]
+        else:
+            scanned = scan_shard(store, name)
+            indices = [i for i, key in enumerate(scanned.keys) if key in keys]
+        found.extend(int(starts[position[name]]) + i for i in indices)
+    if db is not None:
+        db.close()
+    return np.unique(np.array(found, dtype=np.int64))
+
+
+def _has_db(store: Store) -> bool:
+    return store.exists(INDEX_SQLITE) and store.local_path(INDEX_SQLITE) is not None
