@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo behind `make demo`: raw files -> shards -> prepared dataset -> info and lint.
+# The demo behind `make demo`: raw files -> shards -> prepared dataset -> info, lint, batches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEMO=demo-data
@@ -13,4 +13,5 @@ step stoker prepare "$DEMO/shards" --non-interactive --split-ratio 8,1,1 --no-pr
     --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}'
 step stoker info "$DEMO/shards"
 step stoker lint "$DEMO/shards" --no-progress
+step python scripts/demo_load.py "$DEMO/shards"
 printf '\nThe prepared dataset is in %s/shards; Energon and stoker can both load it.\n' "$DEMO"

@@ -36,6 +36,7 @@ _EXTRA_KWARGS = (
     "virtual_workers",
     "allowed_modules",
     "error_policy",
+    "trust_sample_loader",
 )
 
 
@@ -70,7 +71,8 @@ def get_train_dataset(
         repeat: Loop forever over epochs (False: one epoch per ``for`` loop).
         **kwargs: ``parallel_shard_iters`` (default 16), ``dataset_config``, ``split_config``,
             ``subflavors``, ``virtual_workers`` (streams the plan is defined over; fix it to
-            resume on other cluster sizes), ``allowed_modules``, ``error_policy``.
+            resume on other cluster sizes), ``allowed_modules``, ``error_policy``,
+            ``trust_sample_loader`` (run a ``sample_loader.py`` shipped with the data).
     """
     if packing_buffer_size is not None:
         raise ConfigError("packing_buffer_size is not supported yet.", hint="Leave it None.")
@@ -169,6 +171,7 @@ def _dataset(
     virtual_workers: int | None = None,
     parallel_shard_iters: int | None = None,
     error_policy: ErrorPolicy | None = None,
+    trust_sample_loader: bool = False,
     **options: Any,
 ) -> LoaderDataset:
     unknown = sorted(set(options) - set(LoaderDataset.__dataclass_fields__))
@@ -184,6 +187,7 @@ def _dataset(
         dataset_config=dataset_config,
         subflavors=subflavors,
         allowed_modules=allowed_modules,
+        trust_sample_loader=trust_sample_loader,
     )
     return LoaderDataset(
         source=source,

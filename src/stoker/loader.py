@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.stream import Position, SampleStream, batches
 from stoker.task import ErrorTracker
 
@@ -30,11 +31,12 @@ def worker_items(
     """The batches of one worker's streams, round-robin over its streams (canonical order)."""
     streams = [s for s in dataset.topology().worker_streams(worker).tolist() if s not in exhausted]
     reader = dataset.source.reader()
+    builder = SampleBuilder(dataset.source, dataset.task_encoder.decoder)
     tracker = ErrorTracker(dataset.error_policy)
     iterators = {}
     for s in streams:
         spec = dataset.stream_spec(s)
-        samples = SampleStream(spec, reader, tracker, starts.get(s, Position()))
+        samples = SampleStream(spec, reader, builder, tracker, starts.get(s, Position()))
         iterators[s] = batches(spec, iter(samples))
     try:
         while streams:

@@ -43,6 +43,8 @@ class DataSource:
     excluded: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     jsonl: bool = False
     subflavors: dict[str, Any] = field(default_factory=dict)
+    #: Run ``.nv-meta/sample_loader.py`` (user code shipped with the data) if the config names it.
+    trust_sample_loader: bool = False
 
     @property
     def root(self) -> str:
@@ -66,6 +68,7 @@ def load_source(
     dataset_config: str = DEFAULT_DATASET_YAML,
     subflavors: dict[str, Any] | None = None,
     allowed_modules: tuple[str, ...] = (),
+    trust_sample_loader: bool = False,
 ) -> DataSource:
     """Read the meta files of the dataset at ``path`` (a folder or a ``.jsonl`` file).
 
@@ -91,7 +94,17 @@ def load_source(
     counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
     excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
     merged = {**config.subflavors, **(subflavors or {})}
-    return DataSource(path, split_part, tuple(shards), counts, config, excluded, False, merged)
+    return DataSource(
+        path,
+        split_part,
+        tuple(shards),
+        counts,
+        config,
+        excluded,
+        False,
+        merged,
+        trust_sample_loader,
+    )
 
 
 def _jsonl_source(path: str, split_part: str, subflavors: dict[str, Any]) -> DataSource:

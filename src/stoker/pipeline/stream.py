@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.plan import StreamPlan, global_to_shard
-from stoker.samples import SourceInfo
 from stoker.sources import DataSource
 from stoker.task import ErrorTracker, TaskEncoder, iter_encoded
 
@@ -53,10 +53,16 @@ class SampleStream:
     """Encoded samples of one stream, each with the position after it."""
 
     def __init__(
-        self, spec: StreamSpec, reader: ShardReader, tracker: ErrorTracker, start: Position
+        self,
+        spec: StreamSpec,
+        reader: ShardReader,
+        builder: SampleBuilder,
+        tracker: ErrorTracker,
+        start: Position,
     ) -> None:
         self.spec = spec
         self.reader = reader
+        self.builder = builder
         self.tracker = tracker
         self.start = start
 
@@ -88,39 +94,13 @@ class SampleStream:
         raw: RawSample | None = None
         try:
             raw = self.reader.read(shard_id, index)
-            sample = build(source, raw, encoder, ref)
+            sample = self.builder.build(raw, ref)
             outputs = list(iter_encoded(encoder, sample))
         except Exception as e:
             self.tracker.failed(e, describe(source, raw, shard_id, index))
             return iter(())
         self.tracker.succeeded()
         return iter(outputs)
-
-
-def build(
-    source: DataSource, raw: RawSample, encoder: TaskEncoder[Any, Any, Any, Any], ref: int
-) -> Any:
-    """Decode a raw sample and build the sample object the dataset.yaml describes."""
-    from stoker.pipeline.field_map import build_sample
-
-    decoder = encoder.decoder
-    decoded = decoder.decode(raw.key, raw.parts) if decoder is not None else dict(raw.parts)
-    sources = (
-        SourceInfo(
-            dataset_path=source.path,
-            index=ref,
-            shard_name=raw.shard,
-            file_names=raw.file_names,
-        ),
-    )
-    return build_sample(
-        source.config,
-        decoded,
-        key=raw.key,
-        restore_key=("Webdataset", source.path, ref),
-        subflavors=source.subflavors,
-        sources=sources,
-    )
 
 
 def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: int) -> str:
