@@ -9,10 +9,13 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
+import warnings
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from stoker import state as state_module
+from stoker.errors import ConfigError
 from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.stream import Position, SampleStream, batches
 from stoker.task import ErrorTracker
@@ -26,10 +29,18 @@ Item = tuple[int, int, int, Any, "list[int] | None"]  # worker, stream, kind, ba
 
 
 def worker_items(
-    dataset: LoaderDataset, worker: int, starts: dict[int, Position], exhausted: set[int]
+    dataset: LoaderDataset,
+    worker: int,
+    starts: dict[int, Position],
+    exhausted: set[int],
+    t: int = 0,
 ) -> Iterator[Item]:
-    """The batches of one worker's streams, round-robin over its streams (canonical order)."""
-    streams = [s for s in dataset.topology().worker_streams(worker).tolist() if s not in exhausted]
+    """The batches of one worker's streams, round-robin over its streams (canonical order).
+
+    The round starts at the stream the main process asks this worker for first, at or after its
+    micro-batch counter ``t`` (which need not be at a round boundary after a restore).
+    """
+    streams = _rotated_streams(dataset, worker, exhausted, t)
     reader = dataset.source.reader()
     builder = SampleBuilder(dataset.source, dataset.task_encoder.decoder)
     tracker = ErrorTracker(dataset.error_policy)
@@ -52,20 +63,32 @@ def worker_items(
         reader.close()
 
 
+def _rotated_streams(dataset: LoaderDataset, worker: int, exhausted: set[int], t: int) -> list[int]:
+    topology = dataset.topology()
+    own = [s for s in topology.worker_streams(worker).tolist() if s not in exhausted]
+    order = topology.rank_streams().tolist()
+    for step in range(t, t + len(order)):
+        stream = order[step % len(order)]
+        if stream in own:
+            i = own.index(stream)
+            return own[i:] + own[:i]
+    return own
+
+
 class _WorkerDataset:
     """What each torch dataloader worker iterates (a torch ``IterableDataset``)."""
 
     def __init__(
-        self, dataset: LoaderDataset, starts: dict[int, Position], exhausted: set[int]
+        self, dataset: LoaderDataset, starts: dict[int, Position], exhausted: set[int], t: int
     ) -> None:
-        self.dataset, self.starts, self.exhausted = dataset, starts, exhausted
+        self.dataset, self.starts, self.exhausted, self.t = dataset, starts, exhausted, t
 
     def __iter__(self) -> Iterator[Item]:
         import torch.utils.data
 
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
-        return worker_items(self.dataset, worker, self.starts, self.exhausted)
+        return worker_items(self.dataset, worker, self.starts, self.exhausted, self.t)
 
 
 class _Live:
@@ -79,7 +102,8 @@ class _Live:
         self._torch_iter: Any = None
         if workers == 0 or loader.in_process:
             self._producers = [
-                worker_items(dataset, w, starts, exhausted) for w in range(max(workers, 1))
+                worker_items(dataset, w, starts, exhausted, loader.t)
+                for w in range(max(workers, 1))
             ]
             return
         import torch.utils.data
@@ -87,17 +111,20 @@ class _Live:
         class _Iterable(_WorkerDataset, torch.utils.data.IterableDataset[Item]):
             pass
 
-        self._torch_iter = iter(
-            torch.utils.data.DataLoader(
-                _Iterable(dataset, starts, exhausted),
-                batch_size=None,
-                num_workers=workers,
-                prefetch_factor=loader.prefetch_factor,
-                pin_memory=loader.pin_memory,
-                timeout=loader.timeout,
-                in_order=False,
+        with warnings.catch_warnings():
+            # torch warns when workers outnumber cores; the user chose num_workers knowingly.
+            warnings.filterwarnings("ignore", message="This DataLoader will create")
+            self._torch_iter = iter(
+                torch.utils.data.DataLoader(
+                    _Iterable(dataset, starts, exhausted, loader.t),
+                    batch_size=None,
+                    num_workers=workers,
+                    prefetch_factor=loader.prefetch_factor,
+                    pin_memory=loader.pin_memory,
+                    timeout=loader.timeout,
+                    in_order=False,
+                )
             )
-        )
 
     def next_from(self, worker: int) -> Item:
         queue = self.queues[worker]
@@ -205,6 +232,89 @@ class Loader:
     def close(self) -> None:
         """Stop the worker processes (also done when the loader is garbage-collected)."""
         self._stop()
+
+    # --- state -----------------------------------------------------------------------------
+
+    def save_state_rank(self) -> dict[str, Any]:
+        """This rank's position after the last batch handed out: plain data, a few KB.
+
+        Costs no round trip to the workers: every batch carried its stream's position.
+        """
+        return state_module.make_state(
+            fingerprint=self.dataset.fingerprint(),
+            topology=self.dataset.topology(),
+            epoch=self.epoch,
+            t=self.t,
+            yielded=self.yielded,
+            finished=self._finished,
+            exhausted=sorted(self.exhausted),
+            streams={s: p.to_list() for s, p in self.positions.items()},
+        )
+
+    def restore_state_rank(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (saved by this rank, same world size; workers may differ)."""
+        state = state_module.check_state(state)
+        state_module.check_fingerprint(state, self.dataset.fingerprint())
+        saved, current = state["topology"], self.dataset.topology()
+        if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
+            raise ConfigError(
+                f"the state is rank {saved['rank']} of {saved['world_size']}, this loader is rank "
+                f"{current.rank} of {current.world_size}.",
+                hint="To resume on another number of ranks, pass every rank's state to "
+                "restore_state_global().",
+            )
+        self._apply(state_module.for_rank(state_module.merge_one(state), current))
+
+    def save_state_global(self, global_dst_rank: int = 0) -> list[dict[str, Any]] | None:
+        """Gather every rank's state on ``global_dst_rank`` (None on the other ranks)."""
+        import torch.distributed as dist
+
+        state = self.save_state_rank()
+        if not (dist.is_available() and dist.is_initialized()):
+            return [state]
+        group = self.dataset.worker_config.data_parallel_group
+        gathered: list[Any] | None = None
+        if dist.get_rank() == global_dst_rank:
+            gathered = [None] * dist.get_world_size(group)
+        dist.gather_object(state, gathered, dst=global_dst_rank, group=group)
+        return gathered
+
+    def restore_state_global(
+        self, states: list[dict[str, Any]] | None, *, src_rank: int | None = None
+    ) -> None:
+        """Continue from the states of all ranks, on this or another topology.
+
+        Each rank passes the full list, or only ``src_rank`` does and it is broadcast. Without
+        ``torch.distributed``, the full list restores this rank's share without communication.
+        """
+        if src_rank is not None:
+            import torch.distributed as dist
+
+            box = [states]
+            dist.broadcast_object_list(
+                box, src=src_rank, group=self.dataset.worker_config.data_parallel_group
+            )
+            states = box[0]
+        if states is None:
+            raise ConfigError("restore_state_global needs the states (or src_rank).")
+        merged = state_module.merge(states)
+        state_module.check_fingerprint(merged, self.dataset.fingerprint())
+        self._apply(state_module.for_rank(merged, self.dataset.topology()))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Same as :meth:`save_state_rank` (Lightning / torchdata style)."""
+        return self.save_state_rank()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Same as :meth:`restore_state_rank`."""
+        self.restore_state_rank(state)
+
+    def _apply(self, state: dict[str, Any]) -> None:
+        self._stop()
+        self.positions = {int(s): Position.from_list(p) for s, p in state["streams"].items()}
+        self.exhausted = set(state["exhausted"])
+        self.t, self.yielded, self.epoch = state["t"], state["yielded"], state["epoch"]
+        self._finished = state["finished"]
 
     def __enter__(self) -> Loader:
         return self

@@ -1,0 +1,167 @@
+"""Loader state: plain data, versioned, fingerprinted, and redistributable over topologies.
+
+A rank's state is the position of each stream (virtual worker) it owns plus a few counters::
+
+    {"stoker_state_version": 1, "fingerprint": {...}, "topology": {...},
+     "epoch": 0, "t": 120, "yielded": 118, "finished": False,
+     "exhausted": [5], "streams": {"1": [0, 480, 0], "3": [0, 470, 1]}}
+
+It holds only str/int/bool/list/dict, so ``json`` and ``torch.load(weights_only=True)`` load it.
+Because streams, not ranks, carry positions, the states of all ranks can be merged and cut again
+for another world size or worker count (:func:`redistribute`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.plan import Topology
+
+STATE_VERSION = 1
+_VERSION_KEY = "stoker_state_version"
+
+
+def check_state(state: Any) -> dict[str, Any]:
+    """Raise a clear error unless ``state`` is a stoker loader state of a known version."""
+    if not isinstance(state, dict) or _VERSION_KEY not in state:
+        raise ConfigError(
+            "this is not a stoker loader state.",
+            hint="Pass what save_state_rank() (or one entry of save_state_global()) returned.",
+        )
+    if state[_VERSION_KEY] != STATE_VERSION:
+        raise ConfigError(
+            f"loader state version {state[_VERSION_KEY]} is not supported "
+            f"(this stoker reads version {STATE_VERSION}).",
+            hint="Restore with the stoker version that saved it.",
+        )
+    return state
+
+
+def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """One line per differing field: ``name: saved X, current Y``."""
+    names = sorted(set(saved) | set(current))
+    return [
+        f"{name}: saved {saved.get(name)!r}, current {current.get(name)!r}"
+        for name in names
+        if saved.get(name) != current.get(name)
+    ]
+
+
+def check_fingerprint(state: dict[str, Any], current: dict[str, Any]) -> None:
+    diff = fingerprint_diff(state["fingerprint"], current)
+    if diff:
+        raise ConfigError(
+            "the loader state was saved with another configuration:\n  " + "\n  ".join(diff),
+            hint="Restore with the same dataset and loader arguments as when it was saved.",
+        )
+
+
+def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """One state holding every stream of every rank (from ``save_state_global``)."""
+    states = [check_state(s) for s in states]
+    if not states:
+        raise ConfigError("no loader states to restore from.")
+    first = states[0]
+    streams: dict[str, list[int]] = {}
+    exhausted: set[int] = set()
+    for state in states:
+        for key in ("fingerprint", "epoch"):
+            if state[key] != first[key]:
+                raise ConfigError(
+                    f"the ranks' states disagree on {key!r}.",
+                    hint="Pass the states of one save_state_global() call.",
+                )
+        streams.update(state["streams"])
+        exhausted.update(state["exhausted"])
+    world = first["topology"]["world_size"]
+    ranks = sorted(s["topology"]["rank"] for s in states)
+    if ranks != list(range(world)):
+        raise ConfigError(
+            f"expected the states of ranks 0..{world - 1}, got ranks {ranks}.",
+            hint="Pass every rank's state (save_state_global gathers them).",
+        )
+    consumed = first["t"] * world  # micro-batches of all ranks together
+    return {
+        **first,
+        "topology": {**first["topology"], "rank": None, "world_size": None, "num_workers": None},
+        "consumed": consumed,
+        "streams": streams,
+        "exhausted": sorted(exhausted),
+    }
+
+
+def merge_one(state: dict[str, Any]) -> dict[str, Any]:
+    """A single rank's state in merged form (for a restore on the same rank)."""
+    state = check_state(state)
+    world = state["topology"]["world_size"]
+    return {**state, "consumed": state["t"] * world}
+
+
+def for_rank(merged: dict[str, Any], topology: Topology) -> dict[str, Any]:
+    """The share of a merged state that ``topology`` (one rank) continues from."""
+    saved_v = merged["topology"]["virtual_workers"]
+    if saved_v != topology.virtual_workers:
+        raise ConfigError(
+            f"the state was saved with virtual_workers={saved_v}, the loader has "
+            f"{topology.virtual_workers}.",
+            hint=f"Pass virtual_workers={saved_v} to get_train_dataset.",
+        )
+    consumed, world = merged["consumed"], topology.world_size
+    if consumed % world:
+        raise ConfigError(
+            f"{consumed} micro-batches were consumed, which {world} ranks cannot split evenly.",
+            hint="Resume at a global step boundary (keep world_size x accumulation constant).",
+        )
+    own = {str(s) for s in topology.rank_streams().tolist()}
+    return {
+        **merged,
+        "topology": _topology_dict(topology),
+        "t": consumed // world,
+        "streams": {k: v for k, v in merged["streams"].items() if k in own},
+        "exhausted": [s for s in merged["exhausted"] if str(s) in own],
+    }
+
+
+def redistribute(
+    states: list[dict[str, Any]], world_size: int, num_workers: int
+) -> list[dict[str, Any]]:
+    """The states of all ranks re-cut for ``world_size`` ranks with ``num_workers`` workers each."""
+    merged = merge(states)
+    v = merged["topology"]["virtual_workers"]
+    return [
+        for_rank(merged, Topology(v, world_size, rank, num_workers)) for rank in range(world_size)
+    ]
+
+
+def _topology_dict(topology: Topology) -> dict[str, int]:
+    return {
+        "virtual_workers": topology.virtual_workers,
+        "world_size": topology.world_size,
+        "rank": topology.rank,
+        "num_workers": topology.num_workers,
+    }
+
+
+def make_state(
+    *,
+    fingerprint: dict[str, Any],
+    topology: Topology,
+    epoch: int,
+    t: int,
+    yielded: int,
+    finished: bool,
+    exhausted: list[int],
+    streams: dict[int, list[int]],
+) -> dict[str, Any]:
+    return {
+        _VERSION_KEY: STATE_VERSION,
+        "fingerprint": fingerprint,
+        "topology": _topology_dict(topology),
+        "epoch": epoch,
+        "t": t,
+        "yielded": yielded,
+        "finished": finished,
+        "exhausted": sorted(exhausted),
+        "streams": {str(s): list(p) for s, p in sorted(streams.items())},
+    }
