@@ -67,7 +67,7 @@ class FormatError(StokerError):
     """A data or metadata file does not have the expected format."""
 
 
-class ConfigError(StokerError):
+class ConfigError(StokerError, ValueError):
     """A configuration (dataset.yaml, split.yaml, CLI flags, arguments) is invalid."""
 
 

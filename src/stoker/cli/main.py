@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "pack": ("stoker.cli.pack", "command", "Turn a folder of files or a JSONL file into shards."),
     "info": ("stoker.cli.info", "command", "Summarise a prepared dataset."),
     "lint": ("stoker.cli.lint", "command", "Check a prepared dataset for problems."),
+    "checkpoint": ("stoker.cli.checkpoint", "command", "Inspect and re-cut saved loader states."),
+    "preview": ("stoker.cli.preview", "command", "Show the first samples of a split, decoded."),
 }
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from stoker.errors import ConfigError
 from stoker.plan.rng import SLICE_ORDER, keyed_rng
 
 
 def check_multiplier(multiplier: int) -> None:
     """Raise ValueError unless ``multiplier`` is -1 or >= 1."""
     if multiplier != -1 and multiplier < 1:
-        raise ValueError(
+        raise ConfigError(
             f"{multiplier=} is invalid: use 1 (one permutation per epoch), m > 1 (shuffle over "
             "m epochs) or -1 (draw slices with replacement)."
         )
@@ -38,7 +39,7 @@ def epoch_slice_order(
     """
     check_multiplier(multiplier)
     if epoch < 0:
-        raise ValueError(f"{epoch=} must be >= 0.")
+        raise ConfigError(f"{epoch=} must be >= 0.")
     if num_slices == 0:
         return np.zeros(0, np.int64)
     if multiplier == -1:

@@ -16,6 +16,8 @@ from typing import Final
 
 import numpy as np
 
+from stoker.errors import ConfigError
+
 #: Order of the slices of a stream in an epoch (or a group of epochs).
 SLICE_ORDER: Final = 1
 #: Permutation of one shuffle window of a stream's epoch.
@@ -34,7 +36,7 @@ def keyed_rng(seed: int, *key: int) -> np.random.Generator:
     words = (seed, *key)
     for value in words:
         if int(value) < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"keyed_rng needs non-negative integers, got {words=}; use a seed >= 0."
             )
     return np.random.Generator(np.random.Philox(np.random.SeedSequence([int(w) for w in words])))

@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import NDArray
 
+from stoker.errors import ConfigError
+
 Int64Array = NDArray[np.int64]
 
 
@@ -25,9 +27,9 @@ def as_counts(shard_counts: npt.ArrayLike) -> Int64Array:
     """``shard_counts`` as a 1-D int64 array of non-negative counts (raises ValueError)."""
     counts = np.asarray(shard_counts)
     if counts.ndim != 1 or not (counts.size == 0 or np.issubdtype(counts.dtype, np.integer)):
-        raise ValueError(f"shard_counts must be a 1-D array of integers, got {counts.shape=}.")
+        raise ConfigError(f"shard_counts must be a 1-D array of integers, got {counts.shape=}.")
     if counts.size and int(counts.min()) < 0:
-        raise ValueError("shard_counts must be >= 0 (samples per shard).")
+        raise ConfigError("shard_counts must be >= 0 (samples per shard).")
     return counts.astype(np.int64, copy=False)
 
 
@@ -35,9 +37,9 @@ def as_excluded(excluded: npt.ArrayLike | None, total: int) -> Int64Array:
     """``excluded`` as a sorted, unique int64 array of global indices in ``[0, total)``."""
     out = np.zeros(0, np.int64) if excluded is None else np.asarray(excluded, dtype=np.int64)
     if out.ndim != 1:
-        raise ValueError(f"excluded must be a 1-D array of global indices, got {out.shape=}.")
+        raise ConfigError(f"excluded must be a 1-D array of global indices, got {out.shape=}.")
     if out.size and (np.any(np.diff(out) <= 0) or out[0] < 0 or out[-1] >= total):
-        raise ValueError(
+        raise ConfigError(
             f"excluded must be strictly increasing global indices in [0, {total}); "
             "sort and deduplicate it (np.unique)."
         )
@@ -121,6 +123,6 @@ def global_to_shard(
     total = int(ends[-1]) if ends.size else 0
     indices = np.asarray(refs, dtype=np.int64)
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= total):
-        raise ValueError(f"refs must be global sample indices in [0, {total}).")
+        raise ConfigError(f"refs must be global sample indices in [0, {total}).")
     shard_ids = np.searchsorted(ends, indices, side="right").astype(np.int64)
     return shard_ids, indices - (ends[shard_ids] - counts[shard_ids])

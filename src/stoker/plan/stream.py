@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from stoker.errors import ConfigError
 from stoker.plan.interleave import Chunks
 from stoker.plan.order import check_multiplier, epoch_slice_order
 from stoker.plan.rng import WINDOW, keyed_rng
@@ -77,7 +78,7 @@ class StreamPlan:
     ) -> None:
         _check_args(stream, virtual_workers, seed, dataset_id, max_samples_per_sequence)
         if parallel_shard_iters < 1:
-            raise ValueError(f"{parallel_shard_iters=} must be >= 1.")
+            raise ConfigError(f"{parallel_shard_iters=} must be >= 1.")
         check_multiplier(shuffle_over_epochs_multiplier)
         counts = as_counts(shard_counts)
         excluded_ = as_excluded(excluded, int(counts.sum()))
@@ -126,16 +127,18 @@ class StreamPlan:
         """Global sample indices at positions ``[lo, hi)`` of ``epoch``."""
         length = self.epoch_length(epoch)
         if not 0 <= lo <= hi <= length:
-            raise ValueError(f"need 0 <= lo <= hi <= epoch_length={length}, got {lo=}, {hi=}.")
+            raise ConfigError(f"need 0 <= lo <= hi <= epoch_length={length}, got {lo=}, {hi=}.")
         sources = self._window_sources(epoch, lo, hi, length)
         return compact_to_global(self._chunks(epoch).lookup(sources), self._shift)
 
     def position(self, p: int) -> tuple[int, int]:
         """``(epoch, offset)`` of position ``p`` of the infinite (repeating) view."""
         if p < 0:
-            raise ValueError(f"{p=} must be >= 0.")
+            raise ConfigError(f"{p=} must be >= 0.")
         if self._num_samples == 0:
-            raise ValueError("the stream has no samples; it has no infinite view (fewer streams?).")
+            raise ConfigError(
+                "the stream has no samples; it has no infinite view (fewer streams?)."
+            )
         if self._multiplier == -1:
             while self._epoch_starts[-1] <= p:
                 epoch = len(self._epoch_starts) - 1
@@ -150,7 +153,7 @@ class StreamPlan:
     def refs_at(self, p_lo: int, p_hi: int) -> Int64Array:
         """Global sample indices at positions ``[p_lo, p_hi)`` of the infinite view."""
         if p_hi < p_lo:
-            raise ValueError(f"need p_lo <= p_hi, got {p_lo=}, {p_hi=}.")
+            raise ConfigError(f"need p_lo <= p_hi, got {p_lo=}, {p_hi=}.")
         if p_hi == p_lo:
             return np.zeros(0, np.int64)
         epoch, offset = self.position(p_lo)
@@ -164,7 +167,7 @@ class StreamPlan:
     def iter_refs(self, start_position: int = 0, block: int = 1024) -> Iterator[RefBlock]:
         """Endless blocks of ``block`` references of the infinite view from ``start_position``."""
         if block < 1:
-            raise ValueError(f"{block=} must be >= 1.")
+            raise ConfigError(f"{block=} must be >= 1.")
         position = start_position
         while True:
             yield RefBlock(position, self.refs_at(position, position + block))
@@ -215,10 +218,10 @@ def _check_args(
     stream: int, virtual_workers: int, seed: int, dataset_id: int, msps: int | None
 ) -> None:
     if virtual_workers < 1:
-        raise ValueError(f"{virtual_workers=} must be >= 1.")
+        raise ConfigError(f"{virtual_workers=} must be >= 1.")
     if not 0 <= stream < virtual_workers:
-        raise ValueError(f"{stream=} must be in [0, virtual_workers={virtual_workers}).")
+        raise ConfigError(f"{stream=} must be in [0, virtual_workers={virtual_workers}).")
     if seed < 0 or dataset_id < 0:
-        raise ValueError(f"{seed=} and {dataset_id=} must be >= 0.")
+        raise ConfigError(f"{seed=} and {dataset_id=} must be >= 0.")
     if msps is not None and msps < 1:
-        raise ValueError(f"max_samples_per_sequence={msps} must be >= 1 or None (no limit).")
+        raise ConfigError(f"max_samples_per_sequence={msps} must be >= 1 or None (no limit).")

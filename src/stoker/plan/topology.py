@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from stoker.errors import ConfigError
+
 
 def default_virtual_workers(world_size: int, num_workers: int) -> int:
     """``world_size * max(num_workers, 1)``: the smallest valid number of virtual workers.
@@ -53,13 +55,13 @@ class Topology:
     def __post_init__(self) -> None:
         v, w, r, n = self.virtual_workers, self.world_size, self.rank, self.num_workers
         if w < 1:
-            raise ValueError(f"{self.world_size=} must be >= 1.")
+            raise ConfigError(f"{self.world_size=} must be >= 1.")
         if n < 0:
-            raise ValueError(f"{self.num_workers=} must be >= 0 (0 = load in the main process).")
+            raise ConfigError(f"{self.num_workers=} must be >= 0 (0 = load in the main process).")
         if not 0 <= r < w:
-            raise ValueError(f"{self.rank=} must be in [0, world_size={w}).")
+            raise ConfigError(f"{self.rank=} must be in [0, world_size={w}).")
         if v < 1 or v % (w * max(n, 1)):
-            raise ValueError(
+            raise ConfigError(
                 f"{self.virtual_workers=} must be a positive multiple of world_size * "
                 f"max(num_workers, 1) = {w * max(n, 1)}; pick virtual_workers divisible by it "
                 f"(see default_virtual_workers) or change the world size / worker count."
@@ -82,7 +84,7 @@ class Topology:
     def worker_streams(self, worker: int) -> NDArray[np.int64]:
         """The streams of dataloader ``worker``: local streams with ``k ≡ worker (mod N)``."""
         if not 0 <= worker < self.workers:
-            raise ValueError(f"{worker=} must be in [0, {self.workers}).")
+            raise ConfigError(f"{worker=} must be in [0, {self.workers}).")
         return self.rank_streams()[worker :: self.workers]
 
     def stream_of(self, t: int) -> int:
