@@ -1,0 +1,163 @@
+"""``stoker preview``: the first samples of a split, decoded, as text, JSON or an HTML page.
+
+This module stays free of torch at import time (``stoker preview --help`` is instant); the
+library module :mod:`stoker.preview`, which decodes samples, is imported when the command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors
+from stoker.errors import StorageError
+from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
+
+if TYPE_CHECKING:
+    from stoker.preview import PreviewReport, PreviewSample
+
+
+@click.command(name="preview", context_settings=CONTEXT_SETTINGS)
+@click.argument("path", type=str)
+@click.option("--split-part", default="train", show_default=True, help="Split part to read.")
+@click.option(
+    "-n",
+    "--num-samples",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Samples to show.",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Index in the split of the first sample shown.",
+)
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write a self-contained HTML page with image thumbnails to this file.",
+)
+@click.option(
+    "--image-decode",
+    default="torchrgb8",
+    show_default=True,
+    help="Image mode, as the loader's SampleDecoder takes it (torchrgb8, torchrgb, rgb8, pil...).",
+)
+@click.option(
+    "--split-config",
+    default=DEFAULT_SPLIT_CONFIG,
+    show_default=True,
+    help="Split config file in .nv-meta.",
+)
+@click.option(
+    "--dataset-config",
+    default=DEFAULT_DATASET_YAML,
+    show_default=True,
+    help="Dataset config file in .nv-meta.",
+)
+@click.option(
+    "--trust-sample-loader",
+    is_flag=True,
+    help="Run the sample_loader.py that dataset.yaml names (code shipped with the data).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the samples' summaries as JSON.")
+@reports_errors
+def command(
+    path: str,
+    split_part: str,
+    num_samples: int,
+    offset: int,
+    html_out: str | None,
+    image_decode: str,
+    split_config: str,
+    dataset_config: str,
+    trust_sample_loader: bool,
+    as_json: bool,
+) -> None:
+    """Show the first samples of the dataset at PATH, decoded as the loader would see them.
+
+    PATH is a prepared folder of tar shards, or an indexed .jsonl file. Samples are read in
+    order (no shuffling) from the split part; for each one the key, shard and byte offset are
+    shown, and per field its type, shape, dtype and value range, or its text. A sample that
+    fails to decode is shown with its error. With --html, a page with the images as
+    thumbnails is written too: open it in a browser to look at the data.
+
+    \b
+    Examples:
+      stoker preview ./shards
+      stoker preview ./shards --split-part val -n 20 --offset 100
+      stoker preview ./shards -n 50 --html preview.html
+      stoker preview ./shards --image-decode torchrgb --json
+      stoker preview ./texts.jsonl -n 3
+    """
+    from stoker.preview import preview_dataset, render_html
+
+    report = preview_dataset(
+        path,
+        split_part=split_part,
+        num_samples=num_samples,
+        offset=offset,
+        image_decode=image_decode,  # type: ignore[arg-type]  # SampleDecoder checks it
+        split_config=split_config,
+        dataset_config=dataset_config,
+        trust_sample_loader=trust_sample_loader,
+        thumbnails=html_out is not None,
+    )
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo("\n".join(format_preview(report)))
+    if html_out is not None:
+        _write(html_out, render_html(report))
+        click.echo(f"wrote {len(report.samples)} samples to {html_out}", err=True)
+
+
+def format_preview(report: PreviewReport) -> list[str]:
+    """The human preview: a header line, then one block per sample."""
+    last = report.offset + len(report.samples) - 1
+    lines = [
+        f"{report.path} [{report.split_part}]: {report.sample_type}, "
+        f"samples {report.offset} to {last} of {report.total:,}"
+    ]
+    for position, sample in enumerate(report.samples, start=report.offset):
+        lines += ["", *_sample_lines(position, sample)]
+    return lines
+
+
+def _sample_lines(position: int, sample: PreviewSample) -> list[str]:
+    header = (
+        f"#{position} {click.style(sample.key, bold=True)}  "
+        f"({sample.shard}, sample {sample.index}, byte offset {sample.offset})"
+    )
+    if sample.error is not None:
+        return [header, "  " + click.style("error: ", fg="red") + sample.error]
+    width = max((len(name) for name in sample.fields), default=0)
+    rows = []
+    for name, summary in sample.fields.items():
+        value = summary.summary
+        if summary.text is not None:
+            value = f"{_one_line(summary.text)}  ({summary.summary})"
+        rows.append(f"  {name:<{width}}  {value}")
+    return [header, *rows]
+
+
+def _one_line(text: str) -> str:
+    """Text on one line: newlines and tabs shown as escapes."""
+    return repr(text)[1:-1] if any(c in text for c in "\n\r\t") else text
+
+
+def _write(out: str, page: str) -> None:
+    try:
+        Path(out).write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise StorageError(
+            f"cannot write the HTML page: {e.strerror}.",
+            path=out,
+            hint="Choose a writable path for --html.",
+        ) from None
