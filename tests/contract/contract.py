@@ -1,0 +1,72 @@
+"""The save/restore contract, reusable for every kind of loader.
+
+A loader restored from a state saved after ``m`` batches must yield exactly the batches the
+uninterrupted loader yields after its ``m``-th, for many ``m``, through the end of the epoch and
+into the next one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from stoker.loader import Loader
+
+
+def fingerprint(value: Any) -> Any:
+    """A comparable digest of a batch: keys, strings and numbers as is, tensors by content."""
+    if isinstance(value, torch.Tensor):
+        data = value.detach().contiguous().numpy().tobytes()
+        return ("tensor", tuple(value.shape), str(value.dtype), hashlib.blake2b(data).hexdigest())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(
+            (f.name, fingerprint(getattr(value, f.name)))
+            for f in dataclasses.fields(value)
+            if f.name != "__sources__"
+        )
+    if isinstance(value, dict):
+        return tuple(sorted((k, fingerprint(v)) for k, v in value.items() if k != "__sources__"))
+    if isinstance(value, list | tuple):
+        return tuple(fingerprint(v) for v in value)
+    return value
+
+
+def take(loader: Iterable[Any], n: int) -> list[Any]:
+    """The fingerprints of the next ``n`` batches, continuing over passes (``for`` loops).
+
+    A pass may be empty (a loader restored exactly at the end of an epoch); two empty passes in a
+    row mean the loader is done.
+    """
+    out: list[Any] = []
+    empty = 0
+    while len(out) < n and empty < 2:
+        before = len(out)
+        out.extend(fingerprint(b) for b in itertools.islice(loader, n - len(out)))
+        empty = empty + 1 if len(out) == before else 0
+    return out
+
+
+def roundtrip(state: Any) -> Any:
+    """States are plain data: they survive JSON."""
+    return json.loads(json.dumps(state))
+
+
+def run_contract(make_loader: Callable[[], Loader], total: int, midpoints: Iterable[int]) -> None:
+    """Assert the contract for each midpoint (see the module docstring)."""
+    with make_loader() as loader:
+        reference = take(loader, total)
+    assert len(reference) == total, "the reference run ended early"
+    for m in midpoints:
+        with make_loader() as loader:
+            head = take(loader, m)
+            state = roundtrip(loader.save_state_rank())
+        with make_loader() as restored:
+            restored.restore_state_rank(state)
+            tail = take(restored, total - m)
+        assert head + tail == reference, f"restore after {m} batches diverged"
