@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import torch.utils.data
+
 from stoker import state as state_module
 from stoker.errors import ConfigError
 from stoker.pipeline.build import SampleBuilder
@@ -75,17 +77,16 @@ def _rotated_streams(dataset: LoaderDataset, worker: int, exhausted: set[int], t
     return own
 
 
-class _WorkerDataset:
-    """What each torch dataloader worker iterates (a torch ``IterableDataset``)."""
+class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
+    """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
     def __init__(
         self, dataset: LoaderDataset, starts: dict[int, Position], exhausted: set[int], t: int
     ) -> None:
+        super().__init__()
         self.dataset, self.starts, self.exhausted, self.t = dataset, starts, exhausted, t
 
     def __iter__(self) -> Iterator[Item]:
-        import torch.utils.data
-
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         return worker_items(self.dataset, worker, self.starts, self.exhausted, self.t)
@@ -106,17 +107,12 @@ class _Live:
                 for w in range(max(workers, 1))
             ]
             return
-        import torch.utils.data
-
-        class _Iterable(_WorkerDataset, torch.utils.data.IterableDataset[Item]):
-            pass
-
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             self._torch_iter = iter(
                 torch.utils.data.DataLoader(
-                    _Iterable(dataset, starts, exhausted, loader.t),
+                    _WorkerDataset(dataset, starts, exhausted, loader.t),
                     batch_size=None,
                     num_workers=workers,
                     prefetch_factor=loader.prefetch_factor,

@@ -63,6 +63,12 @@ worker_debug_path=None, worker_log_level=0)
             data_parallel_group=data_parallel_group,
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Process groups cannot cross process boundaries; dataloader workers do not need one.
+        fields = (self.rank, self.world_size, self.num_workers, None, self.seed_offset,
+                  self.worker_debug_path, self.worker_log_level)  # fmt: skip
+        return (WorkerConfig, fields)
+
     def fingerprint(self) -> dict[str, int]:
         """The fields that shape the sample order (for checkpoint fingerprints)."""
         return {
