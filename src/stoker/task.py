@@ -16,15 +16,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import inspect
-import random
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, overload
-
-import numpy as np
-import torch
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 from stoker.errors import StokerError
 from stoker.pipeline.batch import batch_samples, generic_batch
@@ -36,155 +30,16 @@ from stoker.pipeline.errors import (
     SkipSample,
     wrap_failure,
 )
+from stoker.pipeline.seeds import get_stateless, sample_seed, stateless
 from stoker.samples import Sample
 
 T_sample = TypeVar("T_sample")
 T_encoded_sample = TypeVar("T_encoded_sample")
 T_raw_batch = TypeVar("T_raw_batch")
 T_batch = TypeVar("T_batch")
-P = ParamSpec("P")
-R = TypeVar("R")
 
 #: Energon's other name for :class:`SkipSample`.
 IgnoreSample = SkipSample
-
-
-@overload
-def stateless(fn: Callable[P, R]) -> Callable[P, R]: ...
-
-
-@overload
-def stateless(
-    fn: None = None, *, restore_seeds: bool = False, failure_tolerance: int | None = None
-) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
-
-
-def stateless(
-    fn: Callable[P, R] | None = None,
-    *,
-    restore_seeds: bool = False,
-    failure_tolerance: int | None = None,
-) -> Any:
-    """Mark a hook as stateless: its output depends only on its input (so it can be re-run).
-
-    With ``restore_seeds=True``, each call runs with Python's ``random``, numpy's global RNG and
-    torch's CPU RNG seeded from the sample's ``__restore_key__`` and ``__key__`` (blake2b), and
-    the caller's RNG states are restored afterwards: random augmentations repeat exactly when a
-    sample is read again after a restart. ``failure_tolerance`` is accepted for Energon
-    compatibility; the loader's ``ErrorPolicy`` decides.
-
-    Example:
-        >>> class Enc(TaskEncoder):
-        ...     @stateless(restore_seeds=True)
-        ...     def encode_sample(self, sample):
-        ...         return random.random()
-    """
-    if fn is None:
-        return functools.partial(
-            stateless, restore_seeds=restore_seeds, failure_tolerance=failure_tolerance
-        )
-    wrapped = _with_seeds(fn) if restore_seeds else fn
-    setattr(wrapped, "__stateless__", True)  # noqa: B010 - Energon's marker, read by get_stateless
-    if failure_tolerance is not None:
-        setattr(wrapped, "__failure_tolerance__", failure_tolerance)  # noqa: B010
-    return wrapped
-
-
-def get_stateless(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` was marked with :func:`stateless`."""
-    return bool(getattr(fn, "__stateless__", False))
-
-
-def sample_seed(*args: Any) -> int:
-    """A 64-bit seed from the first argument that is a sample (or a list of samples).
-
-    Example:
-        >>> sample_seed({"__key__": "a", "__restore_key__": ("Webdataset", 3)}) > 0
-        True
-    """
-    for arg in args:
-        keys = _keys_of(arg)
-        if keys is not None:
-            digest = hashlib.blake2b(repr(keys).encode(), digest_size=8).digest()
-            return int.from_bytes(digest, "little")
-    raise StokerError(
-        "stateless(restore_seeds=True) found no sample among the hook's arguments.",
-        hint="The hook must take a sample (with __key__/__restore_key__) or a list of them.",
-    )
-
-
-def _keys_of(value: Any) -> Any:
-    if isinstance(value, list):
-        keys = [_keys_of(v) for v in value]
-        return tuple(keys) if keys and None not in keys else None
-    if isinstance(value, dict):
-        restore_key, key = value.get("__restore_key__"), value.get("__key__")
-    else:
-        restore_key = getattr(value, "__restore_key__", None)
-        key = getattr(value, "__key__", None)
-    return None if restore_key is None and key is None else (restore_key, key)
-
-
-@dataclasses.dataclass
-class _RngState:
-    python: Any
-    numpy: Any
-    torch: torch.Tensor
-
-    @staticmethod
-    def capture() -> _RngState:
-        return _RngState(random.getstate(), np.random.get_state(), torch.get_rng_state())
-
-    @staticmethod
-    def seeded(seed: int) -> _RngState:
-        """The state the three RNGs have after seeding with ``seed`` (they are left so)."""
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        torch.default_generator.manual_seed(seed)
-        return _RngState.capture()
-
-    def apply(self) -> None:
-        random.setstate(self.python)
-        np.random.set_state(self.numpy)
-        torch.set_rng_state(self.torch)
-
-
-def _with_seeds(fn: Callable[P, R]) -> Callable[P, R]:
-    if inspect.isgeneratorfunction(fn):
-        return functools.wraps(fn)(_seeded_generator(fn))
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        outer = _RngState.capture()
-        _RngState.seeded(sample_seed(*args, *kwargs.values()))
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            outer.apply()
-
-    return wrapper
-
-
-def _seeded_generator(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        # The generator runs on its own RNG states; the caller's are swapped back at each yield.
-        outer = _RngState.capture()
-        inner = _RngState.seeded(sample_seed(*args, *kwargs.values()))
-        outer.apply()
-        items = fn(*args, **kwargs)
-        while True:
-            outer = _RngState.capture()
-            inner.apply()
-            try:
-                item = next(items)
-            except StopIteration:
-                return
-            finally:
-                inner = _RngState.capture()
-                outer.apply()
-            yield item
-
-    return wrapper
 
 
 class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):

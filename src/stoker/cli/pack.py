@@ -76,7 +76,7 @@ def _prepare_args(prepare: bool, flags: Mapping[str, Any]) -> _PrepareArgs | Non
         if used:
             raise click.UsageError(f"{', '.join(used)}: only used with --prepare; add --prepare.")
         return None
-    from stoker.format.prepare import parse_split_ratio
+    from stoker.format.splits import parse_split_ratio
 
     parts = _split_parts(flags["split_parts"])
     if parts and flags["split_ratio"]:

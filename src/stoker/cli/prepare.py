@@ -12,12 +12,8 @@ from stoker.errors import AlreadyPreparedError, ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
-from stoker.format.prepare import (
-    PendingPrepare,
-    PrepareReport,
-    index_shards,
-    parse_split_ratio,
-)
+from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
+from stoker.format.splits import parse_split_ratio
 from stoker.storage import open_store
 
 

@@ -8,8 +8,9 @@ import click
 
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import parse_field_spec
-from stoker.format.prepare import PendingPrepare, parse_split_ratio
+from stoker.format.prepare import PendingPrepare
 from stoker.format.sample_types import BUILTIN_MODULES, CRUDE_CLASS, SAMPLE_TYPES, FieldSpec
+from stoker.format.splits import parse_split_ratio
 
 MODULE = BUILTIN_MODULES[1]  # Energon's name, so that Energon reads the file too
 MAX_PARTS_FOR_FIELD_MAP = 10

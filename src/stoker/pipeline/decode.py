@@ -6,7 +6,8 @@ bytes. Pickles are never unpickled (data files must not run code): they stay byt
 Video and audio stay bytes until an AV decoder is registered with :func:`register_decoder`.
 
 JPEGs are decoded with libjpeg-turbo through simplejpeg where it is installed (about 1.5x
-faster than Pillow, same pixels; see ``benchmarks/bench_jpeg.py``), else with Pillow.
+faster than Pillow, same pixels; see ``benchmarks/bench_jpeg.py``), else with Pillow
+(:mod:`stoker.pipeline.image`).
 """
 
 from __future__ import annotations
@@ -19,37 +20,19 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import torch
 
 from stoker.errors import ConfigError
 from stoker.pipeline.errors import SampleError
+from stoker.pipeline.image import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
+from stoker.pipeline.image import IMAGE_MODES as IMAGE_MODES
+from stoker.pipeline.image import ImageDecoderType as ImageDecoderType
+from stoker.pipeline.image import decode_image
 
-ImageDecoderType = Literal[
-    "l8", "rgb8", "rgba8", "l", "rgb", "rgba", "numpy", "torchl8", "torchrgb8", "torchrgba8",
-    "torch8", "torchuint8", "torchl", "torchrgb", "torch", "torchrgba",
-    "pill", "pil", "pilrgb", "pilrgba",
-]  # fmt: skip
 AVDecoderType = Literal["torch", "AVDecoder", "pyav"]
 #: A part decoder: (extension, bytes, the SampleDecoder with its options) -> decoded value.
 PartDecoder = Callable[[str, bytes, "SampleDecoder"], Any]
 
-#: Image mode -> (container, float?, channels), as in webdataset's ``imagespecs``.
-IMAGE_MODES: dict[str, tuple[str, bool, str]] = {
-    "l8": ("numpy", False, "L"), "rgb8": ("numpy", False, "RGB"), "numpy": ("numpy", False, "RGB"),
-    "rgba8": ("numpy", False, "RGBA"), "l": ("numpy", True, "L"), "rgb": ("numpy", True, "RGB"),
-    "rgba": ("numpy", True, "RGBA"), "torchl8": ("torch", False, "L"),
-    "torchrgb8": ("torch", False, "RGB"), "torch8": ("torch", False, "RGB"),
-    "torchuint8": ("torch", False, "RGB"), "torchrgba8": ("torch", False, "RGBA"),
-    "torchl": ("torch", True, "L"), "torchrgb": ("torch", True, "RGB"),
-    "torch": ("torch", True, "RGB"), "torchrgba": ("torch", True, "RGBA"),
-    "pill": ("pil", False, "L"), "pil": ("pil", False, "RGB"), "pilrgb": ("pil", False, "RGB"),
-    "pilrgba": ("pil", False, "RGBA"),
-}  # fmt: skip
-IMAGE_EXTENSIONS = (
-    "jpg", "jpeg", "jpe", "jfif", "png", "apng", "webp", "bmp", "gif", "tif", "tiff",
-    "ppm", "pgm", "pbm", "pnm",
-)  # fmt: skip
 AV_EXTENSIONS = (
     "mp4", "mov", "m4v", "mkv", "webm", "avi", "wav", "flac", "mp3", "ogg", "m4a", "aac",
 )  # fmt: skip
@@ -247,63 +230,6 @@ def _import(module: str, extra: str) -> Any:
         ) from None
 
 
-def _image(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
-    container, as_float, channels = IMAGE_MODES[decoder.image_decode]
-    arr = None
-    if ext in ("jpg", "jpeg", "jpe", "jfif") and container != "pil" and channels == "RGB":
-        arr = _jpeg_turbo(data, decoder)
-    if arr is None:
-        img = _pil_image(ext, data, decoder, channels)
-        if container == "pil":
-            return img
-        arr = np.array(img)  # a writable copy (Pillow's buffer is read-only)
-    if container == "numpy":
-        return arr.astype(np.float32) / 255.0 if as_float else arr
-    if as_float:
-        # numpy does this 2-3x faster than torch on a strided view; result is contiguous CHW.
-        chw = arr.transpose(2, 0, 1) if arr.ndim == 3 else arr
-        out = np.ascontiguousarray(chw, dtype=np.float32)
-        return torch.from_numpy(np.divide(out, 255.0, out=out))
-    tensor = torch.from_numpy(arr)
-    return tensor.permute(2, 0, 1) if arr.ndim == 3 else tensor  # a CHW view: no copy
-
-
-def _jpeg_turbo(data: bytes, decoder: SampleDecoder) -> npt.NDArray[np.uint8] | None:
-    """Decode an RGB/grey JPEG with libjpeg-turbo; None where Pillow must do it (CMYK, ...)."""
-    try:
-        import simplejpeg
-    except ImportError:
-        return None
-    try:
-        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
-    except ValueError:
-        return None  # let Pillow try, and word the error
-    if colorspace not in ("YCbCr", "Gray", "RGB"):
-        return None
-    decoder.check_pixels(height, width)
-    min_h, min_w = decoder.image_min_size or (0, 0)
-    try:
-        return simplejpeg.decode_jpeg(  # type: ignore[no-any-return]
-            data, colorspace="RGB", min_height=min_h, min_width=min_w
-        )
-    except ValueError:
-        return None
-
-
-def _pil_image(ext: str, data: bytes, decoder: SampleDecoder, channels: str) -> Any:
-    from PIL import Image
-
-    try:
-        img = Image.open(io.BytesIO(data))
-    except Image.DecompressionBombError as e:
-        raise SampleError(f"Pillow refused the image as too large: {e}") from e
-    decoder.check_pixels(img.height, img.width)
-    if decoder.image_min_size is not None and img.format == "JPEG":
-        min_h, min_w = decoder.image_min_size
-        img.draft(channels, (min_w, min_h))
-    return img.convert(channels)
-
-
 register_decoder("txt text transcript", _text)
 register_decoder("cls cls2 index inx id", _int)
 register_decoder("json jsn", _json)
@@ -311,5 +237,5 @@ register_decoder("npy npz", _npy)
 register_decoder("pth", _pth)
 register_decoder("msgpack mp msg", _msgpack)
 register_decoder("cbor", _cbor)
-register_decoder(IMAGE_EXTENSIONS, _image)
+register_decoder(IMAGE_EXTENSIONS, decode_image)
 register_decoder(AV_EXTENSIONS, _raw)

@@ -1,0 +1,143 @@
+"""``pack``: turn a folder of loose files, or a JSONL file, into WebDataset tar shards.
+
+Files are grouped into samples by Energon's rule (:func:`stoker.format.tar.split_name`): the key is
+the relative path up to the first dot of the base name, the part is the rest. The shard cuts are
+planned first from exact member sizes (a pure function of integers, :func:`plan_shards`), then each
+shard is written under a temporary name and all are renamed into place only when every one
+succeeded, so a failed or interrupted run leaves ``out`` as it was. Same input, same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from stoker.errors import ConfigError
+from stoker.format.pack.collect import JSONL_KEY_WIDTH, collect_samples
+from stoker.format.pack.output import Output, check_out
+from stoker.format.pack.plan import plan_shards, sample_tar_bytes, shard_file_bytes
+from stoker.format.pack.samples import Part, Sample, SkippedFile
+from stoker.format.pack.write import Sources
+from stoker.format.pack.write import write_shard as _write_shard
+from stoker.format.prepare import TMP_MARK
+
+__all__ = [
+    "DEFAULT_SAMPLES_PER_SHARD",
+    "JSONL_KEY_WIDTH",
+    "PackReport",
+    "Part",
+    "Sample",
+    "SkippedFile",
+    "collect_samples",
+    "pack",
+    "plan_shards",
+    "sample_tar_bytes",
+    "shard_file_bytes",
+]
+
+DEFAULT_SAMPLES_PER_SHARD = 1000
+
+
+@dataclass
+class PackReport:
+    """What ``pack`` did, for the CLI to print (or ``--json``)."""
+
+    out: str
+    #: Shard file names, relative to ``out``, in order.
+    shards: list[str]
+    samples: int
+    bytes: int
+    seconds: float
+    part_names: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+def _check_options(samples_per_shard: int | None, max_shard_bytes: int | None, prefix: str) -> None:
+    for name, value in (
+        ("samples_per_shard", samples_per_shard),
+        ("max_shard_bytes", max_shard_bytes),
+    ):
+        if value is not None and value < 1:
+            raise ConfigError(f"invalid {name}={value}: it must be at least 1.")
+    if "/" in prefix or os.sep in prefix or prefix.startswith(".") or TMP_MARK in prefix:
+        raise ConfigError(
+            f"invalid shard_prefix={prefix!r}.",
+            hint="Use a plain file-name prefix such as 'shard-' or 'train-' (no '/', no leading "
+            "'.').",
+        )
+
+
+def _write_all(
+    output: Output, samples: Sequence[Sample], ends: Sequence[int], progress: bool
+) -> None:
+    sources = Sources()
+    bar = tqdm(total=len(samples), desc="Packing", unit="sample", disable=not progress)
+    try:
+        start = 0
+        for end in ends:
+            # Looked up in this module (not .write), so that tests can patch it here.
+            _write_shard(output.new_shard(), samples[start:end], sources, bar.update)
+            start = end
+    finally:
+        sources.close()
+        bar.close()
+
+
+def pack(
+    src: str,
+    out: str,
+    *,
+    samples_per_shard: int | None = None,
+    max_shard_bytes: int | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    shard_prefix: str = "shard-",
+    progress: bool = False,
+    overwrite: bool = False,
+) -> PackReport:
+    """Pack a folder of files or a ``.jsonl`` file into tar shards ``out/<prefix>000000.tar``, ...
+
+    Without limits, shards hold 1000 samples. ``shuffle`` orders samples by ``seed``. Nothing in
+    ``out`` changes unless every shard was written; ``overwrite`` replaces existing shards, their
+    ``.tar.idx`` and ``.nv-meta`` (run ``prepare`` again afterwards).
+
+    Example:
+        >>> report = pack("/data/raw", "/data/shards", max_shard_bytes=10**9)  # doctest: +SKIP
+        >>> report.shards[:2]  # doctest: +SKIP
+        ['shard-000000.tar', 'shard-000001.tar']
+
+    Raises:
+        ConfigError: bad arguments, no samples, or ``out`` holds shards and not ``overwrite``.
+        FormatError: a JSONL line is not valid JSON.
+        StorageError: a source file could not be read.
+    """
+    start = time.perf_counter()
+    if samples_per_shard is None and max_shard_bytes is None:
+        samples_per_shard = DEFAULT_SAMPLES_PER_SHARD
+    _check_options(samples_per_shard, max_shard_bytes, shard_prefix)
+    old = check_out(src, out, overwrite)
+    samples, skipped = collect_samples(src)
+    if shuffle:
+        random.Random(seed).shuffle(samples)
+    ends = plan_shards([sample_tar_bytes(s) for s in samples], samples_per_shard, max_shard_bytes)
+    output = Output(out, shard_prefix)
+    try:
+        _write_all(output, samples, ends, progress)
+        output.publish(old)
+    except BaseException:
+        output.discard()
+        raise
+    return PackReport(
+        out=out,
+        shards=output.names,
+        samples=len(samples),
+        bytes=sum(os.path.getsize(os.path.join(out, name)) for name in output.names),
+        seconds=time.perf_counter() - start,
+        part_names=sorted({part.name for s in samples for part in s.parts}),
+        skipped=skipped,
+    )

@@ -1,0 +1,52 @@
+"""The values a preview returns: a summary per field, per sample, and the report of a split.
+
+Plain frozen dataclasses with no torch in sight, so the CLI can type its printing code against
+them; :mod:`stoker.preview.read` fills them in and :mod:`stoker.preview.html` renders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FieldSummary:
+    """One field of a sample, summarised.
+
+    ``kind`` is one of image, video, tensor, array, text, number, bool, bytes, list, dict, none,
+    object. ``thumbnails`` holds data URIs (one per image, a row of frames per video), filled
+    only when asked for.
+    """
+
+    kind: str
+    summary: str
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    min: float | None = None
+    max: float | None = None
+    text: str | None = None
+    thumbnails: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreviewSample:
+    """A sample: its key, where it is stored, and its fields (or why it failed to decode)."""
+
+    key: str
+    shard: str
+    index: int
+    offset: int
+    fields: dict[str, FieldSummary] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PreviewReport:
+    """The previewed samples of one split part."""
+
+    path: str
+    split_part: str
+    sample_type: str
+    total: int
+    offset: int
+    samples: list[PreviewSample]
