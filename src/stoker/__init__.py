@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         get_val_dataset,
         get_val_datasets,
     )
+    from stoker.batch_type import Batch
     from stoker.dataset import LoaderDataset
     from stoker.errors import ConfigError, FormatError, StokerError, StorageError
     from stoker.format.prepare import PrepareReport, prepare_dataset
@@ -60,6 +61,7 @@ __version__ = "0.1.0"
 # Public names resolve on first use, so that `import stoker` (and the CLI) stays light: torch is
 # imported only when a loader, sample type or decoder is actually used.
 _EXPORTS: dict[str, str] = {
+    "Batch": "stoker.batch_type",
     "CaptioningSample": "stoker.samples",
     "ConfigError": "stoker.errors",
     "CrudeSample": "stoker.samples",
@@ -120,6 +122,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Batch",
     "CaptioningSample",
     "ConfigError",
     "CrudeSample",

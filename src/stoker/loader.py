@@ -9,6 +9,8 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
+import pickle
+import traceback
 import warnings
 from collections.abc import Iterator
 from types import TracebackType
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from stoker.dataset import LoaderDataset
 
 #: Item kinds sent from workers to the main process.
-BATCH, END = 0, 1
+BATCH, END, ERROR = 0, 1, 2
 Item = tuple[int, int, int, Any, "list[int] | None"]  # worker, stream, kind, batch, position
 
 
@@ -59,10 +61,23 @@ def worker_items(
                 except StopIteration:
                     streams.remove(s)
                     yield worker, s, END, None, None
+                except Exception as e:  # sent as data: torch's re-raise would lose its type
+                    yield worker, s, ERROR, _portable(e), None
+                    return
                 else:
                     yield worker, s, BATCH, batch, position.to_list()
     finally:
         reader.close()
+
+
+def _portable(error: Exception) -> Exception:
+    """The error itself if it survives pickling, else a RuntimeError with its text and type."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        detail = "".join(traceback.format_exception(error))
+        return RuntimeError(f"{type(error).__name__} in a dataloader worker: {error}\n{detail}")
+    return error
 
 
 def _rotated_streams(dataset: LoaderDataset, worker: int, exhausted: set[int], t: int) -> list[int]:
@@ -202,6 +217,9 @@ class Loader:
             _, got, kind, batch, position = self._live.next_from(k % workers)
             if got != stream:
                 raise RuntimeError(f"internal: expected stream {stream}, worker sent {got}")
+            if kind == ERROR:
+                self._stop()
+                raise batch
             self.t += 1
             if kind == END:
                 self.exhausted.add(stream)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from stoker.errors import StokerError
 from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.plan import StreamPlan, global_to_shard
@@ -97,6 +98,9 @@ class SampleStream:
             sample = self.builder.build(raw, ref)
             outputs = list(iter_encoded(encoder, sample))
         except Exception as e:
+            if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
+                e.path = f"{source.root}/{source.shards[shard_id]}"
+                e.offset = raw.offset if raw is not None else None
             self.tracker.failed(e, describe(source, raw, shard_id, index))
             return iter(())
         self.tracker.succeeded()

@@ -1,0 +1,71 @@
+"""``Batch``: Energon's base class of batch dataclasses (``from_samples``, ``derive_from``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+from stoker.pipeline.batch import batch_pad_stack
+from stoker.samples import Sample, SourceInfo, pin_memory
+
+B = TypeVar("B", bound="Batch")
+
+
+@dataclass(kw_only=True)
+class Batch:
+    """Base class of batch dataclasses: the metadata of the samples it holds.
+
+    Example:
+        >>> @dataclass
+        ... class CaptionBatch(Batch):
+        ...     image: torch.Tensor
+        ...     caption: list[str]
+        >>> # in a TaskEncoder: def batch(self, samples): return CaptionBatch.from_samples(samples)
+    """
+
+    #: The keys of the samples, in batch order.
+    __key__: list[str]
+    #: The restore keys of the samples.
+    __restore_key__: tuple[Any, ...]
+    #: The subflavors of the samples that have some.
+    __subflavors__: list[dict[str, Any] | None] | None = None
+    #: The sources of all samples, flattened.
+    __sources__: tuple[SourceInfo, ...] | None = None
+
+    @classmethod
+    def derive_from(cls: type[B], base_batch: Batch, **fields: Any) -> B:
+        """A batch of this class with ``fields``, keeping ``base_batch``'s metadata."""
+        meta = {f.name: getattr(base_batch, f.name) for f in dataclasses.fields(Batch)}
+        return cls(**{**meta, **fields})
+
+    @classmethod
+    def from_samples(cls: type[B], samples: Sequence[Sample], **fields: Any) -> B:
+        """Batch ``samples``: tensors are padded and stacked, other fields become lists.
+
+        ``fields`` override computed fields.
+        """
+        init: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in fields:
+                init[f.name] = fields[f.name]
+            elif f.name == "__sources__":
+                init[f.name] = tuple(s for sample in samples for s in sample.__sources__ or ())
+            elif f.name == "__subflavors__":
+                init[f.name] = [sample.__subflavors__ for sample in samples]
+            else:
+                values = [getattr(sample, f.name) for sample in samples]
+                if values and all(isinstance(v, torch.Tensor) for v in values):
+                    init[f.name] = batch_pad_stack(values)
+                else:
+                    init[f.name] = values
+        if "__restore_key__" in init and not fields.get("__restore_key__"):
+            init["__restore_key__"] = tuple(init["__restore_key__"])
+        return cls(**init)
+
+    def pin_memory(self: B) -> B:
+        """A copy whose tensors are in pinned memory."""
+        return pin_memory(self)
