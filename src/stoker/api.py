@@ -17,12 +17,14 @@ Same names and keyword arguments as ``megatron.energon``, so switching is a chan
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.loader import Loader
+from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.sources import load_source
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder
@@ -159,6 +161,28 @@ def _check_worker_config(dataset: LoaderDataset, worker_config: WorkerConfig | N
         )
 
 
+_DECODER_KWARGS = ("image_decode", "av_decode", "video_decode_audio")
+
+
+def _apply_deprecated_decoder_kwargs(
+    kwargs: dict[str, Any], task_encoder: TaskEncoder[Any, Any, Any, Any]
+) -> None:
+    """Energon's old ``image_decode=...`` style arguments: set the task encoder's decoder."""
+    given = {k: kwargs.pop(k) for k in (*_DECODER_KWARGS, "auto_decode", "handler") if k in kwargs}
+    if not given:
+        return
+    warnings.warn(
+        f"{', '.join(sorted(given))} on get_*_dataset are deprecated (as in Energon); set "
+        "task_encoder.decoder = SampleDecoder(...) instead (or decoder = None for raw bytes).",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    if given.get("auto_decode") is False:
+        task_encoder.decoder = None
+    elif any(k in given for k in _DECODER_KWARGS):
+        task_encoder.decoder = SampleDecoder(**{k: given[k] for k in _DECODER_KWARGS if k in given})
+
+
 def _dataset(
     path: str,
     *,
@@ -174,6 +198,7 @@ def _dataset(
     trust_sample_loader: bool = False,
     **options: Any,
 ) -> LoaderDataset:
+    _apply_deprecated_decoder_kwargs(options, options["task_encoder"])
     unknown = sorted(set(options) - set(LoaderDataset.__dataclass_fields__))
     if unknown:
         raise ConfigError(

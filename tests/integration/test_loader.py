@@ -518,3 +518,15 @@ def test_jsonl_batches_as_dicts_of_lists(jsonl_file: Path) -> None:
     batches = list(get_loader(dataset))
     assert [len(b["__key__"]) for b in batches] == [3, 3, 1]
     assert [i for b in batches for i in b["json"]["i"]] == list(range(7))
+
+
+def test_energon_deprecated_decoder_arguments_still_apply(tmp_path: Path) -> None:
+    from stoker import DefaultTaskEncoder
+
+    make_image_dataset(tmp_path, {"val": {"val_a": 3}})
+    config = WorkerConfig(rank=0, world_size=1, num_workers=0)
+    with pytest.warns(DeprecationWarning, match="image_decode"):
+        ds = get_val_dataset(str(tmp_path), worker_config=config, batch_size=2,
+                             task_encoder=DefaultTaskEncoder(), image_decode="torchrgb8")  # fmt: skip
+    batch = next(iter(get_loader(ds)))
+    assert batch.image.dtype == torch.uint8
