@@ -526,7 +526,12 @@ def test_energon_deprecated_decoder_arguments_still_apply(tmp_path: Path) -> Non
     make_image_dataset(tmp_path, {"val": {"val_a": 3}})
     config = WorkerConfig(rank=0, world_size=1, num_workers=0)
     with pytest.warns(DeprecationWarning, match="image_decode"):
-        ds = get_val_dataset(str(tmp_path), worker_config=config, batch_size=2,
-                             task_encoder=DefaultTaskEncoder(), image_decode="torchrgb8")  # fmt: skip
+        ds = get_val_dataset(
+            str(tmp_path),
+            worker_config=config,
+            batch_size=2,
+            task_encoder=DefaultTaskEncoder(),
+            image_decode="torchrgb8",
+        )
     batch = next(iter(get_loader(ds)))
     assert batch.image.dtype == torch.uint8
