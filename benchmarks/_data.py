@@ -28,7 +28,7 @@ MTIME = 1_700_000_000
 class DatasetSpec:
     """What to generate: ``shards`` x ``per_shard`` samples of one kind."""
 
-    kind: str  # "images" or "tiny"
+    kind: str  # "images", "photos" or "tiny"
     shards: int
     per_shard: int
 
@@ -60,6 +60,8 @@ def ensure_dataset(data_dir: Path, spec: DatasetSpec, log: bool = True) -> Datas
             print(f"generating {spec.name} in {path} ...", flush=True)
         if spec.kind == "images":
             write_image_shards(path, spec.shards, spec.per_shard)
+        elif spec.kind == "photos":
+            write_photo_shards(path, spec.shards, spec.per_shard)
         elif spec.kind == "tiny":
             write_tiny_shards(path, spec.shards, spec.per_shard)
         else:
@@ -108,9 +110,41 @@ def noise_jpegs(count: int, target_bytes: int, seed: int = 0) -> list[bytes]:
     return [encode(side + (i % 5) - 2) for i in range(count)]
 
 
+def photo_jpegs(count: int, seed: int = 0) -> list[bytes]:
+    """``count`` photo-like JPEGs (smooth gradients plus texture), 256-512 px per side, ~50 KB.
+
+    Same recipe as ``bench_jpeg.py``: unlike noise, their size per pixel is that of photos, so
+    decoding them costs what decoding a photo of that size costs.
+    """
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        h, w = (int(v) for v in rng.integers(256, 513, size=2))
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+        base = np.stack([xx / w, yy / h, (xx + yy) / (w + h)], axis=-1) * 200
+        pixels = np.clip(base + rng.normal(0, 12, size=(h, w, 3)), 0, 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, format="JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
 def write_image_shards(folder: Path, shards: int, per_shard: int) -> None:
     """Samples of a ~50 KB noise JPEG (50 distinct images, reused) and a caption."""
-    images = noise_jpegs(50, 50_000)
+    write_caption_shards(folder, shards, per_shard, noise_jpegs(50, 50_000), "images")
+
+
+def write_photo_shards(folder: Path, shards: int, per_shard: int) -> None:
+    """Samples of a ~50 KB photo-like JPEG of 256-512 px (256 distinct, reused) and a caption."""
+    write_caption_shards(folder, shards, per_shard, photo_jpegs(256), "photos")
+
+
+def write_caption_shards(
+    folder: Path, shards: int, per_shard: int, images: list[bytes], prefix: str
+) -> None:
+    """Image-caption samples (``.jpg``, ``.txt``) cycling through ``images`` under unique keys."""
     for shard in range(shards):
         chunks: list[bytes] = []
         for i in range(per_shard):
@@ -120,7 +154,7 @@ def write_image_shards(folder: Path, shards: int, per_shard: int) -> None:
             for part, data in (("jpg", image), ("txt", caption)):
                 chunks += (tar_header(f"{key}.{part}", len(data)), data, _padding(len(data)))
         chunks.append(END_OF_ARCHIVE)
-        (folder / f"images_{shard:05d}.tar").write_bytes(b"".join(chunks))
+        (folder / f"{prefix}_{shard:05d}.tar").write_bytes(b"".join(chunks))
 
 
 # --- (B) tiny samples ----------------------------------------------------------------------------

@@ -112,3 +112,14 @@ def test_crude_dicts_keep_their_type_and_subflavors_per_sample() -> None:
     assert isinstance(out, CrudeSample)
     assert out == {"txt": ["t0", "t1"], "__subflavors__": [{"a": 0}, {"a": 1}]}
     assert generic_batch([torch.ones(1), torch.ones(2)]).shape == (2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.bfloat16])
+def test_pad_stack_strided_views_and_padding(dtype: torch.dtype) -> None:
+    hwc = [torch.arange(h * w * 3).reshape(h, w, 3).to(dtype) for h, w in [(2, 3), (4, 1)]]
+    chw = [t.permute(2, 0, 1) for t in hwc]  # what image decoding returns: non-contiguous views
+    out = batch_pad_stack(chw)
+    assert out.shape == (2, 3, 4, 3) and out.dtype == dtype
+    for i, t in enumerate(chw):
+        assert torch.equal(out[i, :, : t.shape[1], : t.shape[2]], t)
+    assert out[0, :, 2:, :].abs().sum() == 0 and out[1, :, :, 1:].abs().sum() == 0

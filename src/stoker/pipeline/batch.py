@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+import torch.utils.data
 
 from stoker.errors import StokerError
 
@@ -40,11 +41,40 @@ def batch_pad_stack(batch: list[Any]) -> Any:
         shapes = [tuple(b.shape) for b in batch]
         raise StokerError(f"cannot pad-stack tensors with different numbers of dims: {shapes}.")
     max_size = [max(b.shape[dim] for b in batch) for dim in range(ndim)]
-    out = batch[0].new_zeros((len(batch), *max_size))
+    if not all(_numpy_copyable(b, batch[0].dtype) for b in batch):
+        out = batch[0].new_zeros((len(batch), *max_size))
+        for i, b in enumerate(batch):
+            out[_region(i, b.shape)] = b
+        return out
+    # numpy copies strided views (e.g. HWC images seen as CHW) 10-30x faster than torch's
+    # multi-threaded indexing; in a dataloader worker the batch goes straight to shared memory,
+    # so handing it to the main process costs no extra copy.
+    same = all(tuple(b.shape) == tuple(max_size) for b in batch)
+    out = torch.empty((len(batch), *max_size), dtype=batch[0].dtype)
+    if torch.utils.data.get_worker_info() is not None:
+        out.share_memory_()  # type: ignore[no-untyped-call]
+    target = out.numpy()
+    if not same:
+        target.fill(0)
     for i, b in enumerate(batch):
-        index = (i, *(slice(0, s) for s in b.shape))
-        out[index] = b
+        target[_region(i, b.shape)] = b.numpy()
     return out
+
+
+def _region(i: int, shape: Sequence[int]) -> tuple[Any, ...]:
+    """Index of item ``i``'s top-left region of ``shape`` in a padded batch."""
+    return (i, *(slice(0, s) for s in shape))
+
+
+def _numpy_copyable(t: torch.Tensor, dtype: torch.dtype) -> bool:
+    return (
+        t.dtype == dtype
+        and t.device.type == "cpu"
+        and not t.requires_grad
+        and dtype not in (torch.bfloat16, torch.complex32)
+        and not t.is_conj()
+        and not t.is_neg()
+    )
 
 
 def batch_list(batch: list[Any]) -> Any:

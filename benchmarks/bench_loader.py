@@ -1,0 +1,252 @@
+"""Benchmark loading: stoker vs Megatron-Energon vs plain WebDataset vs a bare decode loop.
+
+One dataset is generated once and cached under ``--data-dir``: 20 shards x 1000 samples of a
+~50 KB photo-like JPEG (256-512 px per side) and a caption, prepared with stoker's
+``prepare_dataset`` as ``CaptioningSample`` (Energon reads it too).
+
+Every configuration runs in a fresh subprocess, alternating the tools, for 0 and 2 dataloader
+workers and for uint8 (``torchrgb8``) and float (``torchrgb``) images; the loaders shuffle
+(buffer 100, 100 samples per shard sequence) and pad-stack batches of 32:
+
+* ``stoker``: ``get_train_dataset`` + ``get_loader``;
+* ``energon``: the same calls from ``megatron.energon`` (7.4.1);
+* ``webdataset``: ``wds.WebDataset(...).shuffle(100).decode(mode).batched(32)`` in a torch
+  ``DataLoader(batch_size=None, num_workers=W)``;
+* ``bare`` / ``bare-pil``: read each shard with plain Python file reads and decode every JPEG
+  (simplejpeg, as stoker does / Pillow, as Energon and WebDataset do) into a CHW tensor, in one
+  process or in W processes over disjoint shards; no shuffle, no batching: the physical limit.
+
+Measured per configuration: samples/s over ``--batches`` batches after the first, the time to the
+first batch (from constructing the dataset, worker start-up included; imports excluded) and the
+peak PSS of the whole process tree. Then stoker (W=0, uint8) runs under cProfile.
+
+Usage::
+
+    python benchmarks/bench_loader.py --quick        # < 2 minutes
+    python benchmarks/bench_loader.py                # full run (~15 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bare import BARE, run_bare
+from _data import Dataset, DatasetSpec, ensure_dataset
+from _loaders import BATCH, LOADERS, MODES, Config, profile_stoker, run_loader
+from bench_prepare import TreeMemoryPoller, _quiet_env
+
+REPO = Path(__file__).resolve().parent.parent
+RESULT = "BENCH-RESULT "
+FULL = DatasetSpec("photos", 20, 1000)
+QUICK = DatasetSpec("photos", 4, 250)
+
+
+# --- child side: one configuration in its own process --------------------------------------------
+
+
+def child_main(spec: dict[str, Any]) -> None:
+    path = Path(spec["path"])
+    if spec.get("profile"):
+        result = profile_stoker(path, spec["batches"], spec["top"])
+    else:
+        config = Config(**spec["config"])
+        run = run_bare if config.tool in BARE else run_loader
+        result = run(config, path, spec["batches"])
+    print(RESULT + json.dumps(result), flush=True)
+
+
+# --- parent side ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    samples_per_s: float
+    first_batch_s: float
+    peak_mb: float
+    wall_s: float
+
+
+def in_subprocess(spec: dict[str, Any], poll: float, timeout: float) -> tuple[dict[str, Any], Run]:
+    """Run one child; its result and the peak memory of its process tree."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_quiet_env()
+    )
+    with TreeMemoryPoller(proc.pid, poll) as poller:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    lines = [line for line in out.decode().splitlines() if line.startswith(RESULT)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"child {spec} exited {proc.returncode}\n{out.decode()[-2000:]}\n{err.decode()[-4000:]}"
+        )
+    result = json.loads(lines[-1][len(RESULT) :])
+    peak = poller.peak_bytes / 2**20
+    return result, Run(
+        result.get("samples_per_s", 0.0), result.get("first_batch_s", 0.0), peak, wall
+    )
+
+
+def prepare(dataset: Dataset) -> None:
+    """Prepare the dataset (train split only) unless a previous run did."""
+    if (dataset.path / ".nv-meta" / "split.yaml").exists():
+        return
+    from stoker.format.dataset_config import make_dataset_yaml
+    from stoker.format.prepare import prepare_dataset
+
+    print(f"preparing {dataset.path} ...", flush=True)
+    prepare_dataset(
+        str(dataset.path),
+        split_ratio=[("train", 1.0)],
+        dataset_yaml=make_dataset_yaml("CaptioningSample", {"image": "jpg", "caption": "txt"}),
+        overwrite=True,
+    )
+
+
+def schedule(tools: list[str], dtypes: list[str], repeats: int) -> list[Config]:
+    """Every configuration once, then the stoker/energon W=2 pairs again, alternating."""
+    first = [Config(tool, w, dtype) for dtype in dtypes for w in (0, 2) for tool in tools]
+    pair = [t for t in ("stoker", "energon") if t in tools]
+    again = [Config(tool, 2, dtype) for dtype in dtypes for tool in pair]
+    return first + again * (repeats - 1)
+
+
+def median(runs: list[Run], attr: str) -> float:
+    return statistics.median(getattr(r, attr) for r in runs)
+
+
+def print_tables(results: dict[Config, list[Run]]) -> None:
+    header = (
+        f"{'configuration':<24} {'runs':>4} {'samples/s':>10} {'first batch s':>14} "
+        f"{'peak MB':>8} {'wall s':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for config, runs in results.items():
+        print(
+            f"{config.label:<24} {len(runs):>4} {median(runs, 'samples_per_s'):>10,.0f} "
+            f"{median(runs, 'first_batch_s'):>14.2f} {median(runs, 'peak_mb'):>8.0f} "
+            f"{median(runs, 'wall_s'):>7.1f}"
+        )
+    print()
+    others = ("energon", "webdataset", "bare", "bare-pil")
+    header = f"{'stoker samples/s vs':<14}" + "".join(f"{'stoker/' + o:>20}" for o in others)
+    print(header)
+    print("-" * len(header))
+    for dtype in MODES:
+        for workers in (0, 2):
+            stoker = results.get(Config("stoker", workers, dtype))
+            if stoker is None:
+                continue
+            cells = []
+            for other in others:
+                runs = results.get(Config(other, workers, dtype))
+                if runs is None:
+                    cells.append(f"{'-':>20}")
+                    continue
+                ratio = median(stoker, "samples_per_s") / median(runs, "samples_per_s")
+                cells.append(f"{ratio:>19.2f}x")
+            print(f"{f'W={workers} {dtype}':<14}" + "".join(cells))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=REPO / "bench-data")
+    parser.add_argument(
+        "--quick", action="store_true", help="4 x 250 samples, 10 batches, uint8 only"
+    )
+    parser.add_argument("--dtypes", help="comma-separated: uint8,float (quick: uint8)")
+    parser.add_argument("--batches", type=int, help="timed batches after the first (150)")
+    parser.add_argument("--repeats", type=int, help="runs of the stoker/energon W=2 pairs (3)")
+    parser.add_argument("--tools", default=",".join(LOADERS + BARE), help="comma-separated")
+    parser.add_argument("--profile-batches", type=int, help="batches under cProfile (63)")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--top", type=int, default=15, help="functions per profile listing")
+    parser.add_argument("--poll", type=float, default=0.5, help="seconds between PSS reads")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per configuration")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        child_main(json.loads(args.child))
+        return 0
+    tools = [t for t in args.tools.split(",") if t]
+    unknown = sorted(set(tools) - set(LOADERS + BARE))
+    if unknown:
+        print(f"unknown tools {unknown}; use some of {LOADERS + BARE}", file=sys.stderr)
+        return 2
+    if "energon" in tools and not _has("megatron.energon"):
+        print("megatron-energon is not installed: skipping it", flush=True)
+        tools.remove("energon")
+    batches = args.batches or (10 if args.quick else 150)
+    repeats = args.repeats or (1 if args.quick else 3)
+    profile_batches = args.profile_batches or (20 if args.quick else 63)
+    dataset = ensure_dataset(args.data_dir, QUICK if args.quick else FULL)
+    prepare(dataset)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {dataset.spec.name}: "
+        f"{dataset.spec.samples:,} samples, {dataset.shard_bytes / 1e9:.2f} GB; "
+        f"{batches} timed batches of {BATCH}",
+        flush=True,
+    )
+    results: dict[Config, list[Run]] = {}
+    dtypes = (args.dtypes or ("uint8" if args.quick else "uint8,float")).split(",")
+    if not set(dtypes) <= set(MODES):
+        print(f"unknown dtypes {dtypes}; use some of {list(MODES)}", file=sys.stderr)
+        return 2
+    for config in schedule(tools, dtypes, repeats):
+        spec = {"config": asdict(config), "path": str(dataset.path), "batches": batches}
+        result, run = in_subprocess(spec, args.poll, args.timeout)
+        results.setdefault(config, []).append(run)
+        print(
+            f"  {config.label:<24} {run.samples_per_s:>8,.0f} samples/s, first batch "
+            f"{run.first_batch_s:.2f} s, peak {run.peak_mb:.0f} MB ({result['batch']})",
+            flush=True,
+        )
+    print()
+    print_tables(results)
+    profile = None
+    if not args.no_profile and "stoker" in tools:
+        spec = {"profile": True, "path": str(dataset.path), "batches": profile_batches}
+        profile, _ = in_subprocess({**spec, "top": args.top}, args.poll, args.timeout)
+        print(f"\ncProfile of stoker W=0 uint8, {profile['batches'] * BATCH} samples:")
+        for order, text in profile["stats"].items():
+            print(f"\n--- top {args.top} by {order} ---")
+            print(text.strip().split("\n\n", 1)[-1])
+    if args.json:
+        rows = [{**asdict(c), "runs": [asdict(r) for r in runs]} for c, runs in results.items()]
+        args.json.write_text(json.dumps({"results": rows, "profile": profile}, indent=2))
+    return 0
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
