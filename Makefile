@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
+PY_DIRS := src tests benchmarks scripts
 
-.PHONY: demo test lint typecheck unit install clean
+.PHONY: demo test install clean
 
 install: $(STAMP)
 
@@ -12,17 +13,17 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=25.1"
 	# torch is pinned to the CPU build on disk; a plain `torch` would fetch a CUDA build.
-	$(BIN)/python -m pip install -q "torch==2.13.0" -e ".[all]" --group dev
-	# Interoperability tests run against the real Energon package.
-	$(BIN)/python -m pip install -q "torch==2.13.0" --group interop
+	# boto3 is pinned to the botocore that s3fs (through Energon, for the interop tests) accepts.
+	$(BIN)/python -m pip install -q "torch==2.13.0" "boto3==1.43.117" -e ".[all]" --group dev \
+		--group interop
 	touch $(STAMP)
 
 demo: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 test: install
-	$(BIN)/ruff format --check .
-	$(BIN)/ruff check .
+	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
