@@ -127,7 +127,7 @@ def get_val_dataset(
 def get_val_datasets(path: str, **kwargs: Any) -> list[tuple[LoaderDataset, dict[str, Any]]]:
     """Like :func:`get_val_dataset`, as ``[(dataset, subflavors)]`` (one per source)."""
     dataset = get_val_dataset(path, **kwargs)
-    return [(dataset, dict(dataset.source.subflavors))]
+    return [(dataset, dict(dataset.sources[0].subflavors))]
 
 
 def get_loader(
@@ -215,7 +215,7 @@ def _dataset(
         trust_sample_loader=trust_sample_loader,
     )
     return LoaderDataset(
-        source=source,
+        sources=[source],
         worker_config=worker_config,
         virtual_workers=virtual_workers
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),

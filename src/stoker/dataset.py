@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from stoker.errors import ConfigError
+from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
 from stoker.pipeline.stream import StreamSpec
 from stoker.plan import StreamPlan, Topology
 from stoker.sources import DataSource
@@ -26,7 +29,7 @@ class LoaderDataset:
     Iterating the dataset itself loads in the calling process (like ``num_workers=0``).
     """
 
-    source: DataSource
+    sources: list[DataSource]
     worker_config: WorkerConfig
     task_encoder: TaskEncoder[Any, Any, Any, Any]
     batch_size: int | None
@@ -41,11 +44,26 @@ class LoaderDataset:
     shuffle_over_epochs_multiplier: int = 1
     virtual_workers: int = 1
     error_policy: ErrorPolicy = field(default_factory=ErrorPolicy)
+    blend: BlendSpec = field(default_factory=BlendSpec)
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"{self.batch_size=} must be >= 1 (or None for no batching).")
+        if self.blend.kind in ("weighted", "epochized") and len(self.blend.factors) != len(
+            self.sources
+        ):
+            raise ConfigError("a blend needs one weight (or repetition count) per dataset.")
         self.topology()  # validates the topology early, in the caller's process
+        if self.repeat is False and self.blend.kind == "weighted":
+            raise ConfigError(
+                "a weighted blend needs repeat=True (it has no end).",
+                hint="Use blend_epochized in the metadataset for a finite blend with repeat=False.",
+            )
+
+    @property
+    def source(self) -> DataSource:
+        """The first (for a single dataset, the only) data source."""
+        return self.sources[0]
 
     def topology(self) -> Topology:
         wc = self.worker_config
@@ -56,39 +74,59 @@ class LoaderDataset:
             num_workers=wc.num_workers,
         )
 
-    def plan(self, stream: int) -> StreamPlan:
-        """The reference plan of one stream."""
+    def plan(self, stream: int, dataset: int = 0) -> StreamPlan:
+        """The reference plan of one stream over one of the data sources."""
         ordered = not self.training
+        source = self.sources[dataset]
         return StreamPlan(
-            self.source.counts,
+            source.counts,
             stream,
             self.virtual_workers,
             seed=self.worker_config.seed_offset,
+            dataset_id=dataset,
             max_samples_per_sequence=self.max_samples_per_sequence,
             parallel_shard_iters=1 if ordered else self.parallel_shard_iters,
             shuffle_buffer_size=0 if ordered else (self.shuffle_buffer_size or 0),
-            shuffle_over_epochs_multiplier=self.shuffle_over_epochs_multiplier,
+            shuffle_over_epochs_multiplier=source.shuffle_over_epochs_multiplier
+            or self.shuffle_over_epochs_multiplier,
             ordered=ordered,
-            excluded=self.source.excluded,
+            excluded=source.excluded,
+        )
+
+    def schedule(self, stream: int) -> StreamSchedule:
+        """The blend of all sources for one stream."""
+        allotments: list[int] = []
+        if self.blend.kind == "epochized":
+            v = self.virtual_workers
+            totals = np.array([s.total for s in self.sources], dtype=np.int64)[:, None]
+            edges = np.arange(v + 1, dtype=np.int64)[None, :] * totals // v
+            allotments = stream_allotments(np.diff(edges, axis=1), self.blend.factors, stream)
+        return StreamSchedule(
+            [self.plan(stream, d) for d in range(len(self.sources))],
+            self.blend,
+            seed=self.worker_config.seed_offset,
+            stream=stream,
+            repeat=self.repeat,
+            allotments=allotments,
         )
 
     def stream_spec(self, stream: int) -> StreamSpec:
         return StreamSpec(
-            source=self.source,
-            plan=self.plan(stream),
+            sources=self.sources,
+            schedule=self.schedule(stream),
             task_encoder=self.task_encoder,
             batch_size=self.batch_size,
             drop_last=self.batch_drop_last,
-            repeat=self.repeat,
         )
 
     def fingerprint(self) -> dict[str, Any]:
         """The configuration a saved loader state is only valid for."""
         return {
-            "dataset": self.source.path,
-            "split_part": self.source.split_part,
-            "samples": self.source.total,
-            "shards": len(self.source.shards),
+            "dataset": ", ".join(s.path for s in self.sources),
+            "split_part": ", ".join(sorted({s.split_part for s in self.sources})),
+            "samples": sum(s.total for s in self.sources),
+            "shards": sum(len(s.shards) for s in self.sources),
+            "blend": [self.blend.kind, *self.blend.factors],
             "batch_size": self.batch_size,
             "training": self.training,
             "seed_offset": self.worker_config.seed_offset,

@@ -13,6 +13,7 @@ import pickle
 import traceback
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ import torch.utils.data
 from stoker import state as state_module
 from stoker.errors import ConfigError
 from stoker.pipeline.build import SampleBuilder
-from stoker.pipeline.stream import Position, SampleStream, batches
+from stoker.pipeline.stream import Position, SampleStream, SourceIO, batches
 from stoker.task import ErrorTracker
 
 if TYPE_CHECKING:
@@ -32,26 +33,31 @@ BATCH, END, ERROR = 0, 1, 2
 Item = tuple[int, int, int, Any, "list[int] | None"]  # worker, stream, kind, batch, position
 
 
-def worker_items(
-    dataset: LoaderDataset,
-    worker: int,
-    starts: dict[int, Position],
-    exhausted: set[int],
-    t: int = 0,
-) -> Iterator[Item]:
+@dataclass(frozen=True)
+class Resume:
+    """Where the workers start: stream positions, finished streams, micro-batch and pass."""
+
+    positions: dict[int, Position] = field(default_factory=dict)
+    exhausted: frozenset[int] = frozenset()
+    t: int = 0
+    epoch: int = 0
+
+
+def worker_items(dataset: LoaderDataset, worker: int, resume: Resume) -> Iterator[Item]:
     """The batches of one worker's streams, round-robin over its streams (canonical order).
 
     The round starts at the stream the main process asks this worker for first, at or after its
-    micro-batch counter ``t`` (which need not be at a round boundary after a restore).
+    micro-batch counter ``resume.t`` (not necessarily at a round boundary after a restore).
     """
-    streams = _rotated_streams(dataset, worker, exhausted, t)
-    reader = dataset.source.reader()
-    builder = SampleBuilder(dataset.source, dataset.task_encoder.decoder)
+    streams = _rotated_streams(dataset, worker, set(resume.exhausted), resume.t)
+    decoder = dataset.task_encoder.decoder
+    io = [SourceIO(s.reader(), SampleBuilder(s, decoder)) for s in dataset.sources]
     tracker = ErrorTracker(dataset.error_policy)
     iterators = {}
     for s in streams:
         spec = dataset.stream_spec(s)
-        samples = SampleStream(spec, reader, builder, tracker, starts.get(s, Position()))
+        start = resume.positions.get(s)
+        samples = SampleStream(spec, io, tracker, start, resume.epoch)
         iterators[s] = batches(spec, iter(samples))
     try:
         while streams:
@@ -67,7 +73,8 @@ def worker_items(
                 else:
                     yield worker, s, BATCH, batch, position.to_list()
     finally:
-        reader.close()
+        for source_io in io:
+            source_io.reader.close()
 
 
 def _portable(error: Exception) -> Exception:
@@ -95,16 +102,14 @@ def _rotated_streams(dataset: LoaderDataset, worker: int, exhausted: set[int], t
 class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
-    def __init__(
-        self, dataset: LoaderDataset, starts: dict[int, Position], exhausted: set[int], t: int
-    ) -> None:
+    def __init__(self, dataset: LoaderDataset, resume: Resume) -> None:
         super().__init__()
-        self.dataset, self.starts, self.exhausted, self.t = dataset, starts, exhausted, t
+        self.dataset, self.resume = dataset, resume
 
     def __iter__(self) -> Iterator[Item]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
-        return worker_items(self.dataset, worker, self.starts, self.exhausted, self.t)
+        return worker_items(self.dataset, worker, self.resume)
 
 
 class _Live:
@@ -112,22 +117,19 @@ class _Live:
 
     def __init__(self, loader: Loader) -> None:
         dataset = loader.dataset
-        starts, exhausted = dict(loader.positions), set(loader.exhausted)
+        resume = Resume(dict(loader.positions), frozenset(loader.exhausted), loader.t, loader.epoch)
         workers = dataset.worker_config.num_workers
         self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
         self._torch_iter: Any = None
         if workers == 0 or loader.in_process:
-            self._producers = [
-                worker_items(dataset, w, starts, exhausted, loader.t)
-                for w in range(max(workers, 1))
-            ]
+            self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
             return
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             self._torch_iter = iter(
                 torch.utils.data.DataLoader(
-                    _WorkerDataset(dataset, starts, exhausted, loader.t),
+                    _WorkerDataset(dataset, resume),
                     batch_size=None,
                     num_workers=workers,
                     prefetch_factor=loader.prefetch_factor,
@@ -233,7 +235,7 @@ class Loader:
 
     def _next_pass(self) -> None:
         self.epoch += 1
-        self.positions = {s: Position(epoch=self.epoch) for s in self.streams}
+        self.positions = {}  # every stream starts at the new pass (epoch)
         self.exhausted.clear()
         self.t = self.yielded = 0
         self._finished = False
@@ -351,7 +353,14 @@ def batches_per_pass(dataset: LoaderDataset) -> int:
         return dataset.virtual_epoch_length
     total = 0
     for stream in dataset.topology().rank_streams().tolist():
-        samples = dataset.plan(stream).epoch_length(0)
+        schedule = dataset.schedule(stream)
+        start = schedule.start(0)
+        end = schedule.end(start, 0)
+        if end is None:  # endless blend: count one epoch of every source
+            lengths = zip(schedule.plans, schedule.lengths, strict=True)
+            samples = sum(plan.epoch_length(0) for plan, n in lengths if n)
+        else:
+            samples = sum(e - s for s, e in zip(start, end, strict=True))
         size = dataset.batch_size or 1
         total += samples // size if dataset.batch_drop_last else -(-samples // size)
     return min(total, dataset.limit) if dataset.limit is not None else total

@@ -6,6 +6,7 @@ picklable, so dataloader workers receive it as is and open their own readers.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,10 @@ class DataSource:
     subflavors: dict[str, Any] = field(default_factory=dict)
     #: Run ``.nv-meta/sample_loader.py`` (user code shipped with the data) if the config names it.
     trust_sample_loader: bool = False
+    #: Overrides the loader's ``shuffle_over_epochs_multiplier`` for this source (metadatasets).
+    shuffle_over_epochs_multiplier: int | None = None
+    #: Per shard, the index of its first sample in this source (set by :meth:`restrict`).
+    first_index: npt.NDArray[np.int64] | None = None
 
     @property
     def root(self) -> str:
@@ -55,6 +60,35 @@ class DataSource:
     def total(self) -> int:
         """Samples in the split after exclusions."""
         return int(self.counts.sum()) - len(self.excluded)
+
+    def restrict(self, start: int, end: int) -> DataSource:
+        """Only samples ``start <= i < end`` of the split (a metadataset ``subset``).
+
+        Example:
+            >>> source.restrict(100, 200).total  # doctest: +SKIP
+            100
+        """
+        total = int(self.counts.sum())
+        if not 0 <= start <= end <= total:
+            raise ConfigError(
+                f"subset [{start}, {end}) is outside the split's {total} samples.",
+                path=self.path,
+                hint="Check the subset range in the metadataset.",
+            )
+        cum = np.concatenate(([0], np.cumsum(self.counts)))
+        lo, hi = np.maximum(cum[:-1], start), np.minimum(cum[1:], end)
+        keep = np.flatnonzero(hi > lo)
+        first = (lo - cum[:-1])[keep]
+        if self.first_index is not None:
+            first = first + self.first_index[keep]
+        excluded = self.excluded[(self.excluded >= start) & (self.excluded < end)] - start
+        return dataclasses.replace(
+            self,
+            shards=tuple(self.shards[i] for i in keep.tolist()),
+            counts=(hi - lo)[keep].astype(np.int64),
+            excluded=excluded.astype(np.int64),
+            first_index=first.astype(np.int64),
+        )
 
     def reader(self) -> ShardReader:
         return ShardReader(open_store(self.root), self.shards, jsonl=self.jsonl)

@@ -362,7 +362,10 @@ def children_of_this_process() -> set[int]:
     """Pids of the live child processes of this process (from /proc)."""
     pids: set[int] = set()
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        text = (task / "children").read_text().split()
+        try:
+            text = (task / "children").read_text().split()
+        except FileNotFoundError:  # the thread ended while we looked
+            continue
         pids.update(int(pid) for pid in text)
     return pids
 

@@ -49,8 +49,9 @@ def info(files: tuple[str, ...], as_json: bool) -> None:
         f"{report.consumed_micro_batches} micro-batches consumed"
     )
     click.echo(f"streams saved     {len(report.streams)}, exhausted {len(report.exhausted)}")
-    for stream, (epoch, offset, skip) in list(report.streams.items())[:8]:
-        click.echo(f"  stream {stream:>4}: epoch {epoch}, sample {offset}, skip {skip}")
+    for stream, (*counts, skip) in list(report.streams.items())[:8]:
+        taken = ", ".join(map(str, counts))
+        click.echo(f"  stream {stream:>4}: samples taken per dataset [{taken}], skip {skip}")
     if len(report.streams) > 8:
         click.echo(f"  ... and {len(report.streams) - 8} more")
 

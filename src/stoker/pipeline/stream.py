@@ -1,21 +1,25 @@
-"""One stream (virtual worker): planned references -> read -> decode -> sample -> encode -> batch.
+"""One stream (virtual worker): scheduled references -> read -> decode -> sample -> encode -> batch.
 
-A stream's position is ``(epoch, offset, skip)``: the next reference is at ``offset`` of the
-stream's plan for ``epoch``, and the first ``skip`` outputs of its ``encode_sample`` were already
-used. Every batch carries the position after it, so saving state costs nothing and restoring
-re-reads at most the one sample whose outputs were split between two batches.
+A stream's position is ``(counts, skip)``: ``counts[d]`` references were taken from dataset ``d``
+(its position in that dataset's stream plan), and the first ``skip`` outputs of the next
+reference's ``encode_sample`` were already used. Every batch carries the position after it, so
+saving state costs nothing and restoring re-reads at most the one sample whose outputs were split
+between two batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from stoker.errors import StokerError
 from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.read import RawSample, ShardReader
-from stoker.plan import StreamPlan, global_to_shard
+from stoker.pipeline.schedule import StreamSchedule
+from stoker.plan import global_to_shard
 from stoker.sources import DataSource
 from stoker.task import ErrorTracker, TaskEncoder, iter_encoded
 
@@ -24,30 +28,36 @@ _BLOCK = 256
 
 @dataclass(frozen=True)
 class Position:
-    """Where a stream resumes: reference ``offset`` of ``epoch``, minus ``skip`` used outputs."""
+    """Where a stream resumes: per-dataset reference counts, minus ``skip`` used outputs."""
 
-    epoch: int = 0
-    offset: int = 0
+    counts: tuple[int, ...]
     skip: int = 0
 
     def to_list(self) -> list[int]:
-        return [self.epoch, self.offset, self.skip]
+        return [*self.counts, self.skip]
 
     @staticmethod
-    def from_list(values: list[int]) -> Position:
-        return Position(*map(int, values))
+    def from_list(values: Sequence[int]) -> Position:
+        return Position(tuple(int(v) for v in values[:-1]), int(values[-1]))
 
 
 @dataclass
 class StreamSpec:
     """Everything a worker needs to run one stream (picklable)."""
 
-    source: DataSource
-    plan: StreamPlan
+    sources: list[DataSource]
+    schedule: StreamSchedule
     task_encoder: TaskEncoder[Any, Any, Any, Any]
     batch_size: int | None
     drop_last: bool
-    repeat: bool
+
+
+@dataclass
+class SourceIO:
+    """A worker's reader and sample builder for one data source."""
+
+    reader: ShardReader
+    builder: SampleBuilder
 
 
 class SampleStream:
@@ -56,47 +66,56 @@ class SampleStream:
     def __init__(
         self,
         spec: StreamSpec,
-        reader: ShardReader,
-        builder: SampleBuilder,
+        io: Sequence[SourceIO],
         tracker: ErrorTracker,
-        start: Position,
+        start: Position | None,
+        epoch: int,
     ) -> None:
-        self.spec = spec
-        self.reader = reader
-        self.builder = builder
-        self.tracker = tracker
-        self.start = start
+        self.spec, self.io, self.tracker = spec, io, tracker
+        self.epoch = epoch
+        self.start = start or Position(tuple(spec.schedule.start(epoch)))
 
     def __iter__(self) -> Iterator[tuple[Any, Position]]:
-        epoch, offset, skip = self.start.epoch, self.start.offset, self.start.skip
-        plan = self.spec.plan
+        schedule = self.spec.schedule
+        counts, skip = list(self.start.counts), self.start.skip
         while True:
-            length = plan.epoch_length(epoch)
-            while offset < length:
-                hi = min(offset + _BLOCK, length)
-                refs = plan.refs(epoch, offset, hi)
-                shard_ids, indices = global_to_shard(self.spec.source.counts, refs)
-                self.reader.prefetch(shard_ids, indices)
-                for i in range(len(refs)):
-                    position = offset + i
-                    outputs = self._encode(int(shard_ids[i]), int(indices[i]), int(refs[i]))
-                    for used, output in enumerate(outputs, start=1):
-                        if used > skip:
-                            yield output, Position(epoch, position, used)
-                    skip = 0
-                offset = hi
-            if not self.spec.repeat:
+            end = schedule.end(counts, self.epoch)
+            choices = schedule.next_block(counts, end, _BLOCK)
+            if len(choices) == 0:
                 return
-            epoch, offset = epoch + 1, 0
+            refs = self._block_refs(counts, choices)
+            taken = [0] * len(counts)
+            for d in choices.tolist():
+                ref, shard_id, index = refs[d][taken[d]]
+                taken[d] += 1
+                for used, output in enumerate(self._encode(d, shard_id, index, ref), start=1):
+                    if used > skip:
+                        yield output, Position(tuple(counts), used)
+                skip = 0
+                counts[d] += 1
 
-    def _encode(self, shard_id: int, index: int, ref: int) -> Iterator[Any]:
-        source = self.spec.source
-        encoder = self.spec.task_encoder
+    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, list[Any]]:
+        """(ref, shard, index) of each dataset's next references in this block; prefetched."""
+        out: dict[int, list[Any]] = {}
+        for d, n in enumerate(np.bincount(choices, minlength=len(counts)).tolist()):
+            if n == 0:
+                continue
+            refs = self.spec.schedule.refs(d, counts[d], counts[d] + n)
+            source = self.spec.sources[d]
+            shard_ids, indices = global_to_shard(source.counts, refs)
+            if source.first_index is not None:  # a subset: shards may start mid-way
+                indices = indices + source.first_index[shard_ids]
+            self.io[d].reader.prefetch(shard_ids, indices)
+            out[d] = list(zip(refs.tolist(), shard_ids.tolist(), indices.tolist(), strict=True))
+        return out
+
+    def _encode(self, d: int, shard_id: int, index: int, ref: int) -> Iterator[Any]:
+        source, io = self.spec.sources[d], self.io[d]
         raw: RawSample | None = None
         try:
-            raw = self.reader.read(shard_id, index)
-            sample = self.builder.build(raw, ref)
-            outputs = list(iter_encoded(encoder, sample))
+            raw = io.reader.read(shard_id, index)
+            sample = io.builder.build(raw, ref)
+            outputs = list(iter_encoded(self.spec.task_encoder, sample))
         except Exception as e:
             if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
                 e.path = f"{source.root}/{source.shards[shard_id]}"
@@ -124,11 +143,11 @@ def batches(
             yield encoder.encode_batch(sample), position
         return
     pending: list[Any] = []
-    position = Position()
-    for sample, position in samples:
+    last: Position | None = None
+    for sample, last in samples:
         pending.append(sample)
         if len(pending) == spec.batch_size:
-            yield encoder.encode_batch(encoder.batch(pending)), position
+            yield encoder.encode_batch(encoder.batch(pending)), last
             pending = []
-    if pending and not spec.drop_last:
-        yield encoder.encode_batch(encoder.batch(pending)), position
+    if pending and not spec.drop_last and last is not None:
+        yield encoder.encode_batch(encoder.batch(pending)), last

@@ -22,6 +22,8 @@ from stoker.errors import ConfigError
 SLICE_ORDER: Final = 1
 #: Permutation of one shuffle window of a stream's epoch.
 WINDOW: Final = 2
+#: Jitter of the blend schedule's due times (:mod:`stoker.plan.blend`).
+BLEND: Final = 3
 
 
 def keyed_rng(seed: int, *key: int) -> np.random.Generator:

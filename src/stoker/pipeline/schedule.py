@@ -1,0 +1,129 @@
+"""Which dataset, and which of its samples, a stream reads next: the blend in one place.
+
+A stream draws from one or more datasets. Its position is ``counts``: how many references it has
+taken from each dataset (positions in each dataset's own infinite stream plan). The schedule turns
+counts into the next block of (dataset, reference) pairs:
+
+- ``single`` / ``concat``: the datasets one after the other (validation, or one dataset);
+- ``weighted``: interleaved by weight, forever (``blend``);
+- ``epochized``: each dataset contributes its allotment per pass, interleaved (``blend_epochized``).
+
+With ``repeat=False`` a pass ends when every dataset's bound for the pass is reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from stoker.errors import ConfigError
+from stoker.plan import StreamPlan, epochized_allotments, epochized_choices, weighted_choices
+
+BlendKind = Literal["single", "concat", "weighted", "epochized"]
+Int64Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class BlendSpec:
+    """How a dataset's sources are combined (see the module docstring)."""
+
+    kind: BlendKind = "single"
+    #: Per source: the weight (weighted) or the repetitions (epochized); unused otherwise.
+    factors: tuple[float, ...] = field(default_factory=tuple)
+
+
+def epoch_start(plan: StreamPlan, epoch: int) -> int:
+    """The position (in the plan's infinite view) where ``epoch`` starts."""
+    return sum(plan.epoch_length(e) for e in range(epoch))
+
+
+class StreamSchedule:
+    """The blended reference sequence of one stream, computed from per-dataset counts."""
+
+    def __init__(
+        self,
+        plans: Sequence[StreamPlan],
+        spec: BlendSpec,
+        *,
+        seed: int,
+        stream: int,
+        repeat: bool,
+        allotments: Sequence[int] = (),
+    ) -> None:
+        self.plans = list(plans)
+        self.spec = spec
+        self.seed, self.stream, self.repeat = seed, stream, repeat
+        self.lengths = [plan.num_samples for plan in self.plans]
+        self.allotments = np.asarray(allotments, dtype=np.int64)
+        if spec.kind == "weighted" and not repeat:
+            raise ConfigError(
+                "a weighted blend needs repeat=True (it has no end).",
+                hint="Use blend_epochized for a finite blend with repeat=False.",
+            )
+
+    def start(self, epoch: int) -> list[int]:
+        """Counts at the start of pass ``epoch``."""
+        if self.spec.kind == "epochized":
+            return [int(a) * epoch for a in self.allotments]
+        return [
+            epoch_start(p, epoch) if n else 0 for p, n in zip(self.plans, self.lengths, strict=True)
+        ]
+
+    def end(self, counts: Sequence[int], epoch: int) -> list[int] | None:
+        """Counts at which the current pass ends (None: it never ends).
+
+        ``epoch`` is the pass number (repeat=False); with repeat=True only epochized blends have
+        passes, and the current one follows from the counts.
+        """
+        if self.spec.kind == "epochized":
+            if self.repeat:
+                done = [
+                    c // a for c, a in zip(counts, self.allotments.tolist(), strict=True) if a > 0
+                ]
+                epoch = min(done, default=0)
+            return [int(a) * (epoch + 1) for a in self.allotments]
+        if self.repeat:
+            return None
+        start = self.start(epoch)
+        return [s + (p.epoch_length(epoch) if n else 0) for s, p, n in
+                zip(start, self.plans, self.lengths, strict=True)]  # fmt: skip
+
+    def next_block(self, counts: Sequence[int], end: Sequence[int] | None, n: int) -> Int64Array:
+        """Dataset ids of the next (up to) ``n`` references; empty when the pass is over."""
+        live = [
+            size > 0 and (end is None or c < e)
+            for size, c, e in zip(self.lengths, counts, end or counts, strict=True)
+        ]
+        if not any(live):
+            return np.zeros(0, np.int64)
+        kind = self.spec.kind
+        if kind in ("single", "concat"):
+            d = live.index(True)
+            left = n if end is None else min(n, end[d] - counts[d])
+            return np.full(left, d, dtype=np.int64)
+        if kind == "weighted":  # datasets without samples in this stream take no part
+            ids = [d for d, ok in enumerate(live) if ok]
+            weights = [self.spec.factors[d] for d in ids]
+            picked = weighted_choices(
+                [counts[d] for d in ids], weights, n, seed=self.seed, stream=self.stream
+            )
+            return np.asarray(ids, dtype=np.int64)[picked]
+        if end is None:
+            raise RuntimeError("internal: an epochized blend always has a pass end")
+        base = [e - int(a) for e, a in zip(end, self.allotments.tolist(), strict=True)]
+        within = [c - b for c, b in zip(counts, base, strict=True)]
+        picked = epochized_choices(within, self.allotments, n, seed=self.seed, stream=self.stream)
+        return np.asarray(picked, dtype=np.int64)
+
+    def refs(self, dataset: int, lo: int, hi: int) -> Int64Array:
+        """Global sample indices of ``dataset`` at its stream positions [lo, hi)."""
+        return self.plans[dataset].refs_at(lo, hi)
+
+
+def stream_allotments(sizes: Int64Array, repetitions: Sequence[float], stream: int) -> list[int]:
+    """This stream's per-dataset allotment for an epochized blend (sizes: datasets x streams)."""
+    return [int(a) for a in epochized_allotments(sizes, list(repetitions))[:, stream]]
