@@ -20,13 +20,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from stoker.blending import load_sources
 from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.loader import Loader
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
-from stoker.sources import load_source
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder
 from stoker.worker_config import WorkerConfig
 
@@ -205,9 +205,10 @@ def _dataset(
             f"unknown argument(s) {', '.join(unknown)}.",
             hint=f"stoker also accepts: {', '.join(_EXTRA_KWARGS)}.",
         )
-    source = load_source(
+    sources, blend = load_sources(
         str(path),
         split_part=split_part,
+        training=options.get("training", True),
         split_config=split_config,
         dataset_config=dataset_config,
         subflavors=subflavors,
@@ -215,7 +216,8 @@ def _dataset(
         trust_sample_loader=trust_sample_loader,
     )
     return LoaderDataset(
-        sources=[source],
+        sources=sources,
+        blend=blend,
         worker_config=worker_config,
         virtual_workers=virtual_workers
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),

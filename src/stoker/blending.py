@@ -1,0 +1,104 @@
+"""From a path (dataset, JSONL file or metadataset YAML) to data sources and their blend."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.metadataset import flatten, is_metadataset, load_metadataset
+from stoker.metadataset.flatten import Leaf
+from stoker.pipeline.schedule import BlendSpec
+from stoker.sources import DataSource, load_source
+
+
+def load_sources(
+    path: str,
+    *,
+    split_part: str,
+    training: bool,
+    dataset_config: str,
+    split_config: str,
+    subflavors: dict[str, Any] | None = None,
+    allowed_modules: tuple[str, ...] = (),
+    trust_sample_loader: bool = False,
+) -> tuple[list[DataSource], BlendSpec]:
+    """The sources behind ``path`` and how to blend them (one source for a plain dataset)."""
+    options: dict[str, Any] = {
+        "allowed_modules": allowed_modules,
+        "trust_sample_loader": trust_sample_loader,
+    }
+    if not is_metadataset(path):
+        source = load_source(
+            path,
+            split_part=split_part,
+            split_config=split_config,
+            dataset_config=dataset_config,
+            subflavors=subflavors,
+            **options,
+        )
+        return [source], BlendSpec()
+    plan = flatten(load_metadataset(path), split_part, training=training)
+    sources = [
+        _leaf_source(leaf, dataset_config, split_config, subflavors, options)
+        for leaf in plan.leaves
+    ]
+    _warn_duplicates(plan.leaves, path)
+    if plan.kind == "weighted":
+        return sources, BlendSpec(
+            "weighted", tuple(float(leaf.weight or 0) for leaf in plan.leaves)
+        )
+    if plan.kind == "epochized":
+        return sources, BlendSpec(
+            "epochized", tuple(float(leaf.repetitions or 0) for leaf in plan.leaves)
+        )
+    return sources, BlendSpec("concat" if len(sources) > 1 else "single")
+
+
+def _leaf_source(
+    leaf: Leaf,
+    dataset_config: str,
+    split_config: str,
+    subflavors: dict[str, Any] | None,
+    options: dict[str, Any],
+) -> DataSource:
+    if leaf.join is not None:
+        raise ConfigError(
+            "joins in metadatasets are not supported yet.",
+            path=leaf.path,
+            hint="Load the joined datasets separately for now.",
+        )
+    source = load_source(
+        leaf.path,
+        split_part=leaf.split_part,
+        split_config=leaf.split_config or split_config,
+        dataset_config=leaf.dataset_config or dataset_config,
+        subflavors={**leaf.subflavors, **(subflavors or {})},
+        **options,
+    )
+    if leaf.subset is not None:
+        try:
+            start, end = leaf.subset.resolve(int(source.counts.sum()))
+        except (ConfigError, ValueError) as e:
+            raise ConfigError(f"invalid subset: {e}", path=leaf.path) from None
+        source = source.restrict(start, end)
+    if leaf.shuffle_over_epochs_multiplier not in (None, 1):
+        source = dataclasses.replace(
+            source, shuffle_over_epochs_multiplier=leaf.shuffle_over_epochs_multiplier
+        )
+    return source
+
+
+def _warn_duplicates(leaves: list[Leaf], path: str) -> None:
+    seen: set[tuple[str, str]] = set()
+    for leaf in leaves:
+        key = (leaf.path, leaf.split_part)
+        if key in seen:
+            warnings.warn(
+                f"{path}: dataset {leaf.path!r} (split {leaf.split_part!r}) is named more than "
+                "once; each occurrence gets its own independent sample order.",
+                UserWarning,
+                stacklevel=4,
+            )
+        seen.add(key)
