@@ -249,6 +249,28 @@ class Loader:
         """Stop the worker processes (also done when the loader is garbage-collected)."""
         self._stop()
 
+    def samples_per_dataset(self) -> dict[str, int]:
+        """References each data source has contributed so far on this rank: the realised blend.
+
+        Counted from the positions of the batches handed out (samples a task encoder skipped or
+        expanded count as one reference each).
+
+        Example:
+            >>> loader.samples_per_dataset()  # doctest: +SKIP
+            {'/data/coco': 10000, '/data/coyo': 4000}
+        """
+        names = [source.path for source in self.dataset.sources]
+        totals = dict.fromkeys(names, 0)
+        for stream, position in self.positions.items():
+            schedule = self.dataset.schedule(stream)
+            for name, count, first in zip(names, position.counts, schedule.start(0), strict=True):
+                totals[name] += count - first
+            if position.skip:  # the reference in progress has started to contribute
+                counts = list(position.counts)
+                pending = schedule.next_block(counts, schedule.end(counts, self.epoch), 1)
+                totals[names[int(pending[0])]] += 1
+        return totals
+
     # --- state -----------------------------------------------------------------------------
 
     def save_state_rank(self) -> dict[str, Any]:

@@ -179,3 +179,13 @@ def test_blends_restore_exactly(root: Path, workers: int) -> None:
         return get_loader(ds)
 
     run_contract(make_epochized, total=150, midpoints=[0, 60, 124, 125, 140])
+
+
+def test_loader_reports_the_realised_blend(root: Path) -> None:
+    path = write_yaml(root, "observed.yaml", TUTORIAL)
+    with get_loader(train(path, worker_config=config(0))) as loader:
+        for step, _ in enumerate(loader):
+            if step == 69:  # 700 samples
+                break
+        seen = loader.samples_per_dataset()
+    assert seen == {str(root / "coco"): 500, str(root / "coyo"): 200}

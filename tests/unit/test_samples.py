@@ -92,14 +92,6 @@ def test_pin_memory_rebuilds_nested_structures() -> None:
     assert isinstance(pinned, VQASample) and pinned is not s and pinned == s
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinning needs an accelerator")
-def test_pin_memory_pins_tensors() -> None:
-    s = CaptioningSample(__key__="k", __restore_key__=(), image=torch.ones(3, 2, 2), caption="c")
-    pinned = s.pin_memory()
-    assert isinstance(pinned, CaptioningSample) and pinned.image.is_pinned()
-    assert pinned.caption == "c" and torch.equal(pinned.image, s.image)
-
-
 def test_field_map_nested_access_and_alternatives() -> None:
     cfg = config("VQASample", {"image": "jpg,png", "context": "json[q][1]", "answers": "json[a]"})
     decoded = {"png": torch.zeros(3, 1, 1), "json": {"q": ["x", "why?"], "a": ["yes"]}}
