@@ -35,8 +35,8 @@ class StokerError(Exception):
         super().__init__(self.message)
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keep every field when an error crosses a process boundary (workers -> main).
-        fields = {"path": self.path, "key": self.key, "offset": self.offset, "hint": self.hint}
+        # Keep every field (of subclasses too) when an error crosses a process boundary.
+        fields = {k: v for k, v in vars(self).items() if k != "problem" and not k.startswith("_")}
         return (_rebuild, (type(self), self.problem, fields))
 
     @property

@@ -54,20 +54,12 @@ class SampleError(StokerError):
         self.part = part
         super().__init__(problem, path=path, key=key, offset=offset, hint=hint)
 
-    def __reduce__(self) -> tuple[object, ...]:
-        fields = {"path": self.path, "key": self.key, "offset": self.offset, "hint": self.hint}
-        return (_rebuild_sample_error, (self.problem, fields, self.part))
-
     @property
     def where(self) -> str:
         where = super().where
         if self.part is None:
             return where
         return f"{where}, part {self.part!r}" if where else f"part {self.part!r}"
-
-
-def _rebuild_sample_error(problem: str, fields: dict[str, Any], part: str | None) -> SampleError:
-    return SampleError(problem, part=part, **fields)
 
 
 @dataclass(frozen=True)
