@@ -6,6 +6,11 @@ A rank's state is the position of each stream (virtual worker) it owns plus a fe
      "epoch": 0, "t": 120, "yielded": 118, "finished": False,
      "exhausted": [5], "streams": {"1": [0, 480, 0], "3": [0, 470, 1]}}
 
+With packing or grouping, ``"buffers"`` holds, per stream whose stages hold samples, the
+references of those samples (``{"3": {"pack": {...}, "group": {...}}}``, see
+``stoker.pipeline.pack`` and ``stoker.pipeline.group``): a restore re-reads only them. It grows
+with the packing buffer (about 4 ints per buffered sample); it is absent from older states.
+
 It holds only str/int/bool/list/dict, so ``json`` and ``torch.load(weights_only=True)`` load it.
 Because streams, not ranks, carry positions, the states of all ranks can be merged and cut again
 for another world size or worker count (:func:`redistribute`).
@@ -64,15 +69,17 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
         raise ConfigError("no loader states to restore from.")
     first = states[0]
     streams: dict[str, list[int]] = {}
+    buffers: dict[str, Any] = {}
     exhausted: set[int] = set()
     for state in states:
-        for key in ("fingerprint", "epoch"):
+        for key in ("fingerprint", "epoch", "t"):
             if state[key] != first[key]:
                 raise ConfigError(
                     f"the ranks' states disagree on {key!r}.",
                     hint="Pass the states of one save_state_global() call.",
                 )
         streams.update(state["streams"])
+        buffers.update(state.get("buffers", {}))
         exhausted.update(state["exhausted"])
     world = first["topology"]["world_size"]
     ranks = sorted(s["topology"]["rank"] for s in states)
@@ -87,6 +94,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
         "topology": {**first["topology"], "rank": None, "world_size": None, "num_workers": None},
         "consumed": consumed,
         "streams": streams,
+        "buffers": buffers,
         "exhausted": sorted(exhausted),
     }
 
@@ -119,6 +127,7 @@ def for_rank(merged: dict[str, Any], topology: Topology) -> dict[str, Any]:
         "topology": _topology_dict(topology),
         "t": consumed // world,
         "streams": {k: v for k, v in merged["streams"].items() if k in own},
+        "buffers": {k: v for k, v in merged.get("buffers", {}).items() if k in own},
         "exhausted": [s for s in merged["exhausted"] if str(s) in own],
     }
 
@@ -153,6 +162,7 @@ def make_state(
     finished: bool,
     exhausted: list[int],
     streams: dict[int, list[int]],
+    buffers: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         _VERSION_KEY: STATE_VERSION,
@@ -164,4 +174,5 @@ def make_state(
         "finished": finished,
         "exhausted": sorted(exhausted),
         "streams": {str(s): list(p) for s, p in sorted(streams.items())},
+        "buffers": {str(s): b for s, b in sorted((buffers or {}).items()) if b},
     }

@@ -81,7 +81,10 @@ def redist(files: tuple[str, ...], out: str, new_world_size: int, num_workers: i
     from stoker.checkpoint import load_states, redistribute_files
 
     workers = num_workers
-    if workers is None:
-        workers = load_states(list(files))[0]["topology"]["num_workers"]
+    if workers is None:  # as saved, or fewer if the virtual workers do not divide otherwise
+        topology = load_states(list(files))[0]["topology"]
+        v, workers = topology["virtual_workers"], topology["num_workers"]
+        while workers > 1 and v % (new_world_size * workers):
+            workers -= 1
     written = redistribute_files(list(files), out, new_world_size, workers)
     click.echo(f"Wrote {written} rank states to {out}.")
