@@ -6,9 +6,11 @@ import dataclasses
 import warnings
 from typing import Any
 
+from stoker.aux import check_aux
 from stoker.errors import ConfigError
 from stoker.metadataset import flatten, is_metadataset, load_metadataset
 from stoker.metadataset.flatten import Leaf
+from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.schedule import BlendSpec
 from stoker.sources import DataSource, load_source
 
@@ -87,7 +89,22 @@ def _leaf_source(
         source = dataclasses.replace(
             source, shuffle_over_epochs_multiplier=leaf.shuffle_over_epochs_multiplier
         )
+    if leaf.aux:
+        source = dataclasses.replace(source, aux=_checked_aux(leaf, source))
     return source
+
+
+def _checked_aux(leaf: Leaf, source: DataSource) -> dict[str, AuxRef]:
+    """The leaf's aux references, checked in the main process (Energon checks them at load)."""
+    if not source.config.is_crude:
+        raise ConfigError(
+            "aux stores are only for crude datasets (they are passed to cookers).",
+            path=leaf.path,
+            hint="Use a CrudeWebdataset (or a JSONL file) with cookers, or remove aux.",
+        )
+    for ref in leaf.aux.values():
+        check_aux(ref)
+    return dict(leaf.aux)
 
 
 def _warn_duplicates(leaves: list[Leaf], path: str) -> None:

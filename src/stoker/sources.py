@@ -26,6 +26,7 @@ from stoker.format.meta import (
 from stoker.format.shard_scan import scan_shard
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar_index import decode_offsets
+from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store, open_store, split_location
 
@@ -50,6 +51,8 @@ class DataSource:
     shuffle_over_epochs_multiplier: int | None = None
     #: Per shard, the index of its first sample in this source (set by :meth:`restrict`).
     first_index: npt.NDArray[np.int64] | None = None
+    #: Aux stores for the cookers of crude samples, by name (a metadataset's ``aux:``).
+    aux: dict[str, AuxRef] = field(default_factory=dict)
 
     @property
     def root(self) -> str:

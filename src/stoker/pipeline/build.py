@@ -1,21 +1,46 @@
-"""From raw parts to a sample: filter parts, decode them, apply the field map or sample loader."""
+"""From raw parts to a sample: filter parts, decode them, apply the field map or sample loader,
+and cook crude samples with the task encoder's cookers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from stoker.aux import (
+    DecodeFileStore,
+    FileStore,
+    JsonlFileStore,
+    PrimaryFileStore,
+    WebdatasetFileStore,
+    open_aux,
+)
+from stoker.cache_pool import NoCachePool
+from stoker.cooking import Cooker, select_cooker
+from stoker.errors import StokerError
 from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.errors import SampleError, SkipSample, wrap_failure
 from stoker.pipeline.field_map import build_sample, load_part_filter, load_sample_loader
 from stoker.pipeline.read import RawSample
-from stoker.samples import SourceInfo
+from stoker.samples import CrudeSample, SourceInfo
 from stoker.sources import DataSource
+
+if TYPE_CHECKING:
+    from stoker.task import TaskEncoder
 
 
 class SampleBuilder:
-    """Builds the samples of one source; made once per worker (it may load user code)."""
+    """Builds the samples of one source; made once per worker (it may load user code).
 
-    def __init__(self, source: DataSource, decoder: SampleDecoder | None) -> None:
+    With a ``task_encoder`` that has ``cookers``, crude samples are cooked here, in the worker,
+    so that a failing cooker goes through the error policy like a failing decode.
+    """
+
+    def __init__(
+        self,
+        source: DataSource,
+        decoder: SampleDecoder | None,
+        task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
+    ) -> None:
         self.source = source
         self.decoder = decoder
         config = source.config
@@ -32,9 +57,12 @@ class SampleBuilder:
             self.part_filter = load_part_filter(
                 source.root, config.part_filter, source.trust_sample_loader
             )
+        self.kitchen: Kitchen | None = None
+        if task_encoder is not None and task_encoder.cookers:
+            self.kitchen = Kitchen(source, task_encoder, decoder)
 
     def build(self, raw: RawSample, ref: int) -> Any:
-        """The sample (typed or crude) for ``raw``, which is global sample ``ref`` of the split."""
+        """The sample (typed, cooked or crude) for ``raw``, global sample ``ref`` of the split."""
         parts = raw.parts
         if self.part_filter is not None:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
@@ -48,7 +76,7 @@ class SampleBuilder:
                 file_names=raw.file_names,
             ),
         )
-        return build_sample(
+        sample = build_sample(
             source.config,
             decoded,
             key=raw.key,
@@ -57,3 +85,71 @@ class SampleBuilder:
             sources=sources,
             sample_loader=self.sample_loader,
         )
+        if self.kitchen is not None and isinstance(sample, CrudeSample):
+            return self.kitchen.cook(sample)
+        return sample
+
+
+class Kitchen:
+    """Cooks the crude samples of one source: picks the cooker, passes the aux stores.
+
+    Stores open on first use (in the worker) and stay open. Without cookers, crude samples stay
+    crude (``TaskEncoder.cookers`` is empty by default).
+    """
+
+    def __init__(
+        self,
+        source: DataSource,
+        task_encoder: TaskEncoder[Any, Any, Any, Any],
+        decoder: SampleDecoder | None,
+    ) -> None:
+        self.source = source
+        self.task_encoder = task_encoder
+        self.cookers: tuple[Cooker[Any], ...] = tuple(task_encoder.cookers)
+        self.decoder = decoder
+        self._aux: dict[str, FileStore] | None = None
+        self._primary: FileStore | None = None
+        self._cache = NoCachePool()
+
+    def cook(self, sample: CrudeSample) -> Any:
+        """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
+        key = sample.get("__key__")
+        try:
+            cooker = select_cooker(self.cookers, sample.get("__subflavors__"))
+            aux: dict[str, Any] = dict(self.aux())
+            if cooker.need_primary:
+                aux["primary"] = PrimaryFileStore(self.primary(), str(key))
+            if cooker.need_cache:
+                aux["cache"] = self._cache
+            return self.task_encoder.cook_crude_sample(sample, cooker, aux)
+        except SkipSample:
+            raise
+        except SampleError as e:
+            if e.key is not None:
+                raise
+            raise SampleError(e.problem, key=key, part=e.part, hint=e.hint) from e
+        except StokerError:
+            raise  # a configuration problem, not this sample's
+        except Exception as e:
+            raise wrap_failure(e, sample, "cook") from e
+
+    def aux(self) -> dict[str, FileStore]:
+        """The source's aux stores by name (opened on first use)."""
+        if self._aux is None:
+            self._aux = {
+                name: self._decoded(open_aux(ref)) for name, ref in self.source.aux.items()
+            }
+        return self._aux
+
+    def primary(self) -> FileStore:
+        """The source's own dataset as a store (for cookers with ``need_primary``)."""
+        if self._primary is None:
+            source = self.source
+            store = (
+                JsonlFileStore(source.path) if source.jsonl else WebdatasetFileStore(source.path)
+            )
+            self._primary = self._decoded(store)
+        return self._primary
+
+    def _decoded(self, store: FileStore) -> FileStore:
+        return store if self.decoder is None else DecodeFileStore(store, decoder=self.decoder)

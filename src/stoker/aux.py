@@ -1,0 +1,193 @@
+"""Aux stores: files a cooker fetches by name, from a prepared dataset or a plain folder.
+
+A metadataset leaf names them (``aux: {images: ./image_ds, files: filesystem://./folder}``);
+each cooker call receives them as keyword arguments. ``store.get(name, sample)`` returns the
+file, decoded by the task encoder's decoder by its extension (raw bytes when the decoder is
+``None``), and appends where it came from to the sample's ``__sources__``. In a prepared dataset
+a name is a tar member: sample key + part, like ``"0001.jpg"``. Names follow Energon's
+``FileStore`` classes; stores open lazily, once per worker.
+
+Example:
+    >>> store = SystemFileStore("/data/images")  # doctest: +SKIP
+    >>> store.get("cats/0001.png")[:4]  # doctest: +SKIP
+    b'\\x89PNG'
+"""
+
+from __future__ import annotations
+
+import abc
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+from stoker.errors import ConfigError
+from stoker.format.meta import INDEX_SQLITE, read_info
+from stoker.format.sqlite_index import SqliteIndexReader
+from stoker.format.tar import split_name
+from stoker.metadataset.nodes import AuxRef
+from stoker.pipeline.errors import SampleError
+from stoker.pipeline.read import ShardReader
+from stoker.samples import SourceInfo
+from stoker.storage import Store, open_store, split_location
+
+if TYPE_CHECKING:  # decoding needs torch; importing this module must not
+    from stoker.pipeline.decode import SampleDecoder
+
+
+class FileStore(abc.ABC):
+    """Files by name; ``store[name]`` is ``(data, SourceInfo)``, :meth:`get` the data alone."""
+
+    @abc.abstractmethod
+    def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
+        """The file ``key`` and where it came from; a :class:`SampleError` if missing."""
+
+    @abc.abstractmethod
+    def get_path(self) -> str:
+        """Where the store reads from."""
+
+    def get(self, key: str, sample: Any = None) -> Any:
+        """The file ``key``; records its source in ``sample``'s ``__sources__`` if given."""
+        data, info = self[key]
+        add_source_info(sample, info)
+        return data
+
+    def _missing(self, key: str, why: str = "") -> SampleError:
+        return SampleError(
+            f"aux store {self.get_path()!r} has no file {key!r}{why}.",
+            hint="Check the file names the crude samples refer to, and the aux paths in the "
+            "metadataset.",
+        )
+
+
+class SystemFileStore(FileStore):
+    """The files of a folder (``filesystem://`` in a metadataset); names are relative paths."""
+
+    def __init__(self, base_dir: str) -> None:
+        self.base_dir = base_dir
+        self._store = open_store(base_dir)
+
+    def __getitem__(self, key: str) -> tuple[bytes, SourceInfo]:
+        name = posixpath.normpath(key)
+        if posixpath.isabs(name) or name == ".." or name.startswith("../"):
+            raise self._missing(key, " (names must stay inside the folder)")
+        if not self._store.exists(name):
+            raise self._missing(key)
+        info = SourceInfo(
+            dataset_path=self.base_dir, index=key, shard_name=self.base_dir, file_names=(key,)
+        )
+        return self._store.read_bytes(name), info
+
+    def get_path(self) -> str:
+        return self.base_dir
+
+
+class WebdatasetFileStore(FileStore):
+    """The tar members of a prepared dataset, found through its ``index.sqlite``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        store = open_store(path)
+        _require_index(store, path)
+        self._index = SqliteIndexReader(store.local_path(INDEX_SQLITE) or "")
+        self._reader = ShardReader(store, list(read_info(store).shard_counts))
+
+    def __getitem__(self, key: str) -> tuple[bytes, SourceInfo]:
+        split = split_name(key)
+        location = self._index.locate(split[0]) if split is not None else None
+        if split is None or location is None:
+            raise self._missing(key)
+        shard = self._reader.shards[location.shard_id]
+        info = SourceInfo(dataset_path=self.path, index=key, shard_name=shard, file_names=(key,))
+        for part, offset, size in self._index.parts(location.shard_id, location.index):
+            if part == split[1]:
+                return self._reader.store.read_range(shard, offset, size), info
+        # An index without sample_parts rows: read the whole sample.
+        parts = self._reader.read(location.shard_id, location.index).parts
+        if split[1] not in parts:
+            raise self._missing(key)
+        return parts[split[1]], info
+
+    def get_path(self) -> str:
+        return self.path
+
+
+class JsonlFileStore(FileStore):
+    """The lines of an indexed JSONL file by number (``"12"`` or ``"12.json"``): raw JSON."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        parent, name = split_location(path)
+        self._reader = ShardReader(open_store(parent), [name], jsonl=True)
+
+    def __getitem__(self, key: str) -> tuple[bytes, SourceInfo]:
+        number = key.removesuffix(".json")
+        if not number.isdigit() or int(number) >= len(self._reader.offsets(0)) - 1:
+            raise self._missing(key)
+        raw = self._reader.read(0, int(number))
+        info = SourceInfo(
+            dataset_path=self.path, index=int(number), shard_name=raw.shard, file_names=(key,)
+        )
+        return raw.parts["json"], info
+
+    def get_path(self) -> str:
+        return self.path
+
+
+class DecodeFileStore(FileStore):
+    """Another store's files decoded by ``decoder``, by the extension of their names."""
+
+    def __init__(self, inner: FileStore, *, decoder: SampleDecoder) -> None:
+        self._inner = inner
+        self.decoder = decoder
+
+    def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
+        data, info = self._inner[key]
+        return self.decoder.decode_file(key, data), info
+
+    def get_path(self) -> str:
+        return self._inner.get_path()
+
+
+class PrimaryFileStore(FileStore):
+    """A store where names starting with ``.`` are parts of the current sample (``".jpg"``)."""
+
+    def __init__(self, inner: FileStore, current_key: str) -> None:
+        self._inner = inner
+        self._current_key = current_key
+
+    def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
+        return self._inner[self._current_key + key if key.startswith(".") else key]
+
+    def get_path(self) -> str:
+        return self._inner.get_path()
+
+
+def open_aux(ref: AuxRef) -> FileStore:
+    """The store for one aux reference of a metadataset."""
+    return SystemFileStore(ref.path) if ref.filesystem else WebdatasetFileStore(ref.path)
+
+
+def check_aux(ref: AuxRef) -> None:
+    """Fail early (main process) with a :class:`ConfigError` if ``ref`` cannot be opened."""
+    store = open_store(ref.path)
+    if not ref.filesystem:
+        _require_index(store, ref.path)
+    elif not store.is_dir(""):
+        raise ConfigError("the aux folder does not exist.", path=ref.path, hint="Fix the aux path.")
+
+
+def _require_index(store: Store, path: str) -> None:
+    if not store.exists(INDEX_SQLITE) or store.local_path(INDEX_SQLITE) is None:
+        raise ConfigError(
+            "an aux dataset must be a local prepared dataset with .nv-meta/index.sqlite.",
+            path=path,
+            hint=f"Run `stoker prepare {path}`, or use filesystem:// for a plain folder.",
+        )
+
+
+def add_source_info(sample: Any, *infos: SourceInfo) -> Any:
+    """Append ``infos`` to the ``__sources__`` of ``sample`` (a dict or a Sample); None: no-op."""
+    if isinstance(sample, dict):
+        sample["__sources__"] = (*(sample.get("__sources__") or ()), *infos)
+    elif sample is not None and hasattr(sample, "__sources__"):
+        sample.__sources__ = (*(sample.__sources__ or ()), *infos)
+    return sample

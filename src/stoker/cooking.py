@@ -1,0 +1,149 @@
+"""Cookers: the task encoder's functions that turn crude samples into typed samples.
+
+A crude dataset (``__class__: CrudeWebdataset``, or a JSONL file) yields :class:`CrudeSample`
+dicts. The first :class:`Cooker` in ``TaskEncoder.cookers`` whose ``has_subflavors`` all match
+the sample's ``__subflavors__`` cooks it: ``cook(sample, **aux)``, where ``aux`` holds the
+metadataset's aux stores by name, plus ``primary=`` (the sample's own dataset, see
+:func:`cooker`) and ``cache=`` where the cooker asks for them. Names follow Energon.
+
+Example:
+    >>> from stoker import TextSample
+    >>> def cook_text(sample):
+    ...     return TextSample(**basic_sample_keys(sample), text=sample["txt"])
+    >>> cookers = [Cooker(cook_text, has_subflavors={"kind": "text"})]
+    >>> select_cooker(cookers, {"kind": "text", "lang": "en"}).cook is cook_text
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from stoker.pipeline.errors import SampleError
+from stoker.samples import Sample, SourceInfo
+
+T_sample = TypeVar("T_sample", covariant=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Energon's markers on a cook function; Cooker reads them (kept for API compatibility).
+_NEED_CACHE = "__cooker_need_cache__"
+_NEED_PRIMARY = "__cooker_need_primary__"
+
+
+@overload
+def cooker(fn: F) -> F: ...
+
+
+@overload
+def cooker(
+    fn: None = None, *, need_cache: bool = False, need_primary: bool = False
+) -> Callable[[F], F]: ...
+
+
+def cooker(
+    fn: F | None = None, *, need_cache: bool = False, need_primary: bool = False
+) -> F | Callable[[F], F]:
+    """Mark a cook function; ask for extra keyword arguments when it is called.
+
+    Args:
+        need_primary: Also pass ``primary=``: a :class:`~stoker.aux.FileStore` over the sample's
+            own dataset; a name starting with ``.`` is a part of the current sample
+            (``primary.get(".jpg")``).
+        need_cache: Also pass ``cache=``: a :class:`~stoker.aux.CachePool` (``get``,
+            ``get_lazy``, ``to_cache``). stoker's pool reads directly, without a disk cache.
+
+    Example:
+        >>> @cooker(need_primary=True)
+        ... def cook(sample, primary):
+        ...     return primary.get(".txt", sample)
+        >>> Cooker(cook).need_primary
+        True
+    """
+    if fn is None:
+        return functools.partial(cooker, need_cache=need_cache, need_primary=need_primary)
+    inner = fn
+
+    @functools.wraps(inner)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return inner(*args, **kwargs)
+
+    setattr(wrapper, _NEED_CACHE, need_cache)
+    setattr(wrapper, _NEED_PRIMARY, need_primary)
+    return wrapper
+
+
+@dataclass
+class Cooker(Generic[T_sample]):
+    """A cook function and the subflavors a crude sample must have for it.
+
+    Args:
+        cook: ``(sample, **aux) -> Sample``; see :func:`cooker` for ``primary`` and ``cache``.
+        has_subflavors: Every key must be in the sample's ``__subflavors__`` with this value;
+            ``None`` cooks any crude sample.
+
+    Example:
+        >>> Cooker(print, has_subflavors={"kind": "ocr"}).is_match({"kind": "ocr", "x": 1})
+        True
+    """
+
+    cook: Callable[..., T_sample]
+    has_subflavors: dict[str, Any] | None = None
+
+    @property
+    def need_primary(self) -> bool:
+        return bool(getattr(self.cook, _NEED_PRIMARY, False))
+
+    @property
+    def need_cache(self) -> bool:
+        return bool(getattr(self.cook, _NEED_CACHE, False))
+
+    def is_match(self, subflavors: dict[str, Any] | None) -> bool:
+        """Whether a sample with these subflavors is for this cooker."""
+        have = subflavors or {}
+        wanted = self.has_subflavors or {}
+        return all(k in have and have[k] == v for k, v in wanted.items())
+
+    def describe(self) -> str:
+        """The cook function's name and its condition, for error messages."""
+        name = getattr(self.cook, "__qualname__", None) or repr(self.cook)
+        return f"{name} (has_subflavors={self.has_subflavors!r})"
+
+
+def select_cooker(cookers: Sequence[Cooker[Any]], subflavors: dict[str, Any] | None) -> Cooker[Any]:
+    """The first cooker matching ``subflavors``; a :class:`SampleError` naming all if none."""
+    for candidate in cookers:
+        if candidate.is_match(subflavors):
+            return candidate
+    conditions = "; ".join(c.describe() for c in cookers) or "none"
+    raise SampleError(
+        f"no cooker matches the crude sample's subflavors {subflavors!r}. "
+        f"The task encoder's cookers: {conditions}.",
+        hint="Add a Cooker whose has_subflavors match, or set the subflavors of this dataset "
+        "in the metadataset.",
+    )
+
+
+def basic_sample_keys(
+    crude_sample: dict[str, Any], additional_source_info: tuple[SourceInfo, ...] = ()
+) -> dict[str, Any]:
+    """The metadata keys (``__key__``, ``__restore_key__``, ...) to pass on to a cooked sample.
+
+    ``additional_source_info`` is appended to ``__sources__``.
+
+    Example:
+        >>> basic_sample_keys({"__key__": "k", "__restore_key__": (), "txt": "hi"})
+        {'__key__': 'k', '__restore_key__': ()}
+    """
+    out = {
+        f.name: crude_sample[f.name] for f in dataclasses.fields(Sample) if f.name in crude_sample
+    }
+    if additional_source_info:
+        out["__sources__"] = (*(crude_sample.get("__sources__") or ()), *additional_source_info)
+    return out
+
+
+__all__ = ["Cooker", "basic_sample_keys", "cooker", "select_cooker"]
