@@ -50,6 +50,7 @@ def get_train_dataset(
     batch_size: int | None,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
+    group_batches: bool = False,
     shuffle_buffer_size: int | None,
     max_samples_per_sequence: int | None,
     virtual_epoch_length: int = 0,
@@ -64,6 +65,12 @@ def get_train_dataset(
         path: A prepared dataset folder or an indexed ``.jsonl`` file.
         worker_config: Rank, world size and dataloader workers.
         batch_size: Samples per batch (None: yield samples unbatched).
+        packing_buffer_size: Pack samples with the task encoder's ``select_samples_to_pack`` /
+            ``pack_selected_samples``, choosing from this many buffered samples (None: off).
+            See ``docs/packing.md``.
+        group_batches: Batch by ``task_encoder.batch_group_criterion(sample) -> (key, size)``
+            (stoker only; Energon turns grouping on when the method is overridden, stoker needs
+            this explicit switch).
         shuffle_buffer_size: Window over sample references that is shuffled (0/None: off).
         max_samples_per_sequence: Longest run of consecutive samples read from one shard.
         virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
@@ -76,8 +83,6 @@ def get_train_dataset(
             resume on other cluster sizes), ``allowed_modules``, ``error_policy``,
             ``trust_sample_loader`` (run a ``sample_loader.py`` shipped with the data).
     """
-    if packing_buffer_size is not None:
-        raise ConfigError("packing_buffer_size is not supported yet.", hint="Leave it None.")
     return _dataset(
         path,
         split_part=split_part,
@@ -85,6 +90,8 @@ def get_train_dataset(
         task_encoder=task_encoder,
         batch_size=batch_size,
         batch_drop_last=batch_drop_last,
+        packing_buffer_size=packing_buffer_size,
+        group_batches=group_batches,
         training=True,
         repeat=repeat,
         virtual_epoch_length=virtual_epoch_length,
@@ -103,13 +110,15 @@ def get_val_dataset(
     batch_size: int,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
+    group_batches: bool = False,
     limit: int | None = None,
     task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
     **kwargs: Any,
 ) -> LoaderDataset:
-    """The validation (or test) split: in order, one pass, at most ``limit`` batches per rank."""
-    if packing_buffer_size is not None:
-        raise ConfigError("packing_buffer_size is not supported yet.", hint="Leave it None.")
+    """The validation (or test) split: in order, one pass, at most ``limit`` batches per rank.
+
+    ``packing_buffer_size`` and ``group_batches`` as in :func:`get_train_dataset`.
+    """
     return _dataset(
         path,
         split_part=split_part,
@@ -117,6 +126,8 @@ def get_val_dataset(
         task_encoder=task_encoder,
         batch_size=batch_size,
         batch_drop_last=batch_drop_last,
+        packing_buffer_size=packing_buffer_size,
+        group_batches=group_batches,
         training=False,
         repeat=False,
         limit=limit,

@@ -45,10 +45,16 @@ class LoaderDataset:
     virtual_workers: int = 1
     error_policy: ErrorPolicy = field(default_factory=ErrorPolicy)
     blend: BlendSpec = field(default_factory=BlendSpec)
+    #: Pack encoded samples with the task encoder's packing hooks, from a buffer of this many.
+    packing_buffer_size: int | None = None
+    #: Batch by ``task_encoder.batch_group_criterion`` (explicit: never inferred).
+    group_batches: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"{self.batch_size=} must be >= 1 (or None for no batching).")
+        if self.packing_buffer_size is not None and self.packing_buffer_size < 1:
+            raise ConfigError(f"{self.packing_buffer_size=} must be >= 1 (or None for no packing).")
         if self.blend.kind in ("weighted", "epochized") and len(self.blend.factors) != len(
             self.sources
         ):
@@ -117,6 +123,8 @@ class LoaderDataset:
             task_encoder=self.task_encoder,
             batch_size=self.batch_size,
             drop_last=self.batch_drop_last,
+            packing_buffer_size=self.packing_buffer_size,
+            group_batches=self.group_batches,
         )
 
     def fingerprint(self) -> dict[str, Any]:
@@ -136,7 +144,11 @@ class LoaderDataset:
             "parallel_shard_iters": self.parallel_shard_iters,
             "shuffle_over_epochs_multiplier": self.shuffle_over_epochs_multiplier,
             "task_encoder": type(self.task_encoder).__qualname__,
-        }
+            # absent when off, so states saved before these options existed still match
+            **({"packing_buffer_size": self.packing_buffer_size}
+               if self.packing_buffer_size is not None else {}),
+            **({"group_batches": True} if self.group_batches else {}),
+        }  # fmt: skip
 
     def __iter__(self) -> Iterator[Any]:
         from stoker.loader import Loader

@@ -22,6 +22,7 @@ import torch.utils.data
 from stoker import state as state_module
 from stoker.errors import ConfigError
 from stoker.pipeline.build import SampleBuilder
+from stoker.pipeline.refs import Buffers
 from stoker.pipeline.stream import Position, SampleStream, SourceIO, batches
 from stoker.task import ErrorTracker
 
@@ -30,14 +31,17 @@ if TYPE_CHECKING:
 
 #: Item kinds sent from workers to the main process.
 BATCH, END, ERROR = 0, 1, 2
-Item = tuple[int, int, int, Any, "list[int] | None"]  # worker, stream, kind, batch, position
+#: worker, stream, kind, batch, position, what the stream's packing/grouping stages hold
+Item = tuple[int, int, int, Any, "list[int] | None", "Buffers | None"]
 
 
 @dataclass(frozen=True)
 class Resume:
-    """Where the workers start: stream positions, finished streams, micro-batch and pass."""
+    """Where the workers start: stream positions (+ buffered references), finished streams,
+    micro-batch and pass."""
 
     positions: dict[int, Position] = field(default_factory=dict)
+    buffers: dict[int, Buffers] = field(default_factory=dict)
     exhausted: frozenset[int] = frozenset()
     t: int = 0
     epoch: int = 0
@@ -51,27 +55,30 @@ def worker_items(dataset: LoaderDataset, worker: int, resume: Resume) -> Iterato
     """
     streams = _rotated_streams(dataset, worker, set(resume.exhausted), resume.t)
     decoder = dataset.task_encoder.decoder
-    io = [SourceIO(s.reader(), SampleBuilder(s, decoder)) for s in dataset.sources]
+    io = [
+        SourceIO(s.reader(), SampleBuilder(s, decoder, dataset.task_encoder))
+        for s in dataset.sources
+    ]
     tracker = ErrorTracker(dataset.error_policy)
     iterators = {}
     for s in streams:
         spec = dataset.stream_spec(s)
         start = resume.positions.get(s)
         samples = SampleStream(spec, io, tracker, start, resume.epoch)
-        iterators[s] = batches(spec, iter(samples))
+        iterators[s] = batches(spec, samples, resume.buffers.get(s))
     try:
         while streams:
             for s in list(streams):
                 try:
-                    batch, position = next(iterators[s])
+                    batch, position, held = next(iterators[s])
                 except StopIteration:
                     streams.remove(s)
-                    yield worker, s, END, None, None
+                    yield worker, s, END, None, None, None
                 except Exception as e:  # sent as data: torch's re-raise would lose its type
-                    yield worker, s, ERROR, _portable(e), None
+                    yield worker, s, ERROR, _portable(e), None, None
                     return
                 else:
-                    yield worker, s, BATCH, batch, position.to_list()
+                    yield worker, s, BATCH, batch, position.to_list(), held
     finally:
         for source_io in io:
             source_io.reader.close()
@@ -117,7 +124,13 @@ class _Live:
 
     def __init__(self, loader: Loader) -> None:
         dataset = loader.dataset
-        resume = Resume(dict(loader.positions), frozenset(loader.exhausted), loader.t, loader.epoch)
+        resume = Resume(
+            dict(loader.positions),
+            dict(loader.buffers),
+            frozenset(loader.exhausted),
+            loader.t,
+            loader.epoch,
+        )
         workers = dataset.worker_config.num_workers
         self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
         self._torch_iter: Any = None
@@ -180,6 +193,8 @@ class Loader:
         self.in_process = in_process
         self.streams: list[int] = dataset.topology().rank_streams().tolist()
         self.positions: dict[int, Position] = {}
+        #: What each stream's packing/grouping stages held after its last batch (if anything).
+        self.buffers: dict[int, Buffers] = {}
         self.exhausted: set[int] = set()
         self.t = 0
         self.yielded = 0
@@ -216,7 +231,7 @@ class Loader:
                 continue
             if self._live is None:
                 self._live = _Live(self)
-            _, got, kind, batch, position = self._live.next_from(k % workers)
+            _, got, kind, batch, position, held = self._live.next_from(k % workers)
             if got != stream:
                 raise RuntimeError(f"internal: expected stream {stream}, worker sent {got}")
             if kind == ERROR:
@@ -228,6 +243,10 @@ class Loader:
                 continue
             assert position is not None
             self.positions[stream] = Position.from_list(position)
+            if held:
+                self.buffers[stream] = held
+            else:
+                self.buffers.pop(stream, None)
             self.yielded += 1
             self._batch = batch
             return True
@@ -236,6 +255,7 @@ class Loader:
     def _next_pass(self) -> None:
         self.epoch += 1
         self.positions = {}  # every stream starts at the new pass (epoch)
+        self.buffers = {}
         self.exhausted.clear()
         self.t = self.yielded = 0
         self._finished = False
@@ -287,6 +307,7 @@ class Loader:
             finished=self._finished,
             exhausted=sorted(self.exhausted),
             streams={s: p.to_list() for s, p in self.positions.items()},
+            buffers=self.buffers,
         )
 
     def restore_state_rank(self, state: dict[str, Any]) -> None:
@@ -350,6 +371,7 @@ class Loader:
     def _apply(self, state: dict[str, Any]) -> None:
         self._stop()
         self.positions = {int(s): Position.from_list(p) for s, p in state["streams"].items()}
+        self.buffers = {int(s): b for s, b in state.get("buffers", {}).items()}
         self.exhausted = set(state["exhausted"])
         self.t, self.yielded, self.epoch = state["t"], state["yielded"], state["epoch"]
         self._finished = state["finished"]

@@ -5,6 +5,11 @@ A stream's position is ``(counts, skip)``: ``counts[d]`` references were taken f
 reference's ``encode_sample`` were already used. Every batch carries the position after it, so
 saving state costs nothing and restoring re-reads at most the one sample whose outputs were split
 between two batches.
+
+Content-dependent stages (packing, grouping) hold samples across batches. Each sample has a
+*reference* ``(dataset, count, output)``: the ``output``-th result of ``encode_sample`` on the
+reference at position ``count`` of that dataset's stream. The stages save the references they hold
+next to the position, and a restored stage re-reads only those (:meth:`SampleStream.reread`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ import numpy as np
 
 from stoker.errors import StokerError
 from stoker.pipeline.build import SampleBuilder
+from stoker.pipeline.errors import ErrorPolicy, SkipSample
+from stoker.pipeline.group import Grouper
+from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
+from stoker.pipeline.refs import Buffers, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.plan import global_to_shard
 from stoker.sources import DataSource
@@ -50,6 +59,8 @@ class StreamSpec:
     task_encoder: TaskEncoder[Any, Any, Any, Any]
     batch_size: int | None
     drop_last: bool
+    packing_buffer_size: int | None = None
+    group_batches: bool = False
 
 
 @dataclass
@@ -76,6 +87,11 @@ class SampleStream:
         self.start = start or Position(tuple(spec.schedule.start(epoch)))
 
     def __iter__(self) -> Iterator[tuple[Any, Position]]:
+        for output, position, _ in self.with_refs():
+            yield output, position
+
+    def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
+        """Encoded samples with the position after each and its reference."""
         schedule = self.spec.schedule
         counts, skip = list(self.start.counts), self.start.skip
         while True:
@@ -90,7 +106,7 @@ class SampleStream:
                 taken[d] += 1
                 for used, output in enumerate(self._encode(d, shard_id, index, ref), start=1):
                     if used > skip:
-                        yield output, Position(tuple(counts), used)
+                        yield output, Position(tuple(counts), used), (d, counts[d], used - 1)
                 skip = 0
                 counts[d] += 1
 
@@ -101,28 +117,75 @@ class SampleStream:
             if n == 0:
                 continue
             refs = self.spec.schedule.refs(d, counts[d], counts[d] + n)
-            source = self.spec.sources[d]
-            shard_ids, indices = global_to_shard(source.counts, refs)
-            if source.first_index is not None:  # a subset: shards may start mid-way
-                indices = indices + source.first_index[shard_ids]
-            self.io[d].reader.prefetch(shard_ids, indices)
+            shard_ids, indices = self._locate(d, refs)
             out[d] = list(zip(refs.tolist(), shard_ids.tolist(), indices.tolist(), strict=True))
         return out
 
-    def _encode(self, d: int, shard_id: int, index: int, ref: int) -> Iterator[Any]:
+    def _locate(self, d: int, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shard, index in shard) of global samples ``refs`` of dataset ``d``; prefetched."""
+        source = self.spec.sources[d]
+        shard_ids, indices = global_to_shard(source.counts, refs)
+        if source.first_index is not None:  # a subset: shards may start mid-way
+            indices = indices + source.first_index[shard_ids]
+        self.io[d].reader.prefetch(shard_ids, indices)
+        return shard_ids, indices
+
+    def reread(self, refs: Sequence[Ref]) -> list[Any]:
+        """The encoded samples at ``refs`` (``(dataset, count, output)``), read again.
+
+        Each referenced sample is read and encoded once, however many of its outputs are wanted;
+        a failure raises (the sample went through before, so the data or a hook changed).
+        """
+        wanted = sorted({(d, c) for d, c, _ in refs})
+        outputs: dict[tuple[int, int], list[Any]] = {}
+        strict = ErrorTracker(ErrorPolicy(mode="raise"))
+        for d in sorted({d for d, _ in wanted}):
+            counts = np.array([c for dd, c in wanted if dd == d], dtype=np.int64)
+            global_refs = self._refs_at(d, counts)
+            shard_ids, indices = self._locate(d, global_refs)
+            for c, ref, shard_id, index in zip(
+                counts.tolist(), global_refs.tolist(), shard_ids.tolist(), indices.tolist(),
+                strict=True,
+            ):  # fmt: skip
+                outputs[(d, c)] = list(self._encode(d, shard_id, index, ref, strict))
+        return [
+            pick(outputs[(d, c)], j, f"encode_sample of dataset {d} at {c}") for d, c, j in refs
+        ]
+
+    def where(self, ref: Ref) -> str:
+        d, count = ref[0], ref[1]
+        index = int(self.spec.schedule.refs(d, count, count + 1)[0])
+        return f"{self.spec.sources[d].path}, sample #{index} of the split"
+
+    def _refs_at(self, d: int, counts: np.ndarray) -> np.ndarray:
+        """Global sample indices of ``dataset`` at the (sorted) stream positions ``counts``."""
+        lo, hi = int(counts[0]), int(counts[-1]) + 1
+        if hi - lo <= 8 * len(counts) + _BLOCK:  # near each other: one plan lookup
+            window = self.spec.schedule.refs(d, lo, hi)
+            return np.asarray(window[counts - lo], dtype=np.int64)
+        parts = [self.spec.schedule.refs(d, c, c + 1) for c in counts.tolist()]
+        return np.concatenate(parts)
+
+    def _encode(
+        self, d: int, shard_id: int, index: int, ref: int, tracker: ErrorTracker | None = None
+    ) -> Iterator[Any]:
+        tracker = tracker or self.tracker
         source, io = self.spec.sources[d], self.io[d]
         raw: RawSample | None = None
         try:
             raw = io.reader.read(shard_id, index)
             sample = io.builder.build(raw, ref)
             outputs = list(iter_encoded(self.spec.task_encoder, sample))
+        except SkipSample:  # e.g. raised by a cooker: a deliberate skip, not a failure
+            tracker.skip(describe(source, raw, shard_id, index), "cooking")
+            return iter(())
         except Exception as e:
             if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
                 e.path = f"{source.root}/{source.shards[shard_id]}"
                 e.offset = raw.offset if raw is not None else None
-            self.tracker.failed(e, describe(source, raw, shard_id, index))
+            tracker.failed(e, describe(source, raw, shard_id, index))
             return iter(())
-        self.tracker.succeeded()
+        tracker.succeeded()
         return iter(outputs)
 
 
@@ -134,17 +197,55 @@ def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: in
 
 
 def batches(
-    spec: StreamSpec, samples: Iterator[tuple[Any, Position]]
-) -> Iterator[tuple[Any, Position]]:
-    """Group a stream's samples into batches (``task_encoder.batch`` + ``encode_batch``)."""
+    spec: StreamSpec, stream: SampleStream, buffers: Buffers | None = None
+) -> Iterator[tuple[Any, Position, Buffers | None]]:
+    """A stream's batches, each with the position after it and what the stages buffer then.
+
+    The stages: optional packing (:class:`Packer`), then grouped (:class:`Grouper`) or fixed-size
+    batching (``task_encoder.batch`` + ``encode_batch``). ``buffers`` restores the stages.
+    """
+    buffers = buffers or {}
+    source: RefSource = stream
+    packer: Packer | None = None
+    if spec.packing_buffer_size is not None:
+        packer = Packer(
+            spec.task_encoder, spec.packing_buffer_size, stream, stream.tracker, buffers.get("pack")
+        )
+        source = packer
+    if spec.group_batches:
+        grouper = Grouper(
+            spec.task_encoder, spec.batch_size, spec.drop_last, source, stream.tracker,
+            buffers.get("group"),
+        )  # fmt: skip
+        for batch, position in grouper:
+            yield batch, position, _buffers(packer, grouper)
+        return
+    for batch, position in _fixed_batches(spec, source):
+        yield batch, position, _buffers(packer, None)
+
+
+def _buffers(packer: Packer | None, grouper: Grouper | None) -> Buffers | None:
+    held = {
+        name: state
+        for name, state in (
+            ("pack", packer.state() if packer else None),
+            ("group", grouper.state() if grouper else None),
+        )
+        if state is not None
+    }
+    return held or None
+
+
+def _fixed_batches(spec: StreamSpec, source: RefSource) -> Iterator[tuple[Any, Position]]:
+    """Group samples into batches of ``spec.batch_size`` (or none: each sample alone)."""
     encoder = spec.task_encoder
     if spec.batch_size is None:
-        for sample, position in samples:
+        for sample, position, _ in source.with_refs():
             yield encoder.encode_batch(sample), position
         return
     pending: list[Any] = []
     last: Position | None = None
-    for sample, last in samples:
+    for sample, last, _ in source.with_refs():
         pending.append(sample)
         if len(pending) == spec.batch_size:
             yield encoder.encode_batch(encoder.batch(pending)), last

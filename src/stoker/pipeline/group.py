@@ -1,0 +1,122 @@
+"""Grouped batching: batches whose samples share a key (e.g. an image's aspect ratio bucket).
+
+``batch_group_criterion(sample) -> (key, batch_size)`` puts each sample in its key's bucket; a
+bucket full to its batch size (``None``: the loader's ``batch_size``) becomes a batch
+(``batch`` + ``encode_batch``). When a finite stream ends, the partial buckets are batched too,
+oldest first, unless ``batch_drop_last``.
+
+State: the references of the samples in the partial buckets, oldest bucket first
+(:meth:`Grouper.state`); keys and sizes are not saved but recomputed from the re-read samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stoker.errors import ConfigError
+from stoker.pipeline.errors import ErrorTracker
+from stoker.pipeline.refs import Ref, RefSource
+from stoker.task import TaskEncoder
+
+if TYPE_CHECKING:
+    from stoker.pipeline.stream import Position
+
+
+@dataclass
+class _Bucket:
+    size: int
+    samples: list[Any] = field(default_factory=list)
+    refs: list[Ref] = field(default_factory=list)
+
+
+class Grouper:
+    """Grouped batches of one upstream, with the reading position after each (see module)."""
+
+    def __init__(
+        self,
+        encoder: TaskEncoder[Any, Any, Any, Any],
+        batch_size: int | None,
+        drop_last: bool,
+        upstream: RefSource,
+        tracker: ErrorTracker,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.encoder, self.batch_size, self.drop_last = encoder, batch_size, drop_last
+        self.upstream, self.tracker = upstream, tracker
+        self.saved = state
+        #: Partial buckets in the order they were opened (a full bucket is removed).
+        self.buckets: dict[Hashable, _Bucket] = {}
+
+    def state(self) -> dict[str, Any] | None:
+        """``{"buckets": [[ref, ...], ...]}`` (refs as lists of ints); None when all are empty."""
+        if not self.buckets:
+            return None
+        return {"buckets": [[list(ref) for ref in b.refs] for b in self.buckets.values()]}
+
+    def __iter__(self) -> Iterator[tuple[Any, Position]]:
+        """Batches, each with the reading position after the last sample it needed."""
+        self._restore()
+        position = self.upstream.start
+        for sample, position, ref in self.upstream.with_refs():
+            found = self._bucket_of(sample)
+            if found is None:
+                continue
+            key, bucket = found
+            bucket.samples.append(sample)
+            bucket.refs.append(ref)
+            if len(bucket.samples) >= bucket.size:
+                del self.buckets[key]
+                yield self._batch(bucket), position
+        while self.buckets and not self.drop_last:
+            key = next(iter(self.buckets))
+            yield self._batch(self.buckets.pop(key)), position
+        self.buckets.clear()
+
+    def _bucket_of(self, sample: Any, *, strict: bool = False) -> tuple[Hashable, _Bucket] | None:
+        """The (key, bucket) ``sample`` goes to, opened if new; None if the criterion failed."""
+        try:
+            key, size = self.encoder.batch_group_criterion(sample)
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            if strict:
+                raise
+            self.tracker.failed(e, sample, "batch_group_criterion")
+            return None
+        size = self.batch_size if size is None else size
+        if size is None or size < 1:
+            raise ConfigError(
+                f"batch_group_criterion gave group {key!r} batch size {size!r}.",
+                hint="Return a batch size >= 1 for the group, or None with a batch_size set.",
+            )
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = _Bucket(size)
+        elif bucket.size != size:
+            raise ConfigError(
+                f"batch_group_criterion gave group {key!r} batch size {size}, but {bucket.size} "
+                "before.",
+                hint="Give every sample of a group the same batch size.",
+            )
+        return key, bucket
+
+    def _batch(self, bucket: _Bucket) -> Any:
+        return self.encoder.encode_batch(self.encoder.batch(bucket.samples))
+
+    def _restore(self) -> None:
+        state, self.saved = self.saved, None
+        if not state:
+            return
+        buckets = [[tuple(int(v) for v in ref) for ref in refs] for refs in state["buckets"]]
+        samples = iter(self.upstream.reread([ref for refs in buckets for ref in refs]))
+        for refs in buckets:
+            for ref in refs:
+                sample = next(samples)
+                found = self._bucket_of(sample, strict=True)
+                if found is None:  # only in non-strict mode
+                    raise RuntimeError("internal: strict criterion gave no bucket")
+                _, bucket = found
+                bucket.samples.append(sample)
+                bucket.refs.append(ref)

@@ -1,0 +1,217 @@
+"""Sequence packing: buffer encoded samples, let the task encoder pick groups, pack each group.
+
+Each sample read is passed through ``preencode_sample`` into a buffer. When the buffer holds
+``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
+through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
+Samples no group takes stay in the buffer for the next round: none is dropped. At the end of a
+finite stream the rest is selected in further rounds; what a round then leaves out for good is
+logged with its key and source and counted (``ErrorTracker.skipped``).
+
+State: the references of the buffered samples and of the groups selected but not yet packed, so a
+restore re-reads exactly those (:meth:`Packer.state`).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stoker.errors import StokerError
+from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
+from stoker.pipeline.refs import Ref, RefSource, chunks, flat, pick
+from stoker.task import TaskEncoder, iter_hook
+
+if TYPE_CHECKING:
+    from stoker.pipeline.stream import Position
+
+logger = logging.getLogger("stoker")
+
+#: A buffered sample's reference: the upstream reference plus which preencode output it is.
+_MEMBER = 4
+Entry = tuple[Any, Ref]  # (sample, member reference)
+
+
+class Packer:
+    """The packed samples of one upstream, with the reading position after each (see module)."""
+
+    def __init__(
+        self,
+        encoder: TaskEncoder[Any, Any, Any, Any],
+        buffer_size: int,
+        upstream: RefSource,
+        tracker: ErrorTracker,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        if buffer_size < 1:
+            raise StokerError(f"{buffer_size=} must be >= 1.")
+        self.encoder, self.size = encoder, buffer_size
+        self.upstream, self.tracker = upstream, tracker
+        self.start: Position = upstream.start
+        self.saved = state
+        self.buffer: list[Entry] = []
+        self.groups: collections.deque[list[Entry]] = collections.deque()
+        self.used = 0  # outputs of the first group already handed out
+        self.position = self.start
+        #: Samples that no selection took before the stream ended (reported, counted).
+        self.left_over = 0
+
+    def state(self) -> dict[str, Any] | None:
+        """What the buffer holds, as flat lists of ints (4 per sample); None when empty.
+
+        ``{"buffer": [d, count, output, pre, ...], "groups": [[...], ...], "used": n}``.
+        """
+        if not self.buffer and not self.groups:
+            return None
+        return {
+            "buffer": flat(ref for _, ref in self.buffer),
+            "groups": [flat(ref for _, ref in group) for group in self.groups],
+            "used": self.used,
+        }
+
+    def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
+        """Packed samples, the stream position after each, and their reference.
+
+        A packed sample's reference is ``(output, *member references)``.
+        """
+        self._restore()
+        yield from self._drain()
+        for sample, position, ref in self.upstream.with_refs():
+            self.position = position
+            if self._add(sample, ref) and len(self.buffer) >= self.size:
+                self._select()
+                yield from self._drain()
+        while self.buffer:  # the stream ended: select from what is left
+            self._select()
+            if not self.groups:
+                break
+            yield from self._drain()
+        self._report_left_over()
+
+    def where(self, ref: Ref) -> str:
+        members = chunks(ref[1:], _MEMBER)
+        return "a pack of: " + "; ".join(self.upstream.where(m[:-1]) for m in members)
+
+    def reread(self, refs: Sequence[Ref]) -> list[Any]:
+        """The packed samples at ``refs``, re-read and packed again."""
+        members = [chunks(ref[1:], _MEMBER) for ref in refs]
+        samples = iter(self._reread_members([m for group in members for m in group]))
+        out = []
+        for ref, group in zip(refs, members, strict=True):
+            outputs = self._pack([next(samples) for _ in group], strict=True)
+            out.append(pick(outputs, ref[0], "pack_selected_samples"))
+        return out
+
+    # --- stages -------------------------------------------------------------------------------
+
+    def _add(self, sample: Any, ref: Ref) -> bool:
+        """Preencode ``sample`` into the buffer; whether anything was added."""
+        outputs = self._run(self.encoder.preencode_sample, sample, "preencode_sample")
+        self.buffer.extend((out, (*ref, k)) for k, out in enumerate(outputs))
+        return bool(outputs)
+
+    def _select(self) -> None:
+        """One round: move the groups the task encoder selects from the buffer to ``groups``."""
+        samples = [sample for sample, _ in self.buffer]
+        try:
+            groups = list(self.encoder.select_samples_to_pack(samples))
+        except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
+            return
+        slots: dict[int, list[int]] = collections.defaultdict(list)
+        for i, sample in enumerate(samples):
+            slots[id(sample)].append(i)
+        taken: set[int] = set()
+        for group in groups:
+            picked = [_slot(slots, sample) for sample in group]
+            if picked:
+                self.groups.append([self.buffer[i] for i in picked])
+                taken.update(picked)
+        if taken:
+            self.buffer = [entry for i, entry in enumerate(self.buffer) if i not in taken]
+
+    def _drain(self) -> Iterator[tuple[Any, Position, Ref]]:
+        """Pack the selected groups in order; the state stays exact at every yield."""
+        while self.groups:
+            group = self.groups[0]
+            outputs = self._pack([sample for sample, _ in group], strict=False)
+            members = tuple(itertools.chain.from_iterable(r for _, r in group))
+            for m in range(self.used, len(outputs)):
+                if m == len(outputs) - 1:  # the group is done before its last output leaves
+                    self.groups.popleft()
+                    self.used = 0
+                else:
+                    self.used = m + 1
+                yield outputs[m], self.position, (m, *members)
+            if self.groups and self.groups[0] is group:  # it gave no (more) outputs
+                self.groups.popleft()
+                self.used = 0
+
+    def _pack(self, members: list[Any], *, strict: bool) -> list[Any]:
+        """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group."""
+        post = self.encoder.postencode_sample
+        encoded = [out for m in members for out in self._run(post, m, "postencode_sample", strict)]
+        if not encoded:
+            return []
+        return self._run(
+            self.encoder.pack_selected_samples, encoded, "pack_selected_samples", strict
+        )
+
+    def _run(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
+        """A hook's outputs; a failure is the tracker's to raise or skip (strict: raise)."""
+        tracker = None if strict else self.tracker
+        try:
+            return list(iter_hook(hook, value, stage=stage, tracker=tracker))
+        except Exception as e:
+            if tracker is None:
+                raise
+            tracker.failed(e, value[0] if isinstance(value, list) else value, stage)
+            return []
+
+    # --- restore --------------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        state, self.saved = self.saved, None
+        if not state:
+            return
+        buffer = chunks(state["buffer"], _MEMBER)
+        groups = [chunks(group, _MEMBER) for group in state["groups"]]
+        refs = buffer + [ref for group in groups for ref in group]
+        samples = iter(self._reread_members(refs))
+        self.buffer = [(next(samples), ref) for ref in buffer]
+        self.groups = collections.deque([(next(samples), ref) for ref in g] for g in groups)
+        self.used = int(state["used"])
+
+    def _reread_members(self, refs: Sequence[Ref]) -> list[Any]:
+        """Buffered samples by member reference: re-read upstream, preencode again."""
+        upstream_refs = sorted({ref[:-1] for ref in refs})
+        read = self.upstream.reread(upstream_refs)
+        outputs = {
+            ref: self._run(self.encoder.preencode_sample, sample, "preencode_sample", strict=True)
+            for ref, sample in zip(upstream_refs, read, strict=True)
+        }
+        return [pick(outputs[ref[:-1]], ref[-1], "preencode_sample") for ref in refs]
+
+    def _report_left_over(self) -> None:
+        for sample, ref in self.buffer:
+            key, _ = describe_sample(sample)
+            logger.warning(
+                "packing: sample %r (%s) was never selected by select_samples_to_pack before "
+                "the stream ended; it is left out of this pass.",
+                key,
+                self.upstream.where(ref[:-1]),
+            )
+            self.tracker.skipped["select_samples_to_pack: never packed"] += 1
+        self.left_over += len(self.buffer)
+        self.buffer = []
+
+
+def _slot(slots: dict[int, list[int]], sample: Any) -> int:
+    free = slots.get(id(sample))
+    if not free:
+        raise StokerError(
+            "select_samples_to_pack returned a sample that is not in the buffer (or one twice).",
+            hint="Return groups of the very sample objects it was given (not copies), each once.",
+        )
+    return free.pop(0)
