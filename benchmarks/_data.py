@@ -74,6 +74,22 @@ def ensure_dataset(data_dir: Path, spec: DatasetSpec, log: bool = True) -> Datas
 # --- tar writing ---------------------------------------------------------------------------------
 
 
+def prepare_captioning(dataset: Dataset) -> None:
+    """Prepare the train split as CaptioningSample (image: jpg, caption: txt) unless done."""
+    if (dataset.path / ".nv-meta" / "split.yaml").exists():
+        return
+    from stoker.format.dataset_config import make_dataset_yaml
+    from stoker.format.prepare import prepare_dataset
+
+    print(f"preparing {dataset.path} ...", flush=True)
+    prepare_dataset(
+        str(dataset.path),
+        split_ratio=[("train", 1.0)],
+        dataset_yaml=make_dataset_yaml("CaptioningSample", {"image": "jpg", "caption": "txt"}),
+        overwrite=True,
+    )
+
+
 def tar_header(name: str, size: int) -> bytes:
     """One 512-byte ustar header of a regular file."""
     info = tarfile.TarInfo(name)

@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bare import BARE, run_bare
-from _data import Dataset, DatasetSpec, ensure_dataset
+from _data import DatasetSpec, ensure_dataset, prepare_captioning
 from _loaders import BATCH, LOADERS, MODES, Config, profile_stoker, run_loader
 from bench_prepare import TreeMemoryPoller, _quiet_env
 
@@ -100,22 +100,6 @@ def in_subprocess(spec: dict[str, Any], poll: float, timeout: float) -> tuple[di
     peak = poller.peak_bytes / 2**20
     return result, Run(
         result.get("samples_per_s", 0.0), result.get("first_batch_s", 0.0), peak, wall
-    )
-
-
-def prepare(dataset: Dataset) -> None:
-    """Prepare the dataset (train split only) unless a previous run did."""
-    if (dataset.path / ".nv-meta" / "split.yaml").exists():
-        return
-    from stoker.format.dataset_config import make_dataset_yaml
-    from stoker.format.prepare import prepare_dataset
-
-    print(f"preparing {dataset.path} ...", flush=True)
-    prepare_dataset(
-        str(dataset.path),
-        split_ratio=[("train", 1.0)],
-        dataset_yaml=make_dataset_yaml("CaptioningSample", {"image": "jpg", "caption": "txt"}),
-        overwrite=True,
     )
 
 
@@ -202,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     profile_batches = args.profile_batches or (20 if args.quick else 63)
     dataset = ensure_dataset(args.data_dir, QUICK if args.quick else FULL)
-    prepare(dataset)
+    prepare_captioning(dataset)
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {dataset.spec.name}: "
         f"{dataset.spec.samples:,} samples, {dataset.shard_bytes / 1e9:.2f} GB; "

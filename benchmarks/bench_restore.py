@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _data import Dataset, DatasetSpec, ensure_dataset
+from _data import DatasetSpec, ensure_dataset, prepare_captioning
 
 REPO = Path(__file__).resolve().parent.parent
 BATCH = 32
@@ -182,22 +182,6 @@ def in_subprocess(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return result
 
 
-def prepare(dataset: Dataset) -> None:
-    """Prepare the train split as CaptioningSample (as bench_loader.py does) unless done."""
-    if (dataset.path / ".nv-meta" / "split.yaml").exists():
-        return
-    from stoker.format.dataset_config import make_dataset_yaml
-    from stoker.format.prepare import prepare_dataset
-
-    print(f"preparing {dataset.path} ...", flush=True)
-    prepare_dataset(
-        str(dataset.path),
-        split_ratio=[("train", 1.0)],
-        dataset_yaml=make_dataset_yaml("CaptioningSample", {"image": "jpg", "caption": "txt"}),
-        overwrite=True,
-    )
-
-
 @dataclass(frozen=True)
 class Config:
     tool: str
@@ -287,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print("megatron-energon is not installed: skipping it", flush=True)
         tools.remove("energon")
     dataset = ensure_dataset(args.data_dir, QUICK if args.quick else FULL)
-    prepare(dataset)
+    prepare_captioning(dataset)
     print(f"dataset {dataset.spec.name}: {dataset.spec.samples} samples", flush=True)
 
     results: dict[Config, dict[str, Any]] = {}
