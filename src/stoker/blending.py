@@ -8,6 +8,7 @@ from typing import Any
 
 from stoker.aux import check_aux
 from stoker.errors import ConfigError
+from stoker.joins import load_join_source
 from stoker.metadataset import flatten, is_metadataset, load_metadataset
 from stoker.metadataset.flatten import Leaf
 from stoker.metadataset.nodes import AuxRef
@@ -65,21 +66,19 @@ def _leaf_source(
     subflavors: dict[str, Any] | None,
     options: dict[str, Any],
 ) -> DataSource:
-    if leaf.join is not None:
-        raise ConfigError(
-            "joins in metadatasets are not supported yet.",
-            path=leaf.path,
-            hint="Load the joined datasets separately for now.",
+    if leaf.join is not None:  # subsets of joins count joined samples (joins.py)
+        merged = dataclasses.replace(leaf, subflavors={**leaf.subflavors, **(subflavors or {})})
+        source = load_join_source(merged, dataset_config, split_config, options)
+    else:
+        source = load_source(
+            leaf.path,
+            split_part=leaf.split_part,
+            split_config=leaf.split_config or split_config,
+            dataset_config=leaf.dataset_config or dataset_config,
+            subflavors={**leaf.subflavors, **(subflavors or {})},
+            **options,
         )
-    source = load_source(
-        leaf.path,
-        split_part=leaf.split_part,
-        split_config=leaf.split_config or split_config,
-        dataset_config=leaf.dataset_config or dataset_config,
-        subflavors={**leaf.subflavors, **(subflavors or {})},
-        **options,
-    )
-    if leaf.subset is not None:
+    if leaf.subset is not None and leaf.join is None:
         try:
             start, end = leaf.subset.resolve(int(source.counts.sum()))
         except (ConfigError, ValueError) as e:

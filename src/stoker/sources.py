@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,9 @@ from stoker.format.tar_index import decode_offsets
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store, open_store, split_location
+
+if TYPE_CHECKING:
+    from stoker.joins import JoinSpec
 
 CRUDE_JSONL = DatasetConfig(sample_type=None, sample_module="stoker")
 
@@ -53,6 +56,8 @@ class DataSource:
     first_index: npt.NDArray[np.int64] | None = None
     #: Aux stores for the cookers of crude samples, by name (a metadataset's ``aux:``).
     aux: dict[str, AuxRef] = field(default_factory=dict)
+    #: The partner datasets of a join (a metadataset ``join:``); this source is its primary.
+    join: JoinSpec | None = None
 
     @property
     def root(self) -> str:
@@ -91,6 +96,7 @@ class DataSource:
             counts=(hi - lo)[keep].astype(np.int64),
             excluded=excluded.astype(np.int64),
             first_index=first.astype(np.int64),
+            join=None if self.join is None else self.join.restrict(start, end),
         )
 
     def reader(self) -> ShardReader:

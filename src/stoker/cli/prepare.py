@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import click
@@ -14,6 +15,8 @@ from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
 from stoker.format.splits import parse_split_ratio
+from stoker.joins import JoinReport, prepare_joins
+from stoker.metadataset import is_metadataset
 from stoker.storage import open_store
 
 
@@ -38,6 +41,12 @@ from stoker.storage import open_store
 @click.option("--force-overwrite", is_flag=True, help="Prepare again an already prepared dataset.")
 @click.option("--num-workers", type=click.IntRange(1), help="Shard-indexing processes.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option(
+    "--allow-module",
+    multiple=True,
+    metavar="MODULE",
+    help="Metadataset: a module whose sample types the joined datasets' dataset.yaml may name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @reports_errors
 def command(
@@ -55,11 +64,14 @@ def command(
     force_overwrite: bool,
     num_workers: int | None,
     progress: bool,
+    allow_module: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Index the shards of the dataset at PATH and write its .nv-meta files.
 
-    PATH is a folder of WebDataset tar shards, or a .jsonl file (which gets a .jsonl.idx).
+    PATH is a folder of WebDataset tar shards, or a .jsonl file (which gets a .jsonl.idx), or a
+    metadataset YAML: then the join index of each of its joins is built (next to it, in
+    .stoker-joins/), so that loading does not build them again.
     Everything is written under temporary names and moved into place at the end, so an
     interrupted or failed prepare leaves the dataset as it was. Without --non-interactive,
     missing choices (split, sample type, field map) are asked for.
@@ -70,7 +82,14 @@ def command(
       stoker prepare ./shards --non-interactive --split-ratio 8,1,1 \\
           --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}'
       stoker prepare ./texts.jsonl
+      stoker prepare ./joined.yaml                  # builds the join indexes
     """
+    if is_metadataset(path):
+        reports = prepare_joins(
+            path, progress=progress and not as_json, allowed_modules=allow_module
+        )
+        _print_joins(path, reports, as_json)
+        return
     if path.endswith(".jsonl"):
         samples, size = prepare_jsonl(path)
         if as_json:
@@ -117,6 +136,19 @@ def command(
             extra_meta_files=extra,
         )
     _print_report(report, as_json)
+
+
+def _print_joins(path: str, reports: list[JoinReport], as_json: bool) -> None:
+    if as_json:
+        echo_json([dataclasses.asdict(r) for r in reports])
+        return
+    if not reports:
+        click.echo(f"{path} has no joins; nothing to prepare.")
+    for r in reports:
+        state = "up to date" if r.up_to_date else f"built in {r.seconds:.2f} s"
+        matched = ", ".join(f"{n}/{r.samples}" for n in r.matched)
+        click.echo(f"  {r.split:<8} join of {len(r.datasets)} datasets: {state}, matched {matched}")
+        click.echo(f"           {r.path or '(in memory: the metadataset is not a local file)'}")
 
 
 def _parse_split_part(item: str) -> tuple[str, str]:

@@ -20,8 +20,9 @@ from stoker.errors import StokerError
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SampleError, SkipSample, wrap_failure
 from stoker.pipeline.field_map import build_sample, load_part_filter, load_sample_loader
+from stoker.pipeline.join import Joiner, Partners, resolve_joiner
 from stoker.pipeline.read import RawSample
-from stoker.samples import CrudeSample, SourceInfo
+from stoker.samples import CrudeSample, Sample, SourceInfo
 from stoker.sources import DataSource
 
 if TYPE_CHECKING:
@@ -60,6 +61,12 @@ class SampleBuilder:
         self.kitchen: Kitchen | None = None
         if task_encoder is not None and task_encoder.cookers:
             self.kitchen = Kitchen(source, task_encoder, decoder)
+        self.join: tuple[Partners, Joiner] | None = None
+        if source.join is not None:  # partners build with their own dataset.yaml, uncooked
+            self.join = (
+                Partners(source.join, lambda s: SampleBuilder(s, decoder).build),
+                resolve_joiner(source.join.joiner, source.join.names, config.sample_type),
+            )
 
     def build(self, raw: RawSample, ref: int) -> Any:
         """The sample (typed, cooked or crude) for ``raw``, global sample ``ref`` of the split."""
@@ -76,18 +83,42 @@ class SampleBuilder:
                 file_names=raw.file_names,
             ),
         )
+        restore_key = ("Webdataset", source.path, ref)
         sample = build_sample(
             source.config,
             decoded,
             key=raw.key,
-            restore_key=("Webdataset", source.path, ref),
+            restore_key=restore_key,
             subflavors=source.subflavors,
             sources=sources,
             sample_loader=self.sample_loader,
         )
+        if self.join is not None:
+            sample = self._join(self.join, sample, raw.key, ref, restore_key)
         if self.kitchen is not None and isinstance(sample, CrudeSample):
             return self.kitchen.cook(sample)
         return sample
+
+    @staticmethod
+    def _join(
+        join: tuple[Partners, Joiner],
+        primary: Any,
+        key: str,
+        ref: int,
+        restore_key: tuple[Any, ...],
+    ) -> Any:
+        """The joiner's sample of ``primary`` and its partners (read here, in the worker)."""
+        partners, joiner = join
+        samples = [primary, *partners.read(ref, key)]
+        try:
+            joined = joiner(samples)
+        except (SkipSample, StokerError):
+            raise
+        except Exception as e:
+            raise wrap_failure(e, primary, "joiner") from e
+        if isinstance(joined, Sample):
+            joined.__restore_key__ = restore_key  # the primary's, as Energon sets it
+        return joined
 
 
 class Kitchen:
