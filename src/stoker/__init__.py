@@ -31,12 +31,14 @@ if TYPE_CHECKING:
     )
     from stoker.aux import DecodeFileStore, FileStore, PrimaryFileStore, SystemFileStore
     from stoker.batch_type import Batch
+    from stoker.blender import Blender, load_dataset
     from stoker.cache_pool import CachePool, Lazy, NoCachePool
     from stoker.cooking import Cooker, basic_sample_keys, cooker
     from stoker.dataset import LoaderDataset
     from stoker.errors import ConfigError, FormatError, StokerError, StorageError
     from stoker.format.prepare import PrepareReport, prepare_dataset
     from stoker.loader import Loader
+    from stoker.metadataset import Metadataset
     from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SampleError, SkipSample
@@ -64,6 +66,9 @@ __version__ = "0.1.0"
 # Public names resolve on first use, so that `import stoker` (and the CLI) stays light: torch is
 # imported only when a loader, sample type or decoder is actually used.
 _EXPORTS: dict[str, str] = {
+    "Blender": "stoker.blender",
+    "load_dataset": "stoker.blender",
+    "Metadataset": "stoker.metadataset",
     "Batch": "stoker.batch_type",
     "CachePool": "stoker.cache_pool",
     "CaptioningSample": "stoker.samples",
@@ -118,7 +123,10 @@ _EXPORTS: dict[str, str] = {
     "register_decoder": "stoker.pipeline.decode",
     "stateless": "stoker.task",
 }
-_ALIASES = {"SavableDataset": "LoaderDataset"}  # Energon's name for what get_*_dataset return
+_ALIASES = {
+    "SavableDataset": "LoaderDataset",
+    "MetadatasetV2": "Metadataset",
+}  # Energon's name for what get_*_dataset return
 
 
 def __getattr__(name: str) -> Any:
@@ -136,6 +144,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Batch",
+    "Blender",
     "CachePool",
     "CaptioningSample",
     "ConfigError",
@@ -153,6 +162,8 @@ __all__ = [
     "Lazy",
     "Loader",
     "LoaderDataset",
+    "Metadataset",
+    "MetadatasetV2",
     "MultiChoiceVQASample",
     "NoCachePool",
     "OCRSample",
@@ -187,6 +198,7 @@ __all__ = [
     "get_train_dataset",
     "get_val_dataset",
     "get_val_datasets",
+    "load_dataset",
     "prepare_dataset",
     "register_decoder",
     "stateless",

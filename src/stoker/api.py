@@ -20,11 +20,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from stoker.blender import Blender
 from stoker.blending import load_sources
 from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.loader import Loader
+from stoker.metadataset import Metadataset
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder
@@ -43,7 +45,7 @@ _EXTRA_KWARGS = (
 
 
 def get_train_dataset(
-    path: str,
+    path: str | Blender | Metadataset,
     *,
     split_part: str = "train",
     worker_config: WorkerConfig,
@@ -103,7 +105,7 @@ def get_train_dataset(
 
 
 def get_val_dataset(
-    path: str,
+    path: str | Blender | Metadataset,
     *,
     split_part: str = "val",
     worker_config: WorkerConfig,
@@ -135,7 +137,9 @@ def get_val_dataset(
     )
 
 
-def get_val_datasets(path: str, **kwargs: Any) -> list[tuple[LoaderDataset, dict[str, Any]]]:
+def get_val_datasets(
+    path: str | Blender | Metadataset, **kwargs: Any
+) -> list[tuple[LoaderDataset, dict[str, Any]]]:
     """Like :func:`get_val_dataset`, as ``[(dataset, subflavors)]`` (one per source)."""
     dataset = get_val_dataset(path, **kwargs)
     return [(dataset, dict(dataset.sources[0].subflavors))]
@@ -195,7 +199,7 @@ def _apply_deprecated_decoder_kwargs(
 
 
 def _dataset(
-    path: str,
+    path: str | Blender | Metadataset,
     *,
     split_part: str,
     worker_config: WorkerConfig,
@@ -217,7 +221,7 @@ def _dataset(
             hint=f"stoker also accepts: {', '.join(_EXTRA_KWARGS)}.",
         )
     sources, blend = load_sources(
-        str(path),
+        path if isinstance(path, Blender | Metadataset) else str(path),
         split_part=split_part,
         training=options.get("training", True),
         split_config=split_config,

@@ -7,9 +7,10 @@ import warnings
 from typing import Any
 
 from stoker.aux import check_aux
+from stoker.blender import Blender
 from stoker.errors import ConfigError
 from stoker.joins import load_join_source
-from stoker.metadataset import flatten, is_metadataset, load_metadataset
+from stoker.metadataset import Metadataset, flatten, is_metadataset, load_metadataset
 from stoker.metadataset.flatten import Leaf
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.schedule import BlendSpec
@@ -17,7 +18,7 @@ from stoker.sources import DataSource, load_source
 
 
 def load_sources(
-    path: str,
+    path: str | Blender | Metadataset,
     *,
     split_part: str,
     training: bool,
@@ -32,6 +33,17 @@ def load_sources(
         "allowed_modules": allowed_modules,
         "trust_sample_loader": trust_sample_loader,
     }
+    if isinstance(path, Metadataset):
+        path = path.path
+    if isinstance(path, Blender):
+        sources = [
+            load_source(p, split_part=split_part, split_config=split_config,
+                        dataset_config=dataset_config, subflavors=subflavors, **options)
+            for p, _ in path.datasets
+        ]  # fmt: skip
+        if not training:
+            return sources, BlendSpec("concat" if len(sources) > 1 else "single")
+        return sources, BlendSpec("weighted", tuple(float(w) for _, w in path.datasets))
     if not is_metadataset(path):
         source = load_source(
             path,

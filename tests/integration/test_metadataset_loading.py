@@ -189,3 +189,23 @@ def test_loader_reports_the_realised_blend(root: Path) -> None:
                 break
         seen = loader.samples_per_dataset()
     assert seen == {str(root / "coco"): 500, str(root / "coyo"): 200}
+
+
+def test_blender_and_load_dataset_in_python(root: Path) -> None:
+    from stoker import Blender, load_dataset
+
+    blend = Blender([(str(root / "coco"), 5), (str(root / "coyo"), 2)])
+    counts: collections.Counter[str] = collections.Counter()
+    with get_loader(train(blend, worker_config=config(0))) as loader:
+        for step, batch in enumerate(loader):
+            counts.update(batch.text)
+            if step == 69:
+                break
+    assert counts == {"coco": 500, "coyo": 200}
+    val = get_val_dataset(blend, worker_config=config(0), batch_size=50)
+    assert sum(len(b.__key__) for b in get_loader(val)) == 350
+    mds = load_dataset(write_yaml(root, "loaded.yaml", TUTORIAL))
+    assert sorted(mds.splits) == ["train", "val"]  # type: ignore[union-attr]
+    assert len(next(iter(get_loader(train(mds)))).text) == 10
+    with pytest.raises(ConfigError, match="positive weight"):
+        Blender([(str(root / "coco"), 0)])

@@ -1,0 +1,55 @@
+"""``Blender`` and ``load_dataset``: metadatasets in Python instead of YAML."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stoker.errors import ConfigError
+from stoker.metadataset import Metadataset, is_metadataset, load_metadataset
+
+
+@dataclass(frozen=True)
+class Blender:
+    """A weighted blend of datasets, usable wherever a dataset path goes.
+
+    For training the datasets are interleaved by weight (like a metadataset ``blend``); for
+    validation they are concatenated.
+
+    Example:
+        >>> blend = Blender([("/data/coco", 5), ("/data/coyo", 2)])
+        >>> ds = get_train_dataset(blend, worker_config=wc, batch_size=32,  # doctest: +SKIP
+        ...                        shuffle_buffer_size=100, max_samples_per_sequence=100)
+    """
+
+    datasets: Sequence[tuple[str, float]]
+
+    def __post_init__(self) -> None:
+        if not self.datasets:
+            raise ConfigError("a Blender needs at least one (path, weight) pair.")
+        for item in self.datasets:
+            if len(item) != 2 or not isinstance(item[1], int | float) or item[1] < 0:
+                raise ConfigError(
+                    f"invalid Blender entry {item!r}.",
+                    hint="Pass (path, weight) pairs with weights >= 0.",
+                )
+        if not any(weight > 0 for _, weight in self.datasets):
+            raise ConfigError("a Blender needs at least one positive weight.")
+
+
+def load_dataset(path: str) -> Metadataset | str:
+    """Check ``path`` and return what ``get_*_dataset`` accept: a parsed metadataset or the path.
+
+    Example:
+        >>> mds = load_dataset("/data/blend.yaml")  # doctest: +SKIP
+        >>> sorted(mds.splits)  # doctest: +SKIP
+        ['train', 'val']
+    """
+    if is_metadataset(path):
+        return load_metadataset(path)
+    from stoker.format.meta import read_info
+    from stoker.storage import open_store
+
+    if not path.endswith(".jsonl"):
+        read_info(open_store(path))  # a clear error if the folder is not prepared
+    return path
