@@ -209,3 +209,22 @@ def test_blender_and_load_dataset_in_python(root: Path) -> None:
     assert len(next(iter(get_loader(train(mds)))).text) == 10
     with pytest.raises(ConfigError, match="positive weight"):
         Blender([(str(root / "coco"), 0)])
+
+
+def test_subsets_restore_exactly(root: Path) -> None:
+    path = write_yaml(
+        root,
+        "contract_subset.yaml",
+        "  train:\n    blend:\n"
+        "      - weight: 1\n        path: ./coco\n        subset: {range: [10%, 60%]}\n"
+        "      - weight: 1\n        path: ./coyo\n        subset: {range: [0, 100]}\n",
+    )
+
+    def make() -> Loader:
+        return get_loader(train(path, worker_config=config(2), virtual_workers=2))
+
+    run_contract(make, total=30, midpoints=[0, 7, 19])
+    with make() as loader:
+        keys = {k for _, batch in zip(range(30), loader, strict=False) for k in batch.__key__}
+    coyo = {k for k in keys if k.startswith("coyo")}
+    assert coyo and all(int(k.split("_")[1]) == 1 for k in coyo)  # first 100 of coyo's train
