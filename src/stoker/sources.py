@@ -180,7 +180,7 @@ def _excluded_indices(
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     position = {name: i for i, name in enumerate(shards)}
     found: list[int] = []
-    db = SqliteIndexReader(store.local_path(INDEX_SQLITE) or "") if _has_db(store) else None
+    db = SqliteIndexReader(local) if (local := store.cached_local_path(INDEX_SQLITE)) else None
     for name, keys in wanted.items():
         if db is not None:
             located = [db.locate(key) for key in keys]
@@ -192,7 +192,3 @@ def _excluded_indices(
     if db is not None:
         db.close()
     return np.unique(np.array(found, dtype=np.int64))
-
-
-def _has_db(store: Store) -> bool:
-    return store.exists(INDEX_SQLITE) and store.local_path(INDEX_SQLITE) is not None

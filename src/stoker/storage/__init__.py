@@ -21,7 +21,11 @@ def split_location(location: str) -> tuple[str, str]:
 
 
 def open_store(location: str) -> Store:
-    """The store rooted at ``location``: a local folder path or a ``file://`` URL.
+    """The store rooted at ``location``: a local folder, a ``file://``, ``s3://`` or ``msc://`` URL.
+
+    ``s3://bucket/prefix`` is reached with the AWS chain (environment, profiles) overridden by
+    the file ``STOKER_STORAGE_CONFIG`` names; ``msc://profile/path`` with a Multi-Storage Client
+    profile (see :mod:`stoker.storage.config`).
 
     Example:
         >>> store = open_store("/data/my-dataset")
@@ -30,11 +34,23 @@ def open_store(location: str) -> Store:
     """
     if location.startswith("file://"):
         location = location[len("file://") :]
+    if location.startswith("s3://"):
+        from stoker.storage.config import load_storage_config
+        from stoker.storage.s3 import S3Store, parse_s3_url
+
+        bucket, prefix = parse_s3_url(location)
+        return S3Store(location, load_storage_config().for_bucket(bucket), bucket, prefix)
+    if location.startswith("msc://"):
+        from stoker.storage.config import resolve_msc
+        from stoker.storage.s3 import S3Store
+
+        settings, bucket, prefix = resolve_msc(location)
+        return S3Store(location, settings, bucket, prefix)
     if "://" in location:
         scheme = location.split("://", 1)[0]
         raise ConfigError(
-            f"URL scheme {scheme!r} is not supported yet.",
+            f"URL scheme {scheme!r} is not supported.",
             path=location,
-            hint="Use a local path; object stores (s3://) come with the storage extension.",
+            hint="Use a local path, s3://bucket/path or msc://profile/path.",
         )
     return LocalStore(os.path.expanduser(location))

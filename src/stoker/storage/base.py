@@ -60,6 +60,13 @@ class Store(abc.ABC):
     def local_path(self, path: str) -> str | None:
         """The local filesystem path of ``path``, or None if the store is not local."""
 
+    def cached_local_path(self, path: str) -> str | None:
+        """A local file with the content of ``path`` (for sqlite), or None if it does not exist.
+
+        Local stores return the file itself; remote stores a copy in the metadata cache.
+        """
+        return self.local_path(path) if self.exists(path) else None
+
     def read_bytes(self, path: str) -> bytes:
         """The whole content of ``path``."""
         with self.open(path) as f:

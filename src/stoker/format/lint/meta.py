@@ -29,8 +29,8 @@ from stoker.storage import Store
 
 def check_sqlite(store: Store, info: DatasetInfo, report: LintReport) -> None:
     """index.sqlite (if any) has each shard's sample count and no duplicate key."""
-    local = store.local_path(INDEX_SQLITE)
-    if local is None or not store.exists(INDEX_SQLITE):
+    local = store.cached_local_path(INDEX_SQLITE)
+    if local is None:
         return
     try:
         reader = SqliteIndexReader(local)

@@ -1,0 +1,118 @@
+"""A local disk cache of small remote metadata files (``.tar.idx``, ``.nv-meta/*``,
+``index.sqlite``), shared by every process of a machine.
+
+An entry is keyed by the object's URL and its version (ETag and size), so a changed object is a
+new entry and never a stale one. Entries are written to a temporary file and renamed into place,
+so a reader sees a whole file or none, and many worker processes may fill the cache at once (the
+last rename wins; the contents are identical). The total size is kept under a bound by removing
+the least recently used entries (an open file survives its removal on POSIX).
+
+``STOKER_CACHE_DIR`` moves it (default ``~/.cache/stoker``); ``STOKER_CACHE_MAX_BYTES`` bounds it
+(default 4 GiB); ``STOKER_CACHE_DIR=off`` disables it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+DIR_ENV = "STOKER_CACHE_DIR"
+MAX_ENV = "STOKER_CACHE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 4 << 30
+_SUBDIR = "objects"
+
+#: Files next to shards that hold metadata (a shard's index, a JSONL file's index).
+META_SUFFIXES = (".idx",)
+
+__all__ = ["META_SUFFIXES", "MetaCache", "default_cache", "is_metadata"]
+
+
+def is_metadata(path: str) -> bool:
+    """Whether ``path`` is a metadata file worth caching (not a shard, not a temporary file)."""
+    if ".stoker-tmp" in path:
+        return False
+    return path.endswith(META_SUFFIXES) or path.startswith(".nv-meta/") or "/.nv-meta/" in path
+
+
+@dataclass(frozen=True)
+class MetaCache:
+    """Cached copies of remote objects under ``root``, at most ``max_bytes`` in all."""
+
+    root: str
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def entry(self, url: str, version: str) -> str:
+        """The local path an object of this URL and version is cached at."""
+        name = hashlib.sha256(url.encode()).hexdigest()[:40]
+        tag = hashlib.sha256(version.encode()).hexdigest()[:16]
+        return os.path.join(self.root, _SUBDIR, name[:2], f"{name}.{tag}")
+
+    def get(self, url: str, version: str) -> str | None:
+        """The cached copy, if any (marked as recently used)."""
+        path = self.entry(url, version)
+        try:
+            os.utime(path)
+        except OSError:
+            return None
+        return path
+
+    def put(self, url: str, version: str, fill: Callable[[int], None]) -> str:
+        """Cache a new copy: ``fill(fd)`` writes the content into an open file descriptor."""
+        path = self.entry(url, version)
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        try:
+            try:
+                fill(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+        self.trim(keep=path)
+        return path
+
+    def put_bytes(self, url: str, version: str, data: bytes) -> str:
+        return self.put(url, version, lambda fd: _write_all(fd, data))
+
+    def trim(self, keep: str | None = None) -> None:
+        """Remove the least recently used entries until the total fits ``max_bytes``."""
+        entries = []
+        for dirpath, _, files in os.walk(os.path.join(self.root, _SUBDIR)):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                with contextlib.suppress(OSError):
+                    st = os.stat(path)
+                    entries.append((st.st_mtime, st.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            if path == keep or os.path.basename(path).startswith(".tmp-"):
+                continue
+            with contextlib.suppress(OSError):
+                os.remove(path)
+                total -= size
+
+
+def default_cache() -> MetaCache | None:
+    """The cache configured by the environment, or None when disabled."""
+    root = os.environ.get(DIR_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "stoker"
+    )
+    if root.lower() in ("off", "none", "0"):
+        return None
+    return MetaCache(root, int(os.environ.get(MAX_ENV, DEFAULT_MAX_BYTES)))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
