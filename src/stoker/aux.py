@@ -87,7 +87,7 @@ class WebdatasetFileStore(FileStore):
         self.path = path
         store = open_store(path)
         _require_index(store, path)
-        self._index = SqliteIndexReader(store.local_path(INDEX_SQLITE) or "")
+        self._index = SqliteIndexReader(store.cached_local_path(INDEX_SQLITE) or "")
         self._reader = ShardReader(store, list(read_info(store).shard_counts))
 
     def __getitem__(self, key: str) -> tuple[bytes, SourceInfo]:
@@ -176,9 +176,9 @@ def check_aux(ref: AuxRef) -> None:
 
 
 def _require_index(store: Store, path: str) -> None:
-    if not store.exists(INDEX_SQLITE) or store.local_path(INDEX_SQLITE) is None:
+    if not store.exists(INDEX_SQLITE):
         raise ConfigError(
-            "an aux dataset must be a local prepared dataset with .nv-meta/index.sqlite.",
+            "an aux dataset must be a prepared dataset with .nv-meta/index.sqlite.",
             path=path,
             hint=f"Run `stoker prepare {path}`, or use filesystem:// for a plain folder.",
         )

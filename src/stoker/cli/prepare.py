@@ -161,7 +161,9 @@ def _parse_split_part(item: str) -> tuple[str, str]:
 
 
 def _confirm_overwrite(path: str) -> bool:
-    if not os.path.isdir(path) or not is_prepared(open_store(path)):
+    if "://" not in path and not os.path.isdir(path):
+        return False
+    if not is_prepared(open_store(path)):
         return False
     if click.confirm("The dataset is already prepared. Prepare it again?", default=False):
         return True

@@ -207,21 +207,12 @@ def key_at(store: Store, info_position: int, index: int) -> str | None:
 
 @contextlib.contextmanager
 def _local_db(store: Store) -> Iterator[str]:
-    """A local path of ``index.sqlite`` (a temporary copy for remote stores)."""
-    if not store.exists(INDEX_SQLITE):
+    """A local path of ``index.sqlite`` (for remote stores a copy in the metadata cache)."""
+    local = store.cached_local_path(INDEX_SQLITE)
+    if local is None:
         raise StorageError(
             "the dataset has no index.sqlite, which joins need.",
             path=store.url(INDEX_SQLITE),
             hint="Prepare it again with `stoker prepare` (or `--tar-index-only`).",
         )
-    local = store.local_path(INDEX_SQLITE)
-    if local is not None:
-        yield local
-        return
-    fd, tmp = tempfile.mkstemp(suffix=".sqlite", prefix="stoker-join-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(store.read_bytes(INDEX_SQLITE))
-        yield tmp
-    finally:
-        os.unlink(tmp)
+    yield local

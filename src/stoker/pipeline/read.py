@@ -2,7 +2,9 @@
 
 A reader keeps file handles and shard indexes open, reads one sample with one ranged read, and
 is told which samples come next (the plan knows), so that it can ask the storage to fetch them
-ahead (for local files: ``posix_fadvise(WILLNEED)`` on coalesced byte ranges).
+ahead: for local files ``posix_fadvise(WILLNEED)`` on coalesced byte ranges; for remote stores
+coalesced ranged reads on a thread pool, whose bytes :meth:`ShardReader.read` then takes
+(:mod:`stoker.pipeline.prefetch`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy.typing as npt
 from stoker.errors import FormatError
 from stoker.format.tar import TarScan, split_name
 from stoker.format.tar_index import decode_offsets, tar_index_name
+from stoker.pipeline.prefetch import Prefetcher
 from stoker.storage import Store
 
 _MAX_OPEN = 256
@@ -62,6 +65,7 @@ class ShardReader:
         self.jsonl = jsonl
         self._offsets: _LRU = _LRU(4096)
         self._fds: _LRU = _LRU(_MAX_OPEN)
+        self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
 
     def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
         """The N+1 sample offsets of a shard (cached)."""
@@ -87,7 +91,8 @@ class ShardReader:
         name = self.shards[shard_id]
         local = self.store.local_path(name)
         if local is None:
-            return self.store.read_range(name, start, end - start)
+            data = self._ahead.take(name, start, end) if self._ahead is not None else None
+            return self.store.read_range(name, start, end - start) if data is None else data
         fd = self._fds.get(name)
         if fd is None:
             fd = os.open(local, os.O_RDONLY)
@@ -111,24 +116,70 @@ class ShardReader:
         return _parse_sample(data, self.store.url(shard), shard, index, start)
 
     def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
-        """Hint that these samples are read next (coalesced ranged hints, local files)."""
-        advise = getattr(os, "posix_fadvise", None)
-        if advise is None or len(shard_ids) == 0:
+        """Hint that these samples are read next, in this order (each read once per hint).
+
+        Local files get coalesced ``posix_fadvise(WILLNEED)`` hints; remote shards are fetched
+        ahead in coalesced ranged reads, which :meth:`read` then uses. Indices outside a shard's
+        index are left for :meth:`read` to report.
+        """
+        if len(shard_ids) == 0:
             return
-        for shard_id in np.unique(shard_ids):
-            name = self.shards[int(shard_id)]
-            if self.store.local_path(name) is None:
+        advise = getattr(os, "posix_fadvise", None)
+        self._load_offsets(np.unique(shard_ids).tolist())
+        starts = np.zeros(len(shard_ids), np.int64)
+        ends = np.zeros(len(shard_ids), np.int64)
+        remote = np.zeros(len(shard_ids), bool)
+        for shard_id in np.unique(shard_ids).tolist():
+            name = self.shards[shard_id]
+            local = self.store.local_path(name)
+            if local is not None and advise is None:
                 continue
-            offsets = self.offsets(int(shard_id))
-            picked = np.sort(indices[shard_ids == shard_id])
-            for start, end in _coalesce(offsets[picked], offsets[picked + 1]):
-                self._read(int(shard_id), 0, 0)  # opens the handle
-                advise(self._fds[name], start, end - start, os.POSIX_FADV_WILLNEED)
+            offsets = self.offsets(shard_id)
+            mask = shard_ids == shard_id
+            picked = indices[mask]
+            picked = picked[(picked >= 0) & (picked < len(offsets) - 1)]
+            if local is not None and advise is not None:
+                picked = np.unique(picked)
+                for start, end in _coalesce(offsets[picked], offsets[picked + 1]):
+                    self._read(shard_id, 0, 0)  # opens the handle
+                    advise(self._fds[name], start, end - start, os.POSIX_FADV_WILLNEED)
+                continue
+            mask &= (indices >= 0) & (indices < len(offsets) - 1)
+            starts[mask] = offsets[indices[mask]]
+            ends[mask] = offsets[indices[mask] + 1]
+            remote |= mask
+        if not remote.any():
+            return
+        names = self.shards
+        self._remote().want(
+            (names[s], b, e)
+            for s, b, e in zip(
+                shard_ids[remote].tolist(), starts[remote].tolist(), ends[remote].tolist(),
+                strict=True,
+            )
+        )  # fmt: skip
+
+    def _remote(self) -> Prefetcher:
+        if self._ahead is None:
+            self._ahead = Prefetcher(self.store)
+        return self._ahead
+
+    def _load_offsets(self, shard_ids: list[int]) -> None:
+        """Read the missing indexes of remote shards ``shard_ids`` concurrently."""
+        missing = [s for s in shard_ids if self.shards[s] not in self._offsets]
+        if len(missing) < 2 or self.store.local_path(self.shards[missing[0]]) is not None:
+            return
+        names = [tar_index_name(self.shards[s]) for s in missing]
+        indexes = self._remote().map(self.store.read_bytes, names)
+        for s, name, data in zip(missing, names, indexes, strict=True):
+            self._offsets.remember(self.shards[s], decode_offsets(data, self.store.url(name)))
 
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)  # type: ignore[arg-type]
         self._fds.clear()
+        if self._ahead is not None:
+            self._ahead.close()
 
 
 def _coalesce(

@@ -32,7 +32,7 @@ from stoker.plan import global_to_shard
 from stoker.sources import DataSource
 from stoker.task import ErrorTracker, TaskEncoder, iter_encoded
 
-_BLOCK = 256
+_BLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,13 @@ class SampleStream:
 
     def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Encoded samples with the position after each and its reference."""
-        schedule = self.spec.schedule
         counts, skip = list(self.start.counts), self.start.skip
-        while True:
-            end = schedule.end(counts, self.epoch)
-            choices = schedule.next_block(counts, end, _BLOCK)
-            if len(choices) == 0:
-                return
-            refs = self._block_refs(counts, choices)
+        block = self._next_block(counts)
+        while block is not None:
+            choices, refs = block
+            # Locate (and so prefetch) the next block before reading this one: its reads overlap.
+            after = np.add(counts, np.bincount(choices, minlength=len(counts))).tolist()
+            block = self._next_block(after)
             taken = [0] * len(counts)
             for d in choices.tolist():
                 ref, shard_id, index = refs[d][taken[d]]
@@ -109,6 +108,12 @@ class SampleStream:
                         yield output, Position(tuple(counts), used), (d, counts[d], used - 1)
                 skip = 0
                 counts[d] += 1
+
+    def _next_block(self, counts: list[int]) -> tuple[np.ndarray, dict[int, list[Any]]] | None:
+        """The dataset ids of the block starting at ``counts`` and its references (prefetched)."""
+        schedule = self.spec.schedule
+        choices = schedule.next_block(counts, schedule.end(counts, self.epoch), _BLOCK)
+        return None if len(choices) == 0 else (choices, self._block_refs(counts, choices))
 
     def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, list[Any]]:
         """(ref, shard, index) of each dataset's next references in this block; prefetched."""

@@ -1,0 +1,340 @@
+"""Remote read-ahead: coalesced requests, the byte budget, errors, restarts and forks."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import tarfile
+import threading
+from typing import BinaryIO
+
+import numpy as np
+import pytest
+
+import stoker.pipeline.prefetch as prefetch_module
+from stoker.errors import ConfigError, StorageError
+from stoker.format.tar_index import encode_offsets, tar_index_name
+from stoker.pipeline.prefetch import Prefetcher, budget_from_env, plan_requests
+from stoker.pipeline.read import ShardReader
+from stoker.storage import Store
+
+
+class MemStore(Store):
+    """Files in memory, not local (as an object store), counting ranged reads."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.root = "mem://test"
+        self.files = dict(files)
+        self.reads: list[tuple[str, int, int]] = []
+        self.failing: set[str] = set()
+        self.lock = threading.Lock()
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def url(self, path: str) -> str:
+        return f"{self.root}/{path}"
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+    def is_dir(self, path: str) -> bool:
+        return any(name.startswith(path + "/") for name in self.files)
+
+    def size(self, path: str) -> int:
+        return len(self.files[path])
+
+    def open(self, path: str) -> BinaryIO:
+        return io.BytesIO(self.files[path])
+
+    def read_range(self, path: str, offset: int, size: int) -> bytes:
+        self.gate.wait(10)
+        with self.lock:
+            self.reads.append((path, offset, size))
+        if path in self.failing:
+            raise StorageError("GET failed after 3 attempt(s).", path=self.url(path))
+        return self.files[path][offset : offset + size]
+
+    def list_files(self, path: str = "") -> list[str]:
+        return sorted(self.files)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self.files[path] = data
+
+    def publish(self, tmp_path: str, path: str) -> None:
+        self.files[path] = self.files.pop(tmp_path)
+
+    def remove(self, path: str) -> None:
+        self.files.pop(path, None)
+
+    def local_path(self, path: str) -> str | None:
+        return None
+
+
+def shard_bytes(prefix: str, n: int, size: int) -> tuple[bytes, list[int]]:
+    """A tar of ``n`` samples (one ``txt`` part of ``size`` bytes) and its N+1 offsets."""
+    buffer = io.BytesIO()
+    offsets: list[int] = []
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(n):
+            offsets.append(tar.offset)
+            data = f"{prefix}{i:05d}:".encode().ljust(size, b"x")
+            info = tarfile.TarInfo(f"{prefix}{i:05d}.txt")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        offsets.append(tar.offset)
+    return buffer.getvalue(), offsets
+
+
+def make_store(shards: int = 3, per_shard: int = 40, size: int = 1000) -> MemStore:
+    files: dict[str, bytes] = {}
+    for s in range(shards):
+        data, offsets = shard_bytes(f"s{s}_", per_shard, size)
+        files[f"shard_{s}.tar"] = data
+        files[tar_index_name(f"shard_{s}.tar")] = encode_offsets(offsets)
+    return MemStore(files)
+
+
+def shard_names(store: MemStore) -> list[str]:
+    return sorted(n for n in store.files if n.endswith(".tar"))
+
+
+def refs(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    return (
+        np.array([s for s, _ in pairs], dtype=np.int64),
+        np.array([i for _, i in pairs], dtype=np.int64),
+    )
+
+
+def direct(store: MemStore, pairs: list[tuple[int, int]]) -> list[dict[str, bytes]]:
+    reader = ShardReader(store, shard_names(store))
+    return [reader.read(s, i).parts for s, i in pairs]
+
+
+def all_pairs(store: MemStore, per_shard: int = 40) -> list[tuple[int, int]]:
+    return [(s, i) for s in range(len(shard_names(store))) for i in range(per_shard)]
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def test_ranges_closer_than_the_gap_are_one_request_within_the_cap() -> None:
+    samples = [("a", 0, 10), ("a", 10, 20), ("a", 25, 30), ("a", 100, 110), ("b", 0, 5)]
+    requests = plan_requests(samples, gap=5, cap=1000)
+    assert [(r.name, r.start, r.end) for r in requests] == [
+        ("a", 0, 30), ("a", 100, 110), ("b", 0, 5)
+    ]  # fmt: skip
+    assert requests[0].samples == [(0, 10), (10, 20), (25, 30)]
+    capped = plan_requests([("a", i * 10, i * 10 + 10) for i in range(10)], gap=5, cap=35)
+    assert [(r.start, r.end) for r in capped] == [(0, 30), (30, 60), (60, 90), (90, 100)]
+    big = plan_requests([("a", 0, 100), ("a", 100, 110)], gap=5, cap=50)
+    assert [(r.start, r.end) for r in big] == [(0, 100), (100, 110)]
+
+
+def test_requests_are_ordered_by_first_need_and_duplicates_share_one() -> None:
+    samples = [("b", 50, 60), ("a", 0, 10), ("b", 0, 10), ("a", 0, 10)]
+    requests = plan_requests(samples, gap=0, cap=1000)
+    assert [(r.name, r.start, r.end, r.first) for r in requests] == [
+        ("b", 50, 60, 0), ("a", 0, 10, 1), ("b", 0, 10, 2)
+    ]  # fmt: skip
+    assert requests[1].samples == [(0, 10), (0, 10)]
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def test_prefetched_samples_equal_direct_reads_in_few_requests() -> None:
+    store = make_store()
+    pairs = all_pairs(store)
+    random.Random(0).shuffle(pairs)
+    expected = direct(store, pairs)
+    store.reads.clear()
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs(pairs))
+    got = [reader.read(s, i).parts for s, i in pairs]
+    assert got == expected
+    assert len(store.reads) == 3  # one request per shard, nothing read directly
+    assert sorted(p for p, _, _ in store.reads) == shard_names(store)
+    assert reader._ahead is not None and reader._ahead.held_bytes == 0
+    reader.close()
+
+
+def test_blocks_prefetched_ahead_are_all_used() -> None:
+    store = make_store()
+    pairs = all_pairs(store)
+    random.Random(1).shuffle(pairs)
+    expected = direct(store, pairs)
+    store.reads.clear()
+    reader = ShardReader(store, shard_names(store))
+    blocks = [pairs[i : i + 16] for i in range(0, len(pairs), 16)]
+    reader.prefetch(*refs(blocks[0]))
+    got = []
+    for k, block in enumerate(blocks):
+        if k + 1 < len(blocks):
+            reader.prefetch(*refs(blocks[k + 1]))  # the next block, before reading this one
+        got += [reader.read(s, i).parts for s, i in block]
+    assert got == expected
+    assert len(store.reads) <= 3 * len(blocks)  # per block at most one request per shard
+    reader.close()
+
+
+def test_the_budget_limits_the_bytes_held_and_reads_still_complete() -> None:
+    store = make_store(shards=8, per_shard=10, size=1000)
+    pairs = all_pairs(store, per_shard=10)
+    expected = direct(store, pairs)
+    store.reads.clear()
+    reader = ShardReader(store, shard_names(store))
+    offsets = reader.offsets(0)
+    ahead = Prefetcher(store, budget=2 * int(offsets[-1] - offsets[0]) + 10, threads=4)
+    reader._ahead = ahead
+    reader.prefetch(*refs(pairs))
+    assert ahead.requests == 2  # the other six wait for room
+    got = []
+    for s, i in pairs:
+        got.append(reader.read(s, i).parts)
+        assert ahead.held_bytes <= ahead.budget
+    assert got == expected
+    assert ahead.requests == 8 and len(store.reads) == 8
+    reader.close()
+
+
+def test_a_sample_needed_before_its_turn_is_fetched_at_once() -> None:
+    store = make_store(shards=4, per_shard=10)
+    pairs = all_pairs(store, per_shard=10)
+    expected = dict(zip(pairs, direct(store, pairs), strict=True))
+    reader = ShardReader(store, shard_names(store))
+    reader._ahead = Prefetcher(store, budget=1, threads=2)
+    reader.prefetch(*refs(pairs))
+    assert reader._ahead.requests == 1
+    last = pairs[-1]
+    assert reader.read(*last).parts == expected[last]  # its request jumps the queue
+    for pair in pairs[:-1]:
+        assert reader.read(*pair).parts == expected[pair]
+    reader.close()
+
+
+def test_duplicates_skips_and_unannounced_reads() -> None:
+    store = make_store()
+    pairs = [(0, 1), (0, 2), (0, 1), (1, 5), (2, 7)]
+    expected = direct(store, [(0, 1), (0, 2), (1, 5), (2, 7), (1, 9)])
+    store.reads.clear()
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs(pairs))
+    assert reader.read(0, 1).parts == expected[0]
+    assert reader.read(0, 1).parts == expected[0]  # announced twice: served twice
+    # (0, 2) is skipped; (1, 9) was never announced: read directly
+    assert reader.read(1, 9).parts == expected[4]
+    assert reader.read(1, 5).parts == expected[2]
+    assert reader.read(2, 7).parts == expected[3]
+    assert reader.read(0, 1).parts == expected[0]  # a third read: directly
+    assert len(store.reads) == 3 + 2
+
+
+def test_an_out_of_range_index_is_left_for_read_to_report() -> None:
+    store = make_store()
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs([(0, 0), (0, 999)]))
+    assert reader.read(0, 0).key == "s0_00000"
+    with pytest.raises(Exception, match="outside the shard's index"):
+        reader.read(0, 999)
+    reader.close()
+
+
+def test_a_failed_request_surfaces_on_read_of_its_samples_only() -> None:
+    store = make_store()
+    store.failing.add("shard_1.tar")
+    reader = ShardReader(store, shard_names(store))
+    pairs = [(0, 0), (1, 0), (1, 1), (2, 0)]
+    reader.prefetch(*refs(pairs))
+    assert reader.read(0, 0).key == "s0_00000"
+    for index in (0, 1):
+        with pytest.raises(StorageError, match="GET failed"):
+            reader.read(1, index)
+    assert reader.read(2, 0).key == "s2_00000"
+    reader.close()
+
+
+def test_close_shuts_the_pool_down_and_forgets_what_was_announced() -> None:
+    store = make_store()
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs([(0, 0), (1, 0), (2, 0)]))
+    pool = reader._ahead._pool if reader._ahead else None
+    assert pool is not None
+    threads = [t for t in threading.enumerate() if t.name.startswith("stoker-prefetch")]
+    reader.close()
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
+    store.reads.clear()
+    assert reader.read(0, 0).key == "s0_00000"  # after close: read directly
+    assert len(store.reads) == 1
+    reader.prefetch(*refs([(1, 3)]))  # and usable again, with a new pool
+    assert reader._ahead is not None and reader._ahead._pool is not pool
+    assert reader.read(1, 3).key == "s1_00003"
+    reader.close()
+
+
+def test_a_forked_child_never_uses_the_parents_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store()
+    store.gate.clear()  # the parent's requests stay in flight
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs([(0, 0), (1, 0)]))
+    assert reader._ahead is not None
+    parent_pool = reader._ahead._pool
+    real = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: real + 1)  # as in a forked child
+    assert reader._ahead.take("shard_0.tar", 0, 10) is None  # the parent's buffers are gone
+    reader.prefetch(*refs([(2, 0)]))
+    assert reader._ahead._pool is not parent_pool
+    store.gate.set()
+    assert reader.read(2, 0).key == "s2_00000"
+    assert reader.read(0, 0).key == "s0_00000"
+    reader.close()
+    monkeypatch.undo()
+    assert parent_pool is not None
+    parent_pool.shutdown(wait=True)
+
+
+def test_stale_buffers_make_room_for_new_work() -> None:
+    store = make_store(shards=2, per_shard=10)
+    ahead = Prefetcher(store, budget=1, threads=2)
+    reader = ShardReader(store, shard_names(store))
+    reader._ahead = ahead
+    reader.prefetch(*refs([(0, 0)]))  # announced, never read (its stream went away)
+    for chunk in ahead._live:
+        assert chunk.future is not None
+        chunk.future.result()
+    for _ in range(prefetch_module._STALE_READS + 100):
+        reader.read(1, 0)  # unannounced reads tick the clock
+    reader.prefetch(*refs([(1, 1), (1, 2)]))
+    reader.read(1, 1)
+    assert ahead.requests == 2  # the stale buffer was dropped to fetch the new one
+    reader.close()
+
+
+def test_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STOKER_PREFETCH_BYTES", "1048576")
+    assert budget_from_env() == 1 << 20
+    monkeypatch.setenv("STOKER_PREFETCH_BYTES", "lots")
+    with pytest.raises(ConfigError, match="STOKER_PREFETCH_BYTES"):
+        budget_from_env()
+    monkeypatch.setenv("STOKER_PREFETCH_BYTES", "0")
+    store = make_store()
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs([(0, 0), (0, 1)]))
+    assert store.reads == []  # read-ahead off: every read is direct
+    assert reader.read(0, 1).key == "s0_00001"
+    assert len(store.reads) == 1
+    reader.close()
+
+
+def test_cold_requests_are_smaller_then_full_size() -> None:
+    store = make_store(shards=1, per_shard=40, size=100_000)  # ~4 MB in one shard
+    ahead = Prefetcher(store, threads=2)
+    reader = ShardReader(store, shard_names(store))
+    reader._ahead = ahead
+    reader.prefetch(*refs([(0, i) for i in range(20)]))  # nothing coming yet: <= 1 MiB each
+    reader.prefetch(*refs([(0, i) for i in range(20, 40)]))  # warm: one request
+    assert ahead.requests == 2 + 1  # ten samples of ~100 kB per cold request
+    assert all(reader.read(0, i).key == f"s0_{i:05d}" for i in range(40))
+    reader.close()
