@@ -22,10 +22,12 @@ _COLOURS = {"error": "red", "warning": "yellow"}
     help="Split config file in .nv-meta to check.",
 )
 @click.option(
+    "--dataset-config",
     "--dataset-yaml",
+    "dataset_yaml",
     default=DEFAULT_DATASET_YAML,
     show_default=True,
-    help="Dataset config file in .nv-meta to check.",
+    help="Dataset config file in .nv-meta to check (as get_*_dataset's dataset_config).",
 )
 @click.option("--num-workers", type=click.IntRange(1), help="Shard-scanning processes.")
 @click.option(
