@@ -74,6 +74,16 @@ def ensure_dataset(data_dir: Path, spec: DatasetSpec, log: bool = True) -> Datas
 # --- tar writing ---------------------------------------------------------------------------------
 
 
+def has_module(module: str) -> bool:
+    """Whether ``module`` can be imported (e.g. megatron.energon for the comparisons)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def prepare_captioning(dataset: Dataset) -> None:
     """Prepare the train split as CaptioningSample (image: jpg, caption: txt) unless done."""
     if (dataset.path / ".nv-meta" / "split.yaml").exists():

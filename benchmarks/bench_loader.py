@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bare import BARE, run_bare
-from _data import DatasetSpec, ensure_dataset, prepare_captioning
+from _data import DatasetSpec, ensure_dataset, has_module, prepare_captioning
 from _loaders import BATCH, LOADERS, MODES, Config, profile_stoker, run_loader
 from bench_prepare import TreeMemoryPoller, _quiet_env
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown tools {unknown}; use some of {LOADERS + BARE}", file=sys.stderr)
         return 2
-    if "energon" in tools and not _has("megatron.energon"):
+    if "energon" in tools and not has_module("megatron.energon"):
         print("megatron-energon is not installed: skipping it", flush=True)
         tools.remove("energon")
     batches = args.batches or (10 if args.quick else 150)
@@ -221,15 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         rows = [{**asdict(c), "runs": [asdict(r) for r in runs]} for c, runs in results.items()]
         args.json.write_text(json.dumps({"results": rows, "profile": profile}, indent=2))
     return 0
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _data import DatasetSpec, ensure_dataset, prepare_captioning
+from _data import DatasetSpec, ensure_dataset, has_module, prepare_captioning
 
 REPO = Path(__file__).resolve().parent.parent
 BATCH = 32
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     workers = [int(w) for w in args.workers.split(",")]
     tools = [t for t in args.tools.split(",") if t]
-    if "energon" in tools and not _has("megatron.energon"):
+    if "energon" in tools and not has_module("megatron.energon"):
         print("megatron-energon is not installed: skipping it", flush=True)
         tools.remove("energon")
     dataset = ensure_dataset(args.data_dir, QUICK if args.quick else FULL)
@@ -289,15 +289,6 @@ def main(argv: list[str] | None = None) -> int:
                         args.json.write_text(json.dumps(rows, indent=1))
     print_table(results)
     return 0 if all(r["exact"] for r in results.values()) else 1
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

@@ -93,11 +93,15 @@ class ShardReader:
         if local is None:
             data = self._ahead.take(name, start, end) if self._ahead is not None else None
             return self.store.read_range(name, start, end - start) if data is None else data
+        return os.pread(self._fd(name, local), end - start, start)
+
+    def _fd(self, name: str, local: str) -> int:
+        """The open handle of a local shard (kept in an LRU of open files)."""
         fd = self._fds.get(name)
         if fd is None:
             fd = os.open(local, os.O_RDONLY)
             self._fds.remember(name, fd)
-        return os.pread(fd, end - start, start)  # type: ignore[arg-type]
+        return fd  # type: ignore[return-value]
 
     def read(self, shard_id: int, index: int) -> RawSample:
         """The parts of sample ``index`` of shard ``shard_id``."""
@@ -140,9 +144,9 @@ class ShardReader:
             picked = picked[(picked >= 0) & (picked < len(offsets) - 1)]
             if local is not None and advise is not None:
                 picked = np.unique(picked)
+                fd = self._fd(name, local)
                 for start, end in _coalesce(offsets[picked], offsets[picked + 1]):
-                    self._read(shard_id, 0, 0)  # opens the handle
-                    advise(self._fds[name], start, end - start, os.POSIX_FADV_WILLNEED)
+                    advise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
                 continue
             mask &= (indices >= 0) & (indices < len(offsets) - 1)
             starts[mask] = offsets[indices[mask]]
