@@ -97,6 +97,17 @@ class Sample:
         init["__sources__"] = tuple(s for o in samples if o for s in o.__sources__ or ())
         return cls(**{k: v for k, v in init.items() if k in _field_names(cls)})
 
+    def get_media_metadata(self, part: str) -> Any:
+        """The stored metadata of this sample's media part ``part`` (e.g. ``"mp4"``).
+
+        Read from the dataset's ``index.sqlite`` (written by ``stoker prepare-media``) without
+        decoding, e.g. to plan clips by ``video_duration`` in ``encode_sample``. Returns an
+        ``AVMetadata`` or ``ImageMetadata``.
+        """
+        from stoker.media.lookup import media_metadata_of
+
+        return media_metadata_of(self, part)
+
     def pin_memory(self: S) -> S:
         """A copy whose tensors (at any depth) are in pinned memory, for fast host-to-GPU copy."""
         return pin_memory(self)

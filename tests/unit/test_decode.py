@@ -216,8 +216,11 @@ def test_meta_keys_pass_through_and_energon_call_style() -> None:
 
 
 @pytest.mark.parametrize("ext", ["mp4", "wav", "flac", "mkv", "webm", "mp3"])
-def test_av_parts_stay_bytes(ext: str) -> None:
-    assert SampleDecoder().decode_part("k", ext, b"\x00\x01") == b"\x00\x01"
+def test_av_parts_become_lazy_decoders(ext: str) -> None:
+    from stoker.media.av_decoder import AVDecoder
+
+    decoded = SampleDecoder().decode_part("k", ext, b"\x00\x01")
+    assert isinstance(decoded, AVDecoder)  # nothing decoded yet: bad bytes fail on first use
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from stoker.cli.common import CONTEXT_SETTINGS
 #: Subcommand name -> (module, attribute, one-line help shown by ``stoker --help``).
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "prepare": ("stoker.cli.prepare", "command", "Index a dataset's shards and write .nv-meta."),
+    "prepare-media": ("stoker.cli.prepare_media", "command", "Probe media; store its metadata."),
     "pack": ("stoker.cli.pack", "command", "Turn a folder of files or a JSONL file into shards."),
     "info": ("stoker.cli.info", "command", "Summarise a prepared dataset."),
     "lint": ("stoker.cli.lint", "command", "Check a prepared dataset for problems."),

@@ -9,6 +9,7 @@ import click
 
 from stoker.cli import wizard
 from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_errors
+from stoker.cli.prepare_media import media_options, print_media_report
 from stoker.errors import AlreadyPreparedError, ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
@@ -16,6 +17,7 @@ from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
 from stoker.format.splits import parse_split_ratio
 from stoker.joins import JoinReport, prepare_joins
+from stoker.media.extract import MediaFilter
 from stoker.metadataset import is_metadataset
 from stoker.storage import open_store
 
@@ -40,6 +42,7 @@ from stoker.storage import open_store
 @click.option("--non-interactive", is_flag=True, help="Never ask; fail if something is missing.")
 @click.option("--force-overwrite", is_flag=True, help="Prepare again an already prepared dataset.")
 @click.option("--num-workers", type=click.IntRange(1), help="Shard-indexing processes.")
+@media_options
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option(
     "--allow-module",
@@ -63,6 +66,9 @@ def command(
     non_interactive: bool,
     force_overwrite: bool,
     num_workers: int | None,
+    by_extension: bool,
+    by_glob: str | None,
+    by_header: bool,
     progress: bool,
     allow_module: tuple[str, ...],
     as_json: bool,
@@ -81,6 +87,9 @@ def command(
       stoker prepare ./shards                       # asks for split and sample type
       stoker prepare ./shards --non-interactive --split-ratio 8,1,1 \\
           --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}'
+      stoker prepare ./clips --non-interactive --split-ratio 1,0,0 \\
+          --sample-type VidQASample --field-map '{"video": "mp4", "context": "txt"}' \\
+          --media-metadata-by-extension             # also stores fps, duration, ...
       stoker prepare ./texts.jsonl
       stoker prepare ./joined.yaml                  # builds the join indexes
     """
@@ -97,6 +106,7 @@ def command(
         else:
             click.echo(f"Indexed {samples} samples ({human_bytes(size)}) of {path}.")
         return
+    media = _media_filter(by_extension, by_glob, by_header)
     interactive = not non_interactive and not as_json
     split_patterns = [_parse_split_part(item) for item in split_parts]
     ratio = parse_split_ratio(split_ratio) if split_ratio else None
@@ -117,6 +127,14 @@ def command(
     with pending:
         if not as_json:
             _describe(pending)
+        if media is not None:
+            from stoker.media.prepare import media_into_pending
+
+            media_report = media_into_pending(
+                pending, media, num_workers, progress=progress and not as_json
+            )
+            if not as_json:
+                print_media_report(media_report, as_json=False)
         if not tar_index_only and ratio is None and not split_patterns:
             if not interactive:
                 raise ConfigError(
@@ -149,6 +167,12 @@ def _print_joins(path: str, reports: list[JoinReport], as_json: bool) -> None:
         matched = ", ".join(f"{n}/{r.samples}" for n in r.matched)
         click.echo(f"  {r.split:<8} join of {len(r.datasets)} datasets: {state}, matched {matched}")
         click.echo(f"           {r.path or '(in memory: the metadataset is not a local file)'}")
+
+
+def _media_filter(by_extension: bool, by_glob: str | None, by_header: bool) -> MediaFilter | None:
+    if not (by_extension or by_glob or by_header):
+        return None
+    return MediaFilter.parse(glob=by_glob, header=by_header, extension=by_extension)
 
 
 def _parse_split_part(item: str) -> tuple[str, str]:

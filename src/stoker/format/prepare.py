@@ -120,6 +120,15 @@ class PendingPrepare:
         self._tmp[final] = tmp
         return tmp
 
+    def index_db_path(self) -> str:
+        """The local path of the ``index.sqlite`` being built (e.g. to add media metadata)."""
+        if self._sqlite_tmp is not None:
+            return self._sqlite_tmp
+        path = self.store.local_path(self.tmp_name(INDEX_SQLITE))
+        if path is None:
+            raise StokerError("internal: the index of a remote dataset has no local copy.")
+        return path
+
     def __enter__(self) -> PendingPrepare:
         return self
 

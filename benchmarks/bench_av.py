@@ -1,0 +1,248 @@
+"""Benchmark video clip loading: stoker's AVDecoder vs decoding every frame vs Megatron-Energon.
+
+One dataset is generated once and cached under ``--data-dir``: 480p (854x480) 30 fps H.264
+videos of 10 s with a keyframe every 2 s (``--quick``: 3 s videos), moving content, two shards,
+prepared as ``VidQASample`` (video: mp4, context: txt). Every configuration loads it through
+``get_train_dataset`` + ``get_loader`` with W=2 dataloader workers (batches of 4) in a fresh
+subprocess, alternating the tools; each sample becomes one 8-frame 224x224 uint8 clip of frames
+spread uniformly over the video:
+
+* ``stoker``: ``get_single_frames_uniform(sample.video, 8, video_out_frame_size=(224, 224))``:
+  seeks to the keyframe before each frame and decodes only up to it;
+* ``decode-all``: stoker's loader, but the task encoder decodes every frame of the video
+  with PyAV (single-threaded like the others; converting only the 8 it keeps): the cost of
+  not seeking;
+* ``energon``: the same ``get_single_frames_uniform`` call through ``megatron.energon`` 7.4.1.
+
+Measured: clips/s over ``--batches`` batches after the first, and the wall time per run.
+
+Usage::
+
+    python benchmarks/bench_av.py --quick      # ~1 minute on 2 cores once the data exists
+    python benchmarks/bench_av.py              # full run
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _data import COMPLETE, has_module
+
+REPO = Path(__file__).resolve().parent.parent
+RESULT = "BENCH-RESULT "
+TOOLS = ("stoker", "decode-all", "energon")
+FRAMES, SIZE, BATCH, WORKERS = 8, (224, 224), 4, 2
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+
+def make_video(
+    seconds: float, seed: int, fps: int = 30, size: tuple[int, int] = (854, 480)
+) -> bytes:
+    """An H.264 mp4 of moving noise-textured gradients (decoding it is real work)."""
+    import av
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    texture = rng.integers(0, 64, (size[1], size[0] * 2, 3), dtype=np.uint8)
+    ramp = np.linspace(0, 191, size[0] * 2, dtype=np.uint8)[None, :, None]
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream(
+            "libx264", rate=fps, options={"g": str(2 * fps), "preset": "veryfast"}
+        )
+        stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
+        for k in range(round(seconds * fps)):
+            shift = (4 * k) % size[0]
+            frame = av.VideoFrame.from_ndarray(
+                np.ascontiguousarray((texture + ramp)[:, shift : shift + size[0]]), format="rgb24"
+            )
+            frame.pts = k
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return buf.getvalue()
+
+
+def ensure_videos(data_dir: Path, videos: int, seconds: float) -> Path:
+    """Two prepared shards of ``videos`` mp4 + txt samples, generated once."""
+    path = data_dir / f"videos-{videos}x{seconds:g}s-480p"
+    if (path / COMPLETE).exists():
+        return path
+    from stoker.format.dataset_config import make_dataset_yaml
+    from stoker.format.prepare import prepare_dataset
+
+    print(f"generating {path} ...", flush=True)
+    path.mkdir(parents=True, exist_ok=True)
+    for s in range(2):
+        keys = range(s * videos // 2, (s + 1) * videos // 2)
+        samples = [
+            (f"v{i:04d}", {"mp4": make_video(seconds, i), "txt": b"what happens?"}) for i in keys
+        ]
+        with tarfile.open(path / f"videos_{s}.tar", "w") as tar:
+            for key, parts in samples:
+                for part, data in parts.items():
+                    info = tarfile.TarInfo(f"{key}.{part}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    prepare_dataset(
+        str(path),
+        split_ratio=[("train", 1.0)],
+        dataset_yaml=make_dataset_yaml("VidQASample", {"video": "mp4", "context": "txt"}),
+        overwrite=True,
+    )
+    (path / COMPLETE).write_text(json.dumps({"videos": videos, "seconds": seconds}))
+    return path
+
+
+# --- child side: one configuration in its own process --------------------------------------------
+
+
+def decode_all(video: Any) -> Any:
+    """Decode every frame of ``video`` (an AVDecoder) and keep 8 evenly spread, as 224 px RGB."""
+    import av
+    import numpy as np
+    import torch
+
+    with av.open(io.BytesIO(video.stream.getvalue())) as container:
+        container.streams.video[0].thread_type = "NONE"  # as stoker and Energon decode
+        frames = list(container.decode(video=0))
+    keep = np.linspace(0, len(frames) - 1, FRAMES).round().astype(int)
+    arrays = [frames[i].to_ndarray(format="rgb24", width=SIZE[0], height=SIZE[1]) for i in keep]
+    return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)
+
+
+def open_loader(tool: str, path: Path) -> Any:
+    if tool == "energon":
+        from megatron import energon as lib
+        from megatron.energon.av import get_single_frames_uniform
+    else:
+        import stoker as lib
+        from stoker import get_single_frames_uniform
+
+    class ClipEncoder(lib.DefaultTaskEncoder):  # type: ignore[misc, name-defined]
+        def encode_sample(self, sample: Any) -> Any:
+            if tool == "decode-all":
+                clip = decode_all(sample.video)
+            else:
+                clip = get_single_frames_uniform(sample.video, FRAMES, video_out_frame_size=SIZE)
+            return type(sample).derive_from(sample, video=clip, context=sample.context)
+
+    dataset = lib.get_train_dataset(
+        str(path),
+        worker_config=lib.WorkerConfig(rank=0, world_size=1, num_workers=WORKERS),
+        batch_size=BATCH,
+        shuffle_buffer_size=8,
+        max_samples_per_sequence=8,
+        task_encoder=ClipEncoder(),
+    )
+    return lib.get_loader(dataset)
+
+
+def child_main(spec: dict[str, Any]) -> None:
+    import torch
+
+    if spec["tool"] != "energon":
+        import stoker.api  # noqa: F401  (imports outside the timing)
+    start = time.perf_counter()
+    loader = iter(open_loader(spec["tool"], Path(spec["path"])))
+    batch = next(loader)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    clips = 0
+    for _ in range(spec["batches"]):
+        batch = next(loader)
+        assert batch.video.shape[1:] == (FRAMES, 3, SIZE[1], SIZE[0]), batch.video.shape
+        assert batch.video.dtype == torch.uint8
+        clips += batch.video.shape[0]
+    seconds = time.perf_counter() - start
+    print(RESULT + json.dumps({"clips_per_s": clips / seconds, "first_batch_s": first}), flush=True)
+    os._exit(0)  # skip loader teardown: not part of the measurement
+
+
+# --- parent side ---------------------------------------------------------------------------------
+
+
+def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"child {spec} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    return {**json.loads(lines[-1][len(RESULT) :]), "wall_s": time.perf_counter() - start}
+
+
+def print_table(results: dict[str, list[dict[str, Any]]]) -> None:
+    def med(tool: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[tool])
+
+    print(f"{'tool':<12} {'runs':>4} {'clips/s':>9} {'first batch s':>14} {'wall s':>7}")
+    for tool, runs in results.items():
+        print(
+            f"{tool:<12} {len(runs):>4} {med(tool, 'clips_per_s'):>9.1f} "
+            f"{med(tool, 'first_batch_s'):>14.2f} {med(tool, 'wall_s'):>7.1f}"
+        )
+    stoker = med("stoker", "clips_per_s") if "stoker" in results else None
+    for other in ("decode-all", "energon"):
+        if stoker is not None and other in results:
+            print(f"stoker / {other}: {stoker / med(other, 'clips_per_s'):.2f}x")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=REPO / "bench-data")
+    parser.add_argument("--quick", action="store_true", help="6 videos of 3 s, 3 batches, 1 run")
+    parser.add_argument("--videos", type=int, help="videos in the dataset (32)")
+    parser.add_argument("--batches", type=int, help="timed batches after the first (20)")
+    parser.add_argument("--repeats", type=int, help="runs per tool (3)")
+    parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        child_main(json.loads(args.child))
+        return 0
+    tools = [t for t in args.tools.split(",") if t]
+    if "energon" in tools and not has_module("megatron.energon"):
+        print("megatron-energon is not installed: skipping it", flush=True)
+        tools.remove("energon")
+    seconds = 3.0 if args.quick else 10.0
+    path = ensure_videos(args.data_dir, args.videos or (6 if args.quick else 32), seconds)
+    batches = args.batches or (3 if args.quick else 20)
+    repeats = args.repeats or (1 if args.quick else 3)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {path.name}; W={WORKERS}, "
+        f"{batches} timed batches of {BATCH} clips of {FRAMES}x{SIZE[0]}x{SIZE[1]}",
+        flush=True,
+    )
+    results: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
+    for _ in range(repeats):
+        for tool in tools:
+            result = run_child({"tool": tool, "path": str(path), "batches": batches}, args.timeout)
+            print(f"  {tool:<12} {result['clips_per_s']:8.1f} clips/s", flush=True)
+            results[tool].append(result)
+    print()
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""``AVDecoder``: a media file's bytes, decoded on request into the clips a task needs.
+
+The decoder holds the encoded bytes only (it pickles, so it crosses worker processes), and
+decodes when asked: the first call indexes the packets (one demuxing pass, nothing decoded),
+later calls seek to the keyframe before each clip and decode only what the clip needs. Every
+call opens its own container with codec threads off (fork-safe) and closes it before
+returning. Failures are :class:`~stoker.pipeline.errors.SampleError`, which the loader's
+error policy skips and reports.
+
+Example:
+    >>> decoder = AVDecoder(io.BytesIO(mp4_bytes))  # doctest: +SKIP
+    >>> clip = decoder.get_clips(video_clip_ranges=[(0.5, 1.0)]).video_clips[0]  # doctest: +SKIP
+    >>> clip.shape  # 16 frames of a 30 fps video  # doctest: +SKIP
+    torch.Size([16, 3, 48, 64])
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
+
+from stoker.media.audio import AudioUnit
+from stoker.media.av_data import AVData
+from stoker.media.clips import Clips, Ranges, audio_clips, video_clips
+from stoker.media.container import open_container
+from stoker.media.limits import AVLimits
+from stoker.media.metadata import AVMetadata
+from stoker.media.probe import StreamIndex, av_metadata, index_streams
+from stoker.media.video import VideoUnit
+from stoker.pipeline.errors import SampleError
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+
+T = TypeVar("T")
+WHOLE: Ranges = [(0.0, float("inf"))]
+
+
+class AVDecoder:
+    """Lazy decoder of one video or audio file, with Energon's methods.
+
+    Args:
+        stream: The encoded file (a binary stream, or bytes).
+        suppress_warnings: Accepted for Energon compatibility; stoker maps seconds to frames
+            exactly and has nothing to warn about.
+        limits: Bounds on what one call may decode (see :class:`AVLimits`).
+        threads: Codec threads per call; 0 keeps decoding in the calling thread (fork-safe).
+    """
+
+    def __init__(
+        self,
+        stream: BinaryIO | bytes,
+        suppress_warnings: bool = False,
+        *,
+        limits: AVLimits | None = None,
+        threads: int = 0,
+    ) -> None:
+        self.stream: BinaryIO = io.BytesIO(stream) if isinstance(stream, bytes) else stream
+        self.suppress_warnings = suppress_warnings
+        self.limits = limits or AVLimits()
+        self.threads = threads
+        self._index: tuple[StreamIndex | None, StreamIndex | None] | None = None
+        self._metadata: AVMetadata | None = None
+        self._held: InputContainer | None = None  # open inside keep_open() only
+
+    def get_video(self) -> AVData:
+        """The whole video as one clip (no audio)."""
+        clips, times = self.get_video_clips(WHOLE)
+        return AVData(
+            video_clips=clips, video_timestamps=times, audio_clips=[], audio_timestamps=[]
+        )
+
+    def get_audio(self) -> AVData:
+        """The whole audio track as one clip."""
+        clips, times = self.get_audio_clips(WHOLE)
+        return AVData(
+            video_clips=[], video_timestamps=[], audio_clips=clips, audio_timestamps=times
+        )
+
+    def get_video_with_audio(self) -> AVData:
+        """The whole video and the whole audio track."""
+        return self.get_clips(video_clip_ranges=WHOLE, audio_clip_ranges=WHOLE)
+
+    def get_frames(self, video_decode_audio: bool = False) -> AVData:
+        """Everything decoded: the video (with audio if ``video_decode_audio``), or the audio."""
+        if self.has_video_stream():
+            return self.get_video_with_audio() if video_decode_audio else self.get_video()
+        return self.get_audio()
+
+    def get_clips(
+        self,
+        video_clip_ranges: Ranges | None = None,
+        audio_clip_ranges: Ranges | None = None,
+        video_unit: VideoUnit = "seconds",
+        audio_unit: AudioUnit = "seconds",
+        video_out_frame_size: tuple[int, int] | None = None,
+    ) -> AVData:
+        """Video and/or audio clips by ``(start, end)`` ranges, in one pass over the container.
+
+        Video ranges have an inclusive end and hold at least one frame (see
+        :mod:`stoker.media.video`); ``video_out_frame_size`` is ``(width, height)``.
+        """
+        video: Clips = ([], [])
+        audio: Clips = ([], [])
+        with self._open() as (container, vindex, aindex):
+            if video_clip_ranges is not None:
+                video = video_clips(
+                    container,
+                    vindex,
+                    video_clip_ranges,
+                    video_unit,
+                    video_out_frame_size,
+                    self.limits,
+                )
+            if audio_clip_ranges is not None:
+                audio = audio_clips(container, aindex, audio_clip_ranges, audio_unit, self.limits)
+        return AVData(
+            video_clips=video[0],
+            video_timestamps=video[1],
+            audio_clips=audio[0],
+            audio_timestamps=audio[1],
+        )
+
+    def get_video_clips(
+        self,
+        video_clip_ranges: Ranges,
+        video_unit: VideoUnit = "seconds",
+        video_out_frame_size: tuple[int, int] | None = None,
+    ) -> Clips:
+        """``(clips, (start, end) seconds of each)`` for video ranges (see :meth:`get_clips`)."""
+        data = self.get_clips(video_clip_ranges, None, video_unit, "seconds", video_out_frame_size)
+        return data.video_clips or [], data.video_timestamps or []
+
+    def get_audio_clips(
+        self, audio_clip_ranges: Ranges, audio_unit: AudioUnit = "seconds"
+    ) -> Clips:
+        """``(clips, (start, end) seconds of each)`` for audio ranges (end exclusive)."""
+        data = self.get_clips(None, audio_clip_ranges, audio_unit=audio_unit)
+        return data.audio_clips or [], data.audio_timestamps or []
+
+    def get_metadata(self, **_flags: bool) -> AVMetadata:
+        """Frame count, fps, duration and size of the video; rate, channels, duration of audio.
+
+        Everything comes from one demuxing pass (cached); Energon's ``get_*`` flags are accepted
+        and ignored, since nothing here needs decoding.
+        """
+        if self._metadata is None:
+            with self._open():
+                pass
+        assert self._metadata is not None
+        return self._metadata
+
+    def get_video_fps(self) -> float:
+        """Frames per second of the video (its average rate)."""
+        return _known(self.get_metadata().video_fps, "video fps")
+
+    def get_audio_samples_per_second(self) -> int:
+        """The audio sample rate."""
+        return _known(self.get_metadata().audio_sample_rate, "audio sample rate")
+
+    def has_video_stream(self) -> bool:
+        """Whether the file has a video stream with frames."""
+        return self.get_metadata().video_num_frames is not None
+
+    def has_audio_stream(self) -> bool:
+        """Whether the file has an audio stream."""
+        return self.get_metadata().audio_sample_rate is not None
+
+    def get_audio_duration(self) -> float | None:
+        """Seconds of audio (None without an audio stream)."""
+        return self.get_metadata().audio_duration
+
+    def get_video_duration(self, get_frame_count: bool = False) -> tuple[float | None, int | None]:
+        """``(seconds, frame count)``; the count is free here, so it is always given."""
+        meta = self.get_metadata()
+        return meta.video_duration, meta.video_num_frames
+
+    @contextmanager
+    def keep_open(self) -> Iterator[AVDecoder]:
+        """Serve every call inside the block from one open container (saves re-opening).
+
+        Example:
+            >>> with decoder.keep_open():  # doctest: +SKIP
+            ...     fps = decoder.get_video_fps()
+            ...     clips, _ = decoder.get_video_clips([(0, 8 / fps)])
+        """
+        with self._open() as (container, _, _):
+            self._held = container
+            try:
+                yield self
+            finally:
+                self._held = None
+
+    @contextmanager
+    def _open(self) -> Iterator[tuple[InputContainer, StreamIndex | None, StreamIndex | None]]:
+        if self._held is not None and self._index is not None:
+            yield self._held, *self._index
+            return
+        with open_container(self.stream, self.threads) as container:
+            if self._index is None:
+                self._index = index_streams(container)
+                self._metadata = av_metadata(container, *self._index)
+            yield container, *self._index
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**vars(self), "_held": None}  # an open container stays in its process
+
+    def __repr__(self) -> str:
+        return f"AVDecoder(stream={self.stream!r})"
+
+
+def _known(value: T | None, what: str) -> T:
+    if value is None:
+        raise SampleError(f"the media has no {what}.", hint="Check has_video_stream() first.")
+    return value

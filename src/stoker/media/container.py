@@ -1,0 +1,111 @@
+"""Open media bytes with PyAV safely: codec threads off by default, FFmpeg errors as sample errors.
+
+PyAV is imported here, on first use, so that importing stoker never loads it. Codec threads are
+off unless asked for: a dataloader worker is forked, and FFmpeg threads alive across a fork (or
+left to the garbage collector) can deadlock; the workers already decode in parallel.
+
+Example:
+    >>> with open_container(mp4_bytes) as container:  # doctest: +SKIP
+    ...     container.streams.video[0].average_rate
+    Fraction(30, 1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+from stoker.errors import ConfigError
+from stoker.pipeline.errors import SampleError
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+
+T = TypeVar("T")
+BAD_MEDIA_HINT = (
+    "The file is corrupt, truncated or in a codec FFmpeg cannot decode; fix or drop it."
+)
+
+
+def import_av() -> ModuleType:
+    """The ``av`` module, or a :class:`ConfigError` that says how to install it."""
+    try:
+        import av
+    except ImportError:
+        raise ConfigError(
+            "decoding video and audio needs PyAV (the package 'av'), which is not installed.",
+            hint="Install it with: pip install 'stoker[av]'.",
+        ) from None
+    return av
+
+
+def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:
+    """An open input container over ``source``; the caller closes it.
+
+    Args:
+        threads: Codec threads per stream; 0 (default) decodes in the calling thread only.
+    """
+    av = import_av()
+    stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    stream.seek(0)
+    try:
+        container: InputContainer = av.open(stream, "r")
+    except (av.FFmpegError, ValueError, OSError) as e:
+        raise SampleError(f"cannot open the media: {e}", hint=BAD_MEDIA_HINT) from e
+    for s in container.streams:
+        codec = s.codec_context
+        if codec is not None:
+            codec.thread_type = "SLICE" if threads else "NONE"
+            codec.thread_count = max(threads, 1)
+    return container
+
+
+@contextlib.contextmanager
+def open_container(source: bytes | BinaryIO, threads: int = 0) -> Iterator[InputContainer]:
+    """:func:`open_input` as a context manager; FFmpeg errors inside become :class:`SampleError`."""
+    av = import_av()
+    container = open_input(source, threads)
+    try:
+        yield container
+    except av.FFmpegError as e:
+        raise SampleError(f"cannot decode the media: {e}", hint=BAD_MEDIA_HINT) from e
+    finally:
+        container.close()
+
+
+@contextlib.contextmanager
+def closing_iterator(iterator: Iterator[T]) -> Iterator[Iterator[T]]:
+    """Close a PyAV decoding generator on exit, while its container is still open.
+
+    Left to the garbage collector, it could be finalised after its container closed, or in a
+    forked worker, and crash there.
+    """
+    try:
+        yield iterator
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+def first_stream(container: InputContainer, kind: str) -> Any:
+    """The first ``"video"`` or ``"audio"`` stream, if FFmpeg can decode it.
+
+    Raises:
+        SampleError: the media has no such stream, or FFmpeg has no decoder for its codec.
+    """
+    streams = getattr(container.streams, kind)
+    if not streams:
+        raise SampleError(
+            f"the media has no {kind} stream, but {kind} was requested.",
+            hint=f"Ask only for the streams the file has (has_{kind}_stream()).",
+        )
+    if streams[0].codec_context is None:
+        raise SampleError(
+            f"FFmpeg has no decoder for the codec of the {kind} stream.",
+            hint="Re-encode the file with a common codec (H.264, VP9, AAC, Opus, FLAC).",
+        )
+    return streams[0]

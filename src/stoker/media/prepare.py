@@ -1,0 +1,184 @@
+"""``prepare-media``: probe every media file of a dataset's shards and store its metadata.
+
+Shards are probed in parallel processes; the records go into a copy of ``index.sqlite`` that
+replaces the original only when everything succeeded, so an interrupted run leaves the dataset
+as it was. Files that cannot be probed (corrupt, unsupported) are listed in the report, not
+stored. With ``stoker prepare --media-metadata-by-*`` the records go into the index being built.
+
+Example:
+    >>> report = prepare_media("/data/clips", MediaFilter.parse(extension=True))  # doctest: +SKIP
+    >>> report.files  # doctest: +SKIP
+    1024
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+
+from tqdm import tqdm
+
+from stoker.errors import ConfigError
+from stoker.format.media_metadata import MediaMetadataWriter, MediaRow
+from stoker.format.meta import INDEX_SQLITE, is_prepared, read_info
+from stoker.format.parallel import ordered_map
+from stoker.format.prepare import TMP_MARK, PendingPrepare
+from stoker.format.tar import TarScan, split_name
+from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
+from stoker.media.metadata import serialize_media_metadata
+from stoker.storage import Store, open_store
+
+#: How many unreadable files a report lists by name (all are counted).
+MAX_FAILURES_LISTED = 20
+
+
+@dataclass
+class ShardMedia:
+    """The media records of one shard, and the files that could not be probed."""
+
+    rows: list[MediaRow] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class MediaReport:
+    """What ``prepare-media`` did, for the CLI to print (or ``--json``)."""
+
+    path: str
+    strategy: str
+    shards: int = 0
+    files: int = 0
+    failed: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def scan_shard_media(store: Store, media: MediaFilter, shard: str) -> ShardMedia:
+    """Probe the media members of ``shard``; reads only the members the filter may take."""
+    out = ShardMedia()
+    with store.open(shard) as f:
+
+        def read_at(offset: int, size: int) -> bytes:
+            f.seek(offset)
+            return f.read(size)
+
+        for member in TarScan(read_at, store.size(shard), store.url(shard)):
+            if split_name(member.name) is None or not media.wants(member.name):
+                continue
+            kind = media.kind(
+                member.name, read_at(member.data_offset, min(member.size, HEADER_BYTES))
+            )
+            if kind is None:
+                continue
+            try:
+                meta = probe(kind, read_at(member.data_offset, member.size))
+            except Exception as e:  # any unreadable file is reported, not fatal
+                out.failed.append((f"{shard}/{member.name}", f"{type(e).__name__}: {e}"))
+                continue
+            out.rows.append((member.name, *serialize_media_metadata(meta)))
+    return out
+
+
+def write_media(
+    db_path: str,
+    store: Store,
+    shards: list[str],
+    media: MediaFilter,
+    num_workers: int | None = None,
+    progress: bool = False,
+) -> MediaReport:
+    """Probe ``shards`` and (re)write the media tables of the index file ``db_path``."""
+    report = MediaReport(path=store.root, strategy=media.strategy, shards=len(shards))
+    start = time.perf_counter()
+    writer = MediaMetadataWriter(db_path)
+    bar = tqdm(
+        total=len(shards),
+        desc="Probing media",
+        unit="shard",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    try:
+        scan = partial(scan_shard_media, store, media)
+        for shard in ordered_map(scan, shards, num_workers, len(shards)):
+            writer.add(shard.rows)
+            report.files += len(shard.rows)
+            report.failed += len(shard.failed)
+            room = MAX_FAILURES_LISTED - len(report.failures)
+            report.failures += shard.failed[: max(room, 0)]
+            bar.update()
+            bar.set_postfix(files=report.files, failed=report.failed, refresh=False)
+        writer.commit(strategy=media.strategy, patterns=",".join(media.patterns))
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        bar.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def prepare_media(
+    path: str, media: MediaFilter, *, num_workers: int | None = None, progress: bool = False
+) -> MediaReport:
+    """Add media metadata to the prepared dataset at ``path``, replacing any earlier records."""
+    store = open_store(path)
+    if not is_prepared(store):
+        raise ConfigError(
+            "the dataset is not prepared (no .nv-meta/.info.json).",
+            path=path,
+            hint="Run `stoker prepare PATH --media-metadata-by-extension ...` instead, which "
+            "prepares it and stores the media metadata in one go.",
+        )
+    shards = list(read_info(store).shard_counts)
+    source = store.cached_local_path(INDEX_SQLITE)
+    if source is None:
+        raise ConfigError(
+            "the dataset has no index.sqlite.",
+            path=path,
+            hint="Run `stoker prepare PATH --tar-index-only` first.",
+        )
+    tmp = f"{INDEX_SQLITE}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+    local = store.local_path(tmp) or _local_tmp()
+    try:
+        shutil.copyfile(source, local)
+        report = write_media(local, store, shards, media, num_workers, progress)
+        if store.local_path(tmp) is None:  # remote: upload the new index, then swap it in
+            with open(local, "rb") as f:
+                store.write_bytes(tmp, f.read())
+        store.publish(tmp, INDEX_SQLITE)
+    finally:
+        for leftover in (local, tmp):
+            _remove(store, leftover)
+    return report
+
+
+def media_into_pending(
+    pending: PendingPrepare,
+    media: MediaFilter,
+    num_workers: int | None = None,
+    progress: bool = False,
+) -> MediaReport:
+    """Store media metadata in the index that ``stoker prepare`` is building (not yet published)."""
+    return write_media(
+        pending.index_db_path(), pending.store, pending.shards, media, num_workers, progress
+    )
+
+
+def _local_tmp() -> str:
+    fd, path = tempfile.mkstemp(prefix="stoker-media-", suffix=".sqlite")
+    os.close(fd)
+    return path
+
+
+def _remove(store: Store, path: str) -> None:
+    if os.path.isabs(path):
+        if os.path.exists(path):
+            os.remove(path)
+    elif store.exists(path):
+        store.remove(path)

@@ -1,0 +1,122 @@
+"""Evenly spread clips and single frames over a video, as Energon's helpers of the same names.
+
+Example:
+    >>> frames = get_single_frames_uniform(  # doctest: +SKIP
+    ...     decoder, 8, video_out_frame_size=(224, 224)
+    ... )
+    >>> frames.shape  # doctest: +SKIP
+    torch.Size([8, 3, 224, 224])
+"""
+
+from __future__ import annotations
+
+from typing import Literal, overload
+
+import numpy as np
+import torch
+
+from stoker.media.av_data import AVData
+from stoker.media.av_decoder import AVDecoder
+from stoker.pipeline.errors import SampleError
+
+
+def get_clips_uniform(
+    av_decoder: AVDecoder,
+    clip_duration_seconds: float,
+    num_clips: int,
+    request_video: bool = False,
+    request_audio: bool = False,
+    video_out_frame_size: tuple[int, int] | None = None,
+) -> AVData:
+    """``num_clips`` clips of ``clip_duration_seconds`` each, evenly spaced, first at 0 s.
+
+    The last clip ends at the end of the shorter of the requested streams. A duration of 0
+    asks for single frames, centred on frames, from the first frame to the last.
+    """
+    if not request_video and not request_audio:
+        raise ValueError("get_clips_uniform: pass request_video=True and/or request_audio=True.")
+    if num_clips < 1:
+        raise ValueError(f"get_clips_uniform: {num_clips=} must be at least 1.")
+    with av_decoder.keep_open():
+        return _uniform(
+            av_decoder,
+            clip_duration_seconds,
+            num_clips,
+            request_video,
+            request_audio,
+            video_out_frame_size,
+        )
+
+
+def _uniform(
+    av_decoder: AVDecoder,
+    clip_duration_seconds: float,
+    num_clips: int,
+    request_video: bool,
+    request_audio: bool,
+    video_out_frame_size: tuple[int, int] | None,
+) -> AVData:
+    meta = av_decoder.get_metadata()
+    durations = [
+        d
+        for wanted, d in (
+            (request_video, meta.video_duration),
+            (request_audio, meta.audio_duration),
+        )
+        if wanted
+    ]
+    if any(d is None for d in durations):
+        raise SampleError("the media lacks a requested stream.", hint="Check has_*_stream() first.")
+    total = min(d for d in durations if d is not None)
+    first, last = 0.0, total - clip_duration_seconds
+    if clip_duration_seconds == 0:
+        half_frame = 0.5 / av_decoder.get_video_fps()
+        first, last = half_frame, total - half_frame
+    ranges = [
+        (float(t), float(t) + clip_duration_seconds)
+        for t in np.linspace(first, max(first, last), num_clips)
+    ]
+    return av_decoder.get_clips(
+        video_clip_ranges=ranges if request_video else None,
+        audio_clip_ranges=ranges if request_audio else None,
+        video_out_frame_size=video_out_frame_size,
+    )
+
+
+@overload
+def get_single_frames_uniform(
+    av_decoder: AVDecoder,
+    num_frames: int,
+    *,
+    video_out_frame_size: tuple[int, int] | None = None,
+    return_timestamps: Literal[False] = False,
+) -> torch.Tensor: ...
+
+
+@overload
+def get_single_frames_uniform(
+    av_decoder: AVDecoder,
+    num_frames: int,
+    *,
+    video_out_frame_size: tuple[int, int] | None = None,
+    return_timestamps: Literal[True],
+) -> tuple[torch.Tensor, list[float]]: ...
+
+
+def get_single_frames_uniform(
+    av_decoder: AVDecoder,
+    num_frames: int,
+    *,
+    video_out_frame_size: tuple[int, int] | None = None,
+    return_timestamps: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, list[float]]:
+    """``num_frames`` evenly spaced frames as one ``(num_frames, 3, H, W)`` uint8 tensor.
+
+    With ``return_timestamps=True``, also the start time of each frame in seconds.
+    """
+    data = get_clips_uniform(
+        av_decoder, 0, num_frames, request_video=True, video_out_frame_size=video_out_frame_size
+    )
+    clips, times = data.video_clips or [], data.video_timestamps or []
+    frames = torch.cat(clips, dim=0)
+    return (frames, [start for start, _ in times]) if return_timestamps else frames
