@@ -35,7 +35,9 @@ def import_tool(tool: str) -> None:
     import torch  # noqa: F401
 
     if tool == "stoker":
-        import stoker  # noqa: F401
+        # ``import stoker`` is lazy (the CLI starts without torch); what a training script
+        # imports is the API, as ``import megatron.energon`` imports all of Energon.
+        from stoker import get_loader, get_train_dataset  # noqa: F401
     elif tool == "energon":
         import megatron.energon  # noqa: F401
     elif tool == "webdataset":

@@ -58,9 +58,13 @@ TOOLS = ("stoker", "energon")
 
 
 def library(tool: str) -> Any:
+    """The tool's module with its loading API imported (``import stoker`` alone is lazy)."""
     import importlib
 
-    return importlib.import_module("stoker" if tool == "stoker" else "megatron.energon")
+    module = importlib.import_module("stoker" if tool == "stoker" else "megatron.energon")
+    for name in ("get_train_dataset", "get_savable_loader", "SampleDecoder"):
+        getattr(module, name)
+    return module
 
 
 def open_loader(tool: str, path: str, workers: int) -> Any:

@@ -38,8 +38,16 @@ if TYPE_CHECKING:
     from stoker.errors import ConfigError, FormatError, StokerError, StorageError
     from stoker.format.prepare import PrepareReport, prepare_dataset
     from stoker.loader import Loader
+    from stoker.media.av_data import AVData
+    from stoker.media.av_decoder import AVDecoder
+    from stoker.media.limits import AVLimits
+    from stoker.media.lookup import get_media_metadata
+    from stoker.media.metadata import AVMetadata, ImageMetadata
+    from stoker.media.uniform import get_clips_uniform, get_single_frames_uniform
     from stoker.metadataset import Metadataset
+    from stoker.mix_batch import MixBatchDataset
     from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
+    from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SampleError, SkipSample
     from stoker.samples import (
@@ -66,9 +74,14 @@ __version__ = "0.1.0"
 # Public names resolve on first use, so that `import stoker` (and the CLI) stays light: torch is
 # imported only when a loader, sample type or decoder is actually used.
 _EXPORTS: dict[str, str] = {
+    "AVData": "stoker.media.av_data",
+    "AVDecoder": "stoker.media.av_decoder",
+    "AVLimits": "stoker.media.limits",
+    "AVMetadata": "stoker.media.metadata",
     "Blender": "stoker.blender",
     "load_dataset": "stoker.blender",
     "Metadataset": "stoker.metadataset",
+    "MixBatchDataset": "stoker.mix_batch",
     "Batch": "stoker.batch_type",
     "CachePool": "stoker.cache_pool",
     "CaptioningSample": "stoker.samples",
@@ -81,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "FileStore": "stoker.aux",
     "FormatError": "stoker.errors",
     "IgnoreSample": "stoker.task",
+    "ImageMetadata": "stoker.media.metadata",
     "ImageClassificationSample": "stoker.samples",
     "ImageSample": "stoker.samples",
     "InterleavedSample": "stoker.samples",
@@ -111,14 +125,20 @@ _EXPORTS: dict[str, str] = {
     "batch_list": "stoker.pipeline.batch",
     "batch_pad_stack": "stoker.pipeline.batch",
     "batch_stack": "stoker.pipeline.batch",
+    "concat_pad": "stoker.pipeline.concat",
     "cooker": "stoker.cooking",
     "generic_batch": "stoker.pipeline.batch",
+    "generic_concat": "stoker.pipeline.concat",
+    "get_clips_uniform": "stoker.media.uniform",
     "get_loader": "stoker.api",
+    "get_media_metadata": "stoker.media.lookup",
     "get_savable_loader": "stoker.api",
+    "get_single_frames_uniform": "stoker.media.uniform",
     "get_stateless": "stoker.task",
     "get_train_dataset": "stoker.api",
     "get_val_dataset": "stoker.api",
     "get_val_datasets": "stoker.api",
+    "homogeneous_concat_mix": "stoker.pipeline.concat",
     "prepare_dataset": "stoker.format.prepare",
     "register_decoder": "stoker.pipeline.decode",
     "stateless": "stoker.task",
@@ -143,6 +163,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AVData",
+    "AVDecoder",
+    "AVLimits",
+    "AVMetadata",
     "Batch",
     "Blender",
     "CachePool",
@@ -157,6 +181,7 @@ __all__ = [
     "FormatError",
     "IgnoreSample",
     "ImageClassificationSample",
+    "ImageMetadata",
     "ImageSample",
     "InterleavedSample",
     "Lazy",
@@ -164,6 +189,7 @@ __all__ = [
     "LoaderDataset",
     "Metadataset",
     "MetadatasetV2",
+    "MixBatchDataset",
     "MultiChoiceVQASample",
     "NoCachePool",
     "OCRSample",
@@ -190,14 +216,20 @@ __all__ = [
     "batch_list",
     "batch_pad_stack",
     "batch_stack",
+    "concat_pad",
     "cooker",
     "generic_batch",
+    "generic_concat",
+    "get_clips_uniform",
     "get_loader",
+    "get_media_metadata",
     "get_savable_loader",
+    "get_single_frames_uniform",
     "get_stateless",
     "get_train_dataset",
     "get_val_dataset",
     "get_val_datasets",
+    "homogeneous_concat_mix",
     "load_dataset",
     "prepare_dataset",
     "register_decoder",

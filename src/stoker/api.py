@@ -27,6 +27,7 @@ from stoker.errors import ConfigError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.loader import Loader
 from stoker.metadataset import Metadataset
+from stoker.mix_batch import MixBatchDataset
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder
@@ -146,7 +147,7 @@ def get_val_datasets(
 
 
 def get_loader(
-    dataset: LoaderDataset,
+    dataset: LoaderDataset | MixBatchDataset,
     *,
     worker_config: WorkerConfig | None = None,
     prefetch_factor: int = 2,
@@ -162,13 +163,15 @@ def get_loader(
     return Loader(dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout)
 
 
-def get_savable_loader(dataset: LoaderDataset, **kwargs: Any) -> Loader:
+def get_savable_loader(dataset: LoaderDataset | MixBatchDataset, **kwargs: Any) -> Loader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position."""
     ignored = {"checkpoint_every_sec", "checkpoint_every_min_n_samples", "n_checkpoints"}
     return get_loader(dataset, **{k: v for k, v in kwargs.items() if k not in ignored})
 
 
-def _check_worker_config(dataset: LoaderDataset, worker_config: WorkerConfig | None) -> None:
+def _check_worker_config(
+    dataset: LoaderDataset | MixBatchDataset, worker_config: WorkerConfig | None
+) -> None:
     if worker_config is not None and worker_config != dataset.worker_config:
         raise ConfigError(
             "get_loader got another worker_config than the dataset was made with.",

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import torch
 
 from stoker.pipeline.batch import batch_pad_stack
+from stoker.pipeline.image import FloatImage
 from stoker.samples import Sample, SourceInfo, pin_memory
 
 B = TypeVar("B", bound="Batch")
@@ -58,7 +59,7 @@ class Batch:
                 init[f.name] = [sample.__subflavors__ for sample in samples]
             else:
                 values = [getattr(sample, f.name) for sample in samples]
-                if values and all(isinstance(v, torch.Tensor) for v in values):
+                if values and all(isinstance(v, (torch.Tensor, FloatImage)) for v in values):
                     init[f.name] = batch_pad_stack(values)
                 else:
                     init[f.name] = values

@@ -7,7 +7,7 @@ each dataloader worker then builds the streams it owns from it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,9 +15,10 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
-from stoker.pipeline.stream import StreamSpec
+from stoker.pipeline.stream import Position, StreamSpec
 from stoker.plan import StreamPlan, Topology
 from stoker.sources import DataSource
+from stoker.streams import DatasetStreams, Resume, batches_per_pass, source_counts
 from stoker.task import ErrorPolicy, TaskEncoder
 from stoker.worker_config import WorkerConfig
 
@@ -150,6 +151,15 @@ class LoaderDataset:
             **({"group_batches": True} if self.group_batches else {}),
         }  # fmt: skip
 
+    def open_streams(self, streams: Sequence[int], resume: Resume) -> DatasetStreams:
+        """The batches of ``streams`` in this process (a dataloader worker's share)."""
+        return DatasetStreams(self, streams, resume)
+
+    def source_counts(self, positions: Mapping[int, Position], epoch: int) -> dict[str, int]:
+        """References each source contributed to streams at ``positions`` (see
+        :meth:`stoker.Loader.samples_per_dataset`)."""
+        return source_counts(self, positions, epoch)
+
     def __iter__(self) -> Iterator[Any]:
         from stoker.loader import Loader
 
@@ -158,6 +168,4 @@ class LoaderDataset:
 
     def __len__(self) -> int:
         """Batches per pass over a finite dataset (val), or ``virtual_epoch_length``."""
-        from stoker.loader import batches_per_pass
-
         return batches_per_pass(self)

@@ -9,25 +9,22 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
+import multiprocessing
 import pickle
 import traceback
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch.utils.data
 
-from stoker import state as state_module
-from stoker.errors import ConfigError
-from stoker.pipeline.build import SampleBuilder
+from stoker.loader_state import LoaderState
 from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position, SampleStream, SourceIO, batches
-from stoker.task import ErrorTracker
-
-if TYPE_CHECKING:
-    from stoker.dataset import LoaderDataset
+from stoker.pipeline.stream import Position
+from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport, activate
+from stoker.samples import pin_memory
+from stoker.streams import Loadable, Resume
 
 #: Item kinds sent from workers to the main process.
 BATCH, END, ERROR = 0, 1, 2
@@ -35,42 +32,19 @@ BATCH, END, ERROR = 0, 1, 2
 Item = tuple[int, int, int, Any, "list[int] | None", "Buffers | None"]
 
 
-@dataclass(frozen=True)
-class Resume:
-    """Where the workers start: stream positions (+ buffered references), finished streams,
-    micro-batch and pass."""
-
-    positions: dict[int, Position] = field(default_factory=dict)
-    buffers: dict[int, Buffers] = field(default_factory=dict)
-    exhausted: frozenset[int] = frozenset()
-    t: int = 0
-    epoch: int = 0
-
-
-def worker_items(dataset: LoaderDataset, worker: int, resume: Resume) -> Iterator[Item]:
+def worker_items(dataset: Loadable, worker: int, resume: Resume) -> Iterator[Item]:
     """The batches of one worker's streams, round-robin over its streams (canonical order).
 
     The round starts at the stream the main process asks this worker for first, at or after its
     micro-batch counter ``resume.t`` (not necessarily at a round boundary after a restore).
     """
     streams = _rotated_streams(dataset, worker, set(resume.exhausted), resume.t)
-    decoder = dataset.task_encoder.decoder
-    io = [
-        SourceIO(s.reader(), SampleBuilder(s, decoder, dataset.task_encoder))
-        for s in dataset.sources
-    ]
-    tracker = ErrorTracker(dataset.error_policy)
-    iterators = {}
-    for s in streams:
-        spec = dataset.stream_spec(s)
-        start = resume.positions.get(s)
-        samples = SampleStream(spec, io, tracker, start, resume.epoch)
-        iterators[s] = batches(spec, samples, resume.buffers.get(s))
+    opened = dataset.open_streams(streams, resume)
     try:
         while streams:
             for s in list(streams):
                 try:
-                    batch, position, held = next(iterators[s])
+                    batch, position, held = next(opened.batches[s])
                 except StopIteration:
                     streams.remove(s)
                     yield worker, s, END, None, None, None
@@ -80,8 +54,7 @@ def worker_items(dataset: LoaderDataset, worker: int, resume: Resume) -> Iterato
                 else:
                     yield worker, s, BATCH, batch, position.to_list(), held
     finally:
-        for source_io in io:
-            source_io.reader.close()
+        opened.close()
 
 
 def _portable(error: Exception) -> Exception:
@@ -94,7 +67,7 @@ def _portable(error: Exception) -> Exception:
     return error
 
 
-def _rotated_streams(dataset: LoaderDataset, worker: int, exhausted: set[int], t: int) -> list[int]:
+def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int) -> list[int]:
     topology = dataset.topology()
     own = [s for s in topology.worker_streams(worker).tolist() if s not in exhausted]
     order = topology.rank_streams().tolist()
@@ -109,14 +82,22 @@ def _rotated_streams(dataset: LoaderDataset, worker: int, exhausted: set[int], t
 class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
-    def __init__(self, dataset: LoaderDataset, resume: Resume) -> None:
+    def __init__(self, dataset: Loadable, resume: Resume, releases: list[Any]) -> None:
         super().__init__()
-        self.dataset, self.resume = dataset, resume
+        self.dataset, self.resume, self.releases = dataset, resume, releases
 
     def __iter__(self) -> Iterator[Item]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
-        return worker_items(self.dataset, worker, self.resume)
+        transport = WorkerTransport(self.releases[worker])
+        activate(transport)  # batches are built in the worker's reused shared-memory slots
+        try:
+            for item in worker_items(self.dataset, worker, self.resume):
+                if item[2] == BATCH:
+                    item = (*item[:3], transport.export(item[3]), *item[4:])
+                yield item
+        finally:
+            activate(None)
 
 
 class _Live:
@@ -134,19 +115,21 @@ class _Live:
         workers = dataset.worker_config.num_workers
         self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
         self._torch_iter: Any = None
+        self._transport: MainTransport | None = None
+        self._pin = loader.pin_memory
         if workers == 0 or loader.in_process:
             self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
             return
+        self._transport = MainTransport(multiprocessing.get_context(), workers)
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             self._torch_iter = iter(
                 torch.utils.data.DataLoader(
-                    _WorkerDataset(dataset, resume),
+                    _WorkerDataset(dataset, resume, self._transport.queues),
                     batch_size=None,
                     num_workers=workers,
                     prefetch_factor=loader.prefetch_factor,
-                    pin_memory=loader.pin_memory,
                     timeout=loader.timeout,
                     in_order=False,
                 )
@@ -157,9 +140,19 @@ class _Live:
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
-            item: Item = next(self._torch_iter)
+            item: Item = self._received(next(self._torch_iter))
             self.queues[item[0]].append(item)
         return queue.popleft()
+
+    def _received(self, item: Item) -> Item:
+        """The item with its batch rebuilt, at once: the batch's file descriptors are served by
+        its worker, which may exit soon after (the item can wait here for its turn)."""
+        if isinstance(item[3], Exported) and self._transport is not None:
+            batch = self._transport.load(item[0], item[3])
+            if self._pin and torch.cuda.is_available():
+                batch = pin_memory(batch)
+            item = (*item[:3], batch, *item[4:])
+        return item
 
     def close(self) -> None:
         if self._torch_iter is not None:
@@ -167,19 +160,23 @@ class _Live:
             if shutdown is not None:
                 shutdown()
             self._torch_iter = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
         for producer in getattr(self, "_producers", []):
             producer.close()
 
 
-class Loader:
-    """Iterates a :class:`LoaderDataset` in canonical order and knows its position.
+class Loader(LoaderState):
+    """Iterates a dataset in canonical order and knows its position (its state: see
+    :class:`~stoker.loader_state.LoaderState`).
 
     Use :func:`stoker.get_loader` / :func:`stoker.get_savable_loader` to make one.
     """
 
     def __init__(
         self,
-        dataset: LoaderDataset,
+        dataset: Loadable,
         *,
         prefetch_factor: int = 2,
         pin_memory: bool = False,
@@ -216,7 +213,7 @@ class Loader:
             yield self._batch
 
     def __len__(self) -> int:
-        return batches_per_pass(self.dataset)
+        return len(self.dataset)
 
     def _advance(self) -> bool:
         limit = self.dataset.limit
@@ -269,113 +266,6 @@ class Loader:
         """Stop the worker processes (also done when the loader is garbage-collected)."""
         self._stop()
 
-    def samples_per_dataset(self) -> dict[str, int]:
-        """References each data source has contributed so far on this rank: the realised blend.
-
-        Counted from the positions of the batches handed out (samples a task encoder skipped or
-        expanded count as one reference each).
-
-        Example:
-            >>> loader.samples_per_dataset()  # doctest: +SKIP
-            {'/data/coco': 10000, '/data/coyo': 4000}
-        """
-        names = [source.path for source in self.dataset.sources]
-        totals = dict.fromkeys(names, 0)
-        for stream, position in self.positions.items():
-            schedule = self.dataset.schedule(stream)
-            for name, count, first in zip(names, position.counts, schedule.start(0), strict=True):
-                totals[name] += count - first
-            if position.skip:  # the reference in progress has started to contribute
-                counts = list(position.counts)
-                pending = schedule.next_block(counts, schedule.end(counts, self.epoch), 1)
-                totals[names[int(pending[0])]] += 1
-        return totals
-
-    # --- state -----------------------------------------------------------------------------
-
-    def save_state_rank(self) -> dict[str, Any]:
-        """This rank's position after the last batch handed out: plain data, a few KB.
-
-        Costs no round trip to the workers: every batch carried its stream's position.
-        """
-        return state_module.make_state(
-            fingerprint=self.dataset.fingerprint(),
-            topology=self.dataset.topology(),
-            epoch=self.epoch,
-            t=self.t,
-            yielded=self.yielded,
-            finished=self._finished,
-            exhausted=sorted(self.exhausted),
-            streams={s: p.to_list() for s, p in self.positions.items()},
-            buffers=self.buffers,
-        )
-
-    def restore_state_rank(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (saved by this rank, same world size; workers may differ)."""
-        state = state_module.check_state(state)
-        state_module.check_fingerprint(state, self.dataset.fingerprint())
-        saved, current = state["topology"], self.dataset.topology()
-        if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
-            raise ConfigError(
-                f"the state is rank {saved['rank']} of {saved['world_size']}, this loader is rank "
-                f"{current.rank} of {current.world_size}.",
-                hint="To resume on another number of ranks, pass every rank's state to "
-                "restore_state_global().",
-            )
-        self._apply(state_module.for_rank(state_module.merge_one(state), current))
-
-    def save_state_global(self, global_dst_rank: int = 0) -> list[dict[str, Any]] | None:
-        """Gather every rank's state on ``global_dst_rank`` (None on the other ranks)."""
-        import torch.distributed as dist
-
-        state = self.save_state_rank()
-        if not (dist.is_available() and dist.is_initialized()):
-            return [state]
-        group = self.dataset.worker_config.data_parallel_group
-        gathered: list[Any] | None = None
-        if dist.get_rank() == global_dst_rank:
-            gathered = [None] * dist.get_world_size(group)
-        dist.gather_object(state, gathered, dst=global_dst_rank, group=group)
-        return gathered
-
-    def restore_state_global(
-        self, states: list[dict[str, Any]] | None, *, src_rank: int | None = None
-    ) -> None:
-        """Continue from the states of all ranks, on this or another topology.
-
-        Each rank passes the full list, or only ``src_rank`` does and it is broadcast. Without
-        ``torch.distributed``, the full list restores this rank's share without communication.
-        """
-        if src_rank is not None:
-            import torch.distributed as dist
-
-            box = [states]
-            dist.broadcast_object_list(
-                box, src=src_rank, group=self.dataset.worker_config.data_parallel_group
-            )
-            states = box[0]
-        if states is None:
-            raise ConfigError("restore_state_global needs the states (or src_rank).")
-        merged = state_module.merge(states)
-        state_module.check_fingerprint(merged, self.dataset.fingerprint())
-        self._apply(state_module.for_rank(merged, self.dataset.topology()))
-
-    def state_dict(self) -> dict[str, Any]:
-        """Same as :meth:`save_state_rank` (Lightning / torchdata style)."""
-        return self.save_state_rank()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Same as :meth:`restore_state_rank`."""
-        self.restore_state_rank(state)
-
-    def _apply(self, state: dict[str, Any]) -> None:
-        self._stop()
-        self.positions = {int(s): Position.from_list(p) for s, p in state["streams"].items()}
-        self.buffers = {int(s): b for s, b in state.get("buffers", {}).items()}
-        self.exhausted = set(state["exhausted"])
-        self.t, self.yielded, self.epoch = state["t"], state["yielded"], state["epoch"]
-        self._finished = state["finished"]
-
     def __enter__(self) -> Loader:
         return self
 
@@ -389,22 +279,3 @@ class Loader:
 
     def __del__(self) -> None:
         self._stop()
-
-
-def batches_per_pass(dataset: LoaderDataset) -> int:
-    """Batches this rank yields per pass: exact for 1:1 encoders without skipped samples."""
-    if dataset.virtual_epoch_length:
-        return dataset.virtual_epoch_length
-    total = 0
-    for stream in dataset.topology().rank_streams().tolist():
-        schedule = dataset.schedule(stream)
-        start = schedule.start(0)
-        end = schedule.end(start, 0)
-        if end is None:  # endless blend: count one epoch of every source
-            lengths = zip(schedule.plans, schedule.lengths, strict=True)
-            samples = sum(plan.epoch_length(0) for plan, n in lengths if n)
-        else:
-            samples = sum(e - s for s, e in zip(start, end, strict=True))
-        size = dataset.batch_size or 1
-        total += samples // size if dataset.batch_drop_last else -(-samples // size)
-    return min(total, dataset.limit) if dataset.limit is not None else total

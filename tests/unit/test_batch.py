@@ -16,6 +16,7 @@ from stoker.pipeline.batch import (
     batch_stack,
     generic_batch,
 )
+from stoker.pipeline.image import FloatImage
 from stoker.samples import CaptioningSample, SourceInfo
 
 
@@ -123,3 +124,91 @@ def test_pad_stack_strided_views_and_padding(dtype: torch.dtype) -> None:
     for i, t in enumerate(chw):
         assert torch.equal(out[i, :, : t.shape[1], : t.shape[2]], t)
     assert out[0, :, 2:, :].abs().sum() == 0 and out[1, :, :, 1:].abs().sum() == 0
+
+
+def _random_images(sizes: list[tuple[int, int]]) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    hwc = [
+        torch.randint(0, 256, (h, w, 3), generator=generator, dtype=torch.uint8) for h, w in sizes
+    ]
+    return [t.permute(2, 0, 1) for t in hwc]  # CHW views, as image decoding returns them
+
+
+def test_float_images_batch_exactly_like_float_tensors() -> None:
+    pixels = _random_images([(5, 7), (9, 3), (2, 2)])
+    images = [FloatImage(p) for p in pixels]
+    fused = generic_batch(images)
+    expected = batch_pad_stack([image.tensor() for image in images])
+    assert fused.dtype == torch.float32 and fused.shape == (3, 3, 9, 7)
+    assert torch.equal(fused, expected)
+    assert torch.equal(images[0].tensor(), pixels[0].float() / 255)
+    assert fused[2, :, 2:, :].abs().sum() == 0 and fused[1, :, :, 3:].abs().sum() == 0
+
+
+class _PadStacks(torch.utils.data.IterableDataset[tuple[Any, Any]]):
+    """Pad-stacks in a dataloader worker, where batches are built in shared memory."""
+
+    def __iter__(self) -> Any:
+        for n in range(1, 4):
+            pixels = _random_images([(n, 4), (4, n + 1)])
+            yield batch_pad_stack(pixels), batch_pad_stack([FloatImage(p) for p in pixels])
+
+
+def test_pad_stack_in_a_worker_is_shared_and_zero_padded() -> None:
+    loader = torch.utils.data.DataLoader(_PadStacks(), batch_size=None, num_workers=1)
+    got = list(loader)
+    assert len(got) == 3
+    for n, (ints, floats) in enumerate(got, start=1):
+        pixels = _random_images([(n, 4), (4, n + 1)])
+        assert torch.equal(ints, batch_pad_stack(pixels))
+        assert torch.equal(floats, ints.float() / 255)
+        assert ints[0, :, n:, :].sum() == 0 and ints[1, :, :, n + 1 :].sum() == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "ext"), [("torchrgb", "jpg"), ("torchl", "png"), ("torchrgba", "png")]
+)
+def test_fused_decoder_batches_like_the_float_decoder(mode: Any, ext: str) -> None:
+    import io
+
+    from PIL import Image
+
+    from stoker.pipeline.decode import SampleDecoder
+
+    def encoded(pixels: torch.Tensor) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(pixels.permute(1, 2, 0).numpy()).save(
+            out, format=ext.replace("jpg", "jpeg")
+        )
+        return out.getvalue()
+
+    files = [encoded(p) for p in _random_images([(6, 9), (11, 4)])]
+    plain, fused = SampleDecoder(image_decode=mode), SampleDecoder(image_decode=mode).fused()
+    deferred = [fused.decode_part("k", ext, data) for data in files]
+    assert all(isinstance(image, FloatImage) for image in deferred)
+    assert not plain.float_images_on_batch
+    expected = generic_batch([plain.decode_part("k", ext, data) for data in files])
+    assert expected.dtype == torch.float32
+    assert torch.equal(generic_batch(deferred), expected)
+
+
+def test_float_images_fuse_only_where_no_user_code_sees_samples() -> None:
+    from stoker.pipeline.build import fuses_float_images
+    from stoker.task import DefaultTaskEncoder
+
+    class DecoderOnly(DefaultTaskEncoder[Any, Any, Any, Any]):
+        decoder = None
+
+    class Encodes(DefaultTaskEncoder[Any, Any, Any, Any]):
+        def encode_sample(self, sample: Any) -> Any:
+            return sample
+
+    patched = DefaultTaskEncoder[Any, Any, Any, Any]()
+    patched.batch = lambda samples: samples  # type: ignore[method-assign]
+    assert fuses_float_images(DefaultTaskEncoder(), 32, packing=False, grouping=False)
+    assert fuses_float_images(DecoderOnly(), 32, packing=False, grouping=False)
+    assert not fuses_float_images(Encodes(), 32, packing=False, grouping=False)
+    assert not fuses_float_images(patched, 32, packing=False, grouping=False)
+    assert not fuses_float_images(DefaultTaskEncoder(), None, packing=False, grouping=False)
+    assert not fuses_float_images(DefaultTaskEncoder(), 32, packing=True, grouping=False)
+    assert not fuses_float_images(DefaultTaskEncoder(), 32, packing=False, grouping=True)

@@ -16,10 +16,13 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.utils.data
 
 from stoker.errors import StokerError
+from stoker.pipeline.image import FloatImage
+from stoker.pipeline.transport import batch_buffer
 
 FeatureBatcher = Callable[[list[Any]], Any]
 
@@ -32,31 +35,52 @@ def batch_stack(batch: list[Any]) -> Any:
 def batch_pad_stack(batch: list[Any]) -> Any:
     """Stack tensors of any shapes (same number of dimensions), padding with zeros at the end.
 
+    :class:`~stoker.pipeline.image.FloatImage` items are scaled to float32 in [0, 1] on the way.
+
     Example:
         >>> batch_pad_stack([torch.ones(1, 2), torch.ones(2, 1)]).shape
         torch.Size([2, 2, 2])
     """
-    ndim = batch[0].ndim
-    if any(b.ndim != ndim for b in batch):
+    ndim = len(batch[0].shape)
+    if any(len(b.shape) != ndim for b in batch):
         shapes = [tuple(b.shape) for b in batch]
         raise StokerError(f"cannot pad-stack tensors with different numbers of dims: {shapes}.")
     max_size = [max(b.shape[dim] for b in batch) for dim in range(ndim)]
+    if isinstance(batch[0], FloatImage):
+        return _scale_images(batch, max_size)
     if not all(_numpy_copyable(b, batch[0].dtype) for b in batch):
         out = batch[0].new_zeros((len(batch), *max_size))
         for i, b in enumerate(batch):
             out[_region(i, b.shape)] = b
         return out
     # numpy copies strided views (e.g. HWC images seen as CHW) 10-30x faster than torch's
-    # multi-threaded indexing; in a dataloader worker the batch goes straight to shared memory,
-    # so handing it to the main process costs no extra copy.
-    out = torch.empty((len(batch), *max_size), dtype=batch[0].dtype)
-    if torch.utils.data.get_worker_info() is not None:
-        out.share_memory_()  # type: ignore[no-untyped-call]
+    # multi-threaded indexing. Where the buffer is zero already, only the samples are written.
+    out, zeroed = batch_buffer((len(batch), *max_size), batch[0].dtype)
     target = out.numpy()
     for i, b in enumerate(batch):
         target[_region(i, b.shape)] = b.numpy()
-        _zero_padding(target[i], tuple(b.shape))
+        if not zeroed:
+            _zero_padding(target[i], tuple(b.shape))
     return out
+
+
+def _scale_images(images: list[FloatImage], max_size: list[int]) -> torch.Tensor:
+    """Pad-stack uint8 images as float32 in [0, 1], converting while copying (one pass)."""
+    if not all(isinstance(image, FloatImage) for image in images):
+        mixed: torch.Tensor = batch_pad_stack([_as_tensor(image) for image in images])
+        return mixed
+    out, zeroed = batch_buffer((len(images), *max_size), torch.float32)
+    target = out.numpy()
+    scale = np.float32(255.0)
+    for i, image in enumerate(images):
+        np.divide(image.pixels.numpy(), scale, out=target[_region(i, image.shape)])
+        if not zeroed:
+            _zero_padding(target[i], tuple(image.shape))
+    return out
+
+
+def _as_tensor(value: Any) -> Any:
+    return value.tensor() if isinstance(value, FloatImage) else value
 
 
 def _zero_padding(item: Any, shape: tuple[int, ...]) -> None:
@@ -100,7 +124,7 @@ def generic_batch(batch: list[Any]) -> Any:
                 [1., 0.]]), 's': ['a', 'b']}
     """
     first = batch[0]
-    if isinstance(first, torch.Tensor):
+    if isinstance(first, (torch.Tensor, FloatImage)):
         return batch_pad_stack(batch)
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         if hasattr(first, "from_samples"):

@@ -29,6 +29,31 @@ if TYPE_CHECKING:
     from stoker.task import TaskEncoder
 
 
+def fuses_float_images(
+    task_encoder: TaskEncoder[Any, Any, Any, Any],
+    batch_size: int | None,
+    packing: bool,
+    grouping: bool,
+) -> bool:
+    """Whether float images may stay uint8 until batching (:meth:`SampleDecoder.fused`).
+
+    Only where no user code sees a decoded sample before it is batched: a
+    ``DefaultTaskEncoder`` (or a subclass that only sets the decoder or types) batching plain
+    samples. This is a speed-up with identical batches, not a change of behaviour.
+    :class:`SampleBuilder` also checks the source for sample loaders, joins and cookers.
+    """
+    from stoker.task import DefaultTaskEncoder
+
+    hooks = ("encode_sample", "batch")
+    default_hooks = isinstance(task_encoder, DefaultTaskEncoder) and all(
+        getattr(type(task_encoder), hook) is getattr(DefaultTaskEncoder, hook)
+        and hook not in vars(task_encoder)
+        for hook in hooks
+    )
+    plain = default_hooks and not task_encoder.cookers
+    return plain and batch_size is not None and not packing and not grouping
+
+
 class SampleBuilder:
     """Builds the samples of one source; made once per worker (it may load user code).
 
@@ -41,15 +66,20 @@ class SampleBuilder:
         source: DataSource,
         decoder: SampleDecoder | None,
         task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
+        *,
+        fuse_float_images: bool = False,
     ) -> None:
         self.source = source
-        self.decoder = decoder
         config = source.config
         self.sample_loader = (
             load_sample_loader(source.root, config.sample_loader, source.trust_sample_loader)
             if config.sample_loader
             else None
         )
+        user_code = self.sample_loader or source.join or (task_encoder and task_encoder.cookers)
+        if decoder is not None and fuse_float_images and not user_code:
+            decoder = decoder.fused()
+        self.decoder = decoder
         self.part_filter: Callable[[str], bool] | None
         if config.field_map is not None:
             # Decode only what the field map reads: other parts cost nothing.

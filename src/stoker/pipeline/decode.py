@@ -3,7 +3,8 @@
 The extension is the last dot-component of the part name, lower-cased (``seg.JPG`` -> ``jpg``);
 ``name.gz`` parts are decompressed and decoded by their inner extension. Unknown extensions stay
 bytes. Pickles are never unpickled (data files must not run code): they stay bytes too.
-Video and audio stay bytes until an AV decoder is registered with :func:`register_decoder`.
+Video and audio parts become lazy :class:`stoker.media.av_decoder.AVDecoder` objects (or, by
+``av_decode``, open PyAV containers or fully decoded ``AVData``); PyAV loads on first use.
 
 JPEGs are decoded with libjpeg-turbo through simplejpeg where it is installed (about 1.5x
 faster than Pillow, same pixels; see ``benchmarks/bench_jpeg.py``), else with Pillow
@@ -12,6 +13,7 @@ faster than Pillow, same pixels; see ``benchmarks/bench_jpeg.py``), else with Pi
 
 from __future__ import annotations
 
+import copy
 import functools
 import gzip
 import io
@@ -94,6 +96,9 @@ class SampleDecoder:
         self.guess_content = guess_content
         self.max_image_pixels = max_image_pixels
         self.image_min_size = image_min_size
+        #: Decode float image modes to :class:`FloatImage` (scaled when batched); set only by
+        #: the loader where no user code sees samples before batching (see :func:`fused`).
+        self.float_images_on_batch = False
 
     def decode(self, key: str, parts: dict[str, bytes]) -> dict[str, Any]:
         """Decode every part of the sample ``key``; names starting with ``__`` pass through."""
@@ -149,6 +154,16 @@ class SampleDecoder:
             "max_image_pixels": self.max_image_pixels,
             "image_min_size": self.image_min_size,
         }
+
+    def fused(self) -> SampleDecoder:
+        """A copy that leaves float images as :class:`FloatImage` for the batcher to scale.
+
+        Same batches, less work: only valid where nothing reads the decoded images before
+        :func:`stoker.pipeline.batch.batch_pad_stack` (the loader decides; users need not).
+        """
+        fused = copy.copy(self)
+        fused.float_images_on_batch = True
+        return fused
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
@@ -214,8 +229,10 @@ def _cbor(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     return _import("cbor2", "codecs").loads(data)
 
 
-def _raw(ext: str, data: bytes, decoder: SampleDecoder) -> bytes:
-    return data
+def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
+    from stoker.media.decode_hook import decode_av  # PyAV and the media code load on first use
+
+    return decode_av(ext, data, decoder)
 
 
 def _import(module: str, extra: str) -> Any:
@@ -238,4 +255,4 @@ register_decoder("pth", _pth)
 register_decoder("msgpack mp msg", _msgpack)
 register_decoder("cbor", _cbor)
 register_decoder(IMAGE_EXTENSIONS, decode_image)
-register_decoder(AV_EXTENSIONS, _raw)
+register_decoder(AV_EXTENSIONS, _av)

@@ -16,6 +16,11 @@ from typing import Final
 
 import numpy as np
 
+# numpy loads these on first use (np.random.Generator; np.unique checks np.ma.is_masked): ~0.2 s
+# that would land on the first batch of every dataloader worker. Loaded with the planner instead.
+import numpy.ma
+import numpy.random
+
 from stoker.errors import ConfigError
 
 #: Order of the slices of a stream in an epoch (or a group of epochs).
@@ -24,6 +29,8 @@ SLICE_ORDER: Final = 1
 WINDOW: Final = 2
 #: Jitter of the blend schedule's due times (:mod:`stoker.plan.blend`).
 BLEND: Final = 3
+#: Seed of the choice of sub-datasets of a mix of whole batches (:mod:`stoker.mix_batch`).
+MIX_BATCH: Final = 4
 
 
 def keyed_rng(seed: int, *key: int) -> np.random.Generator:

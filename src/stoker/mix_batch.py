@@ -1,0 +1,188 @@
+"""``MixBatchDataset``: batches made of whole batches of several datasets, chosen by weight.
+
+For tasks that must not mix within a batch (different sequence lengths, image sizes or losses per
+dataset), each dataset is batched on its own and every output joins ``batch_size`` whole
+sub-batches: ``batch_mix_fn([sub_batch_1, ..., sub_batch_n])``. It runs over the same streams
+(virtual workers) as its datasets, in the dataloader workers, and saves and restores exactly: a
+mixed stream's position is its datasets' stream positions plus the sub-batches taken from each
+(see :mod:`stoker.pipeline.mix`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from stoker.dataset import LoaderDataset
+from stoker.errors import ConfigError
+from stoker.pipeline.batch import batch_list
+from stoker.pipeline.mix import MixSpec, MixStream, SubState, decode
+from stoker.pipeline.stream import Position
+from stoker.plan import Topology
+from stoker.plan.rng import MIX_BATCH, keyed_rng
+from stoker.streams import DatasetStreams, Resume, StreamBatches, stream_batches
+from stoker.worker_config import WorkerConfig
+
+
+class MixBatchDataset:
+    """Blend whole batches of several datasets by weight, ``batch_size`` of them per output.
+
+    Args:
+        *dataset_weights: ``(dataset, weight)`` pairs: datasets from ``get_train_dataset``
+            (batched as each needs), with the same ``worker_config`` and ``virtual_workers``.
+        batch_size: Sub-batches per output.
+        batch_mix_fn: Joins the list of sub-batches into the output; may return a generator
+            (several outputs) or raise :class:`~stoker.SkipSample`. Default: keep the list.
+            :func:`~stoker.homogeneous_concat_mix` concatenates batches of one type.
+        worker_config: The datasets' worker configuration.
+        virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
+            outputs (stoker only).
+
+    Example:
+        >>> from stoker import get_loader, homogeneous_concat_mix
+        >>> mix = MixBatchDataset(  # doctest: +SKIP
+        ...     (short_texts, 0.7), (long_texts, 0.3),  # get_train_dataset(..., batch_size=...)
+        ...     batch_size=4, batch_mix_fn=homogeneous_concat_mix, worker_config=worker_config,
+        ... )
+        >>> for batch in get_loader(mix):  # doctest: +SKIP
+        ...     ...  # 4 whole sub-batches of one dataset each, concatenated
+    """
+
+    def __init__(
+        self,
+        *dataset_weights: tuple[LoaderDataset, float],
+        batch_size: int,
+        batch_mix_fn: Callable[[list[Any]], Any] = batch_list,
+        worker_config: WorkerConfig,
+        virtual_epoch_length: int = 0,
+    ) -> None:
+        self.datasets, self.weights = _check_pairs(dataset_weights)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"{batch_size=} must be an integer >= 1 (sub-batches per batch).")
+        _check_topology(self.datasets, worker_config)
+        self.batch_size = batch_size
+        self.batch_mix_fn = batch_mix_fn
+        self.worker_config = worker_config
+        self.virtual_epoch_length = virtual_epoch_length
+        self.limit: int | None = None
+
+    def topology(self) -> Topology:
+        return self.datasets[0].topology()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The configuration a saved state is only valid for: the mix and each dataset's."""
+        out: dict[str, Any] = {
+            "mix_batch_weights": list(self.weights),
+            "mix_batch_size": self.batch_size,
+            "mix_batch_fn": getattr(self.batch_mix_fn, "__qualname__", repr(self.batch_mix_fn)),
+        }
+        for d, dataset in enumerate(self.datasets):
+            out.update({f"mix[{d}].{k}": v for k, v in dataset.fingerprint().items()})
+        return out
+
+    def open_streams(self, streams: Sequence[int], resume: Resume) -> MixedStreams:
+        """The mixed batches of ``streams`` in this process (a dataloader worker's share)."""
+        return MixedStreams(self, streams, resume)
+
+    def mix_spec(self, stream: int, epoch: int) -> MixSpec:
+        """How stream ``stream`` mixes in pass ``epoch`` (its own keyed seed)."""
+        seed = int(keyed_rng(self.worker_config.seed_offset, MIX_BATCH, epoch).integers(2**62))
+        return MixSpec(self.weights, self.batch_size, self.batch_mix_fn, seed, stream)
+
+    def source_counts(self, positions: Mapping[int, Position], epoch: int) -> dict[str, int]:
+        """References each source of each dataset contributed to streams at ``positions``."""
+        totals: dict[str, int] = {}
+        decoded = {s: decode(p, None, self.sizes())[0] for s, p in positions.items()}
+        for d, dataset in enumerate(self.datasets):
+            own = {s: subs[d].position for s, subs in decoded.items()}
+            for name, count in dataset.source_counts(own, epoch).items():
+                totals[name] = totals.get(name, 0) + count
+        return totals
+
+    def sizes(self) -> list[int]:
+        """Sources per dataset (the layout of a mixed stream's position)."""
+        return [len(dataset.sources) for dataset in self.datasets]
+
+    def __len__(self) -> int:
+        """Outputs per pass on this rank: all datasets' sub-batches of a pass, ``batch_size`` at
+        a time per stream (one epoch of each for repeating datasets; exact for 1:1 functions)."""
+        if self.virtual_epoch_length:
+            return self.virtual_epoch_length
+        streams = self.topology().rank_streams().tolist()
+        subs = [sum(stream_batches(ds, s) for ds in self.datasets) for s in streams]
+        return sum(-(-n // self.batch_size) for n in subs)
+
+    def __iter__(self) -> Iterator[Any]:
+        from stoker.loader import Loader
+
+        with Loader(self, in_process=True) as loader:
+            yield from loader
+
+
+class MixedStreams:
+    """Mixed streams in one process: each dataset's streams there, mixed per stream."""
+
+    def __init__(self, mix: MixBatchDataset, streams: Sequence[int], resume: Resume) -> None:
+        sizes = mix.sizes()
+        saved = {s: decode(p, resume.buffers.get(s), sizes) for s, p in resume.positions.items()}
+        self.parts: list[DatasetStreams] = []
+        for d, dataset in enumerate(mix.datasets):
+            own = Resume(
+                positions={s: subs[d].position for s, (subs, _) in saved.items()},
+                buffers={s: h for s, (subs, _) in saved.items() if (h := subs[d].held)},
+                epoch=resume.epoch,
+            )
+            self.parts.append(dataset.open_streams(streams, own))
+        self.batches: dict[int, StreamBatches] = {}
+        for s in streams:
+            start, skip = saved.get(s, ([SubState(part.start[s]) for part in self.parts], 0))
+            subs = [part.batches[s] for part in self.parts]
+            self.batches[s] = iter(MixStream(mix.mix_spec(s, resume.epoch), subs, start, skip))
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+def _check_pairs(
+    pairs: Sequence[tuple[LoaderDataset, float]],
+) -> tuple[list[LoaderDataset], tuple[float, ...]]:
+    if not pairs:
+        raise ConfigError("MixBatchDataset needs at least one (dataset, weight) pair.")
+    datasets, weights = [], []
+    for i, pair in enumerate(pairs):
+        ok = isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], LoaderDataset)
+        if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], int | float):
+            raise ConfigError(
+                f"MixBatchDataset argument #{i} must be a (dataset, weight) pair, got {pair!r}.",
+                hint="Pass (get_train_dataset(..., batch_size=...), 0.5) for each dataset.",
+            )
+        if not math.isfinite(pair[1]) or pair[1] <= 0:
+            raise ConfigError(f"the weight of dataset #{i} must be finite and > 0, got {pair[1]}.")
+        datasets.append(pair[0])
+        weights.append(float(pair[1]))
+    return datasets, tuple(weights)
+
+
+def _check_topology(datasets: Sequence[LoaderDataset], worker_config: WorkerConfig) -> None:
+    """All datasets must run over the same streams as the mix."""
+    first = datasets[0]
+    for i, dataset in enumerate(datasets):
+        if dataset.worker_config != worker_config:
+            raise ConfigError(
+                f"dataset #{i} of the mix has {dataset.worker_config}, the mix {worker_config}.",
+                hint="Make every dataset of a MixBatchDataset with the same WorkerConfig.",
+            )
+        if dataset.virtual_workers != first.virtual_workers:
+            raise ConfigError(
+                f"dataset #{i} of the mix has virtual_workers={dataset.virtual_workers}, "
+                f"dataset #0 has {first.virtual_workers}.",
+                hint="Pass the same virtual_workers=... to every get_train_dataset of the mix.",
+            )
+        if dataset.virtual_epoch_length or dataset.limit is not None:
+            raise ConfigError(
+                f"dataset #{i} of the mix sets virtual_epoch_length or limit, which a mix "
+                "ignores (it reads its datasets' streams directly).",
+                hint="Pass virtual_epoch_length to MixBatchDataset instead.",
+            )

@@ -1,0 +1,159 @@
+"""Mixing whole batches: one stream's batches drawn from sub-datasets by weight, then mixed.
+
+Each mixed batch is ``mix_fn([b_1, ..., b_n])``: ``n`` sub-batches, each taken whole from the same
+stream of one sub-dataset. Which sub-dataset gives the ``k``-th sub-batch is the weighted blend
+schedule (:func:`stoker.plan.weighted_choices`) over the counts of sub-batches taken so far, so the
+choices are a pure function of those counts. A sub-dataset whose stream runs out (``repeat=False``,
+or none of its samples in this stream) drops out; the others go on with their weights renormalised.
+
+The position of a mixed stream, one flat list of ints, is per sub-dataset its own stream position
+(``[*counts, skip]``), the sub-batches taken from it and whether it ran out, then the outputs of the
+current group already used (``mix_fn`` may be a generator)::
+
+    [*sub_0 position, taken_0, done_0, *sub_1 position, taken_1, done_1, ..., skip]
+
+What the sub-datasets' packing/grouping stages hold is saved per sub-dataset: ``{"0": {...}}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError
+from stoker.pipeline.errors import SkipSample
+from stoker.pipeline.refs import Buffers
+from stoker.pipeline.stream import Position
+from stoker.plan import weighted_choices
+
+logger = logging.getLogger("stoker")
+
+#: Choices computed at a time (any size gives the same sequence).
+_BLOCK = 256
+
+MixFn = Callable[[list[Any]], Any]
+SubBatches = Iterator[tuple[Any, Position, Buffers | None]]
+
+
+@dataclass(frozen=True)
+class SubState:
+    """One sub-dataset's part of a mixed stream's position."""
+
+    position: Position
+    held: Buffers | None = None
+    taken: int = 0
+    done: bool = False
+
+
+def encode(subs: Sequence[SubState], skip: int) -> tuple[Position, Buffers | None]:
+    """A mixed stream's position (the flat layout of the module docstring) and buffers."""
+    flat: list[int] = []
+    for sub in subs:
+        flat += [*sub.position.to_list(), sub.taken, int(sub.done)]
+    held = {str(d): sub.held for d, sub in enumerate(subs) if sub.held}
+    return Position(tuple(flat), skip), held or None
+
+
+def decode(
+    position: Position, buffers: Buffers | None, sizes: Sequence[int]
+) -> tuple[list[SubState], int]:
+    """The sub-states and skip of :func:`encode`; ``sizes[d]`` = sources of sub-dataset ``d``."""
+    flat, buffers = list(position.counts), buffers or {}
+    if len(flat) != sum(n + 3 for n in sizes):
+        raise ConfigError(
+            f"a saved stream position has {len(flat) + 1} values, a mix of datasets with "
+            f"{list(sizes)} sources needs {sum(n + 3 for n in sizes) + 1}.",
+            hint="Restore with the same MixBatchDataset (datasets in the same order).",
+        )
+    subs, at = [], 0
+    for d, n in enumerate(sizes):
+        part = flat[at : at + n + 3]
+        subs.append(SubState(Position.from_list(part[: n + 1]), buffers.get(str(d)),
+                             part[n + 1], bool(part[n + 2])))  # fmt: skip
+        at += n + 3
+    return subs, position.skip
+
+
+@dataclass(frozen=True)
+class MixSpec:
+    """How a stream's sub-batches are mixed (picklable)."""
+
+    weights: tuple[float, ...]
+    batch_size: int
+    mix_fn: MixFn
+    seed: int
+    stream: int
+
+
+class MixStream:
+    """The mixed batches of one stream, each with the position after it."""
+
+    def __init__(
+        self, spec: MixSpec, subs: Sequence[SubBatches], start: Sequence[SubState], skip: int
+    ) -> None:
+        self.spec, self.subs = spec, list(subs)
+        self.state, self.skip = list(start), skip
+        self._choices: list[int] = []
+
+    def __iter__(self) -> Iterator[tuple[Any, Position, Buffers | None]]:
+        while True:
+            before = list(self.state)
+            group = self._take_group()
+            if not group:
+                return
+            outputs = self._mix(group)
+            for used, output in enumerate(outputs, start=1):
+                if used > self.skip:
+                    last = used == len(outputs)  # resume after the group, else inside it
+                    yield (output, *encode(self.state if last else before, 0 if last else used))
+            self.skip = 0
+
+    def _mix(self, group: list[Any]) -> list[Any]:
+        """The outputs of ``mix_fn`` on a group; a :class:`SkipSample` ends them (even inside
+        a generator: the outputs before it are kept)."""
+        outputs: list[Any] = []
+        try:
+            mixed = self.spec.mix_fn(group)
+            if not isinstance(mixed, Iterator):
+                return [mixed]
+            for output in mixed:
+                outputs.append(output)
+        except SkipSample:  # deliberate: logged for debugging, never an error
+            logger.debug("batch_mix_fn skipped a group of %d sub-batches (stream %d) after %d "
+                         "output(s)", len(group), self.spec.stream, len(outputs))  # fmt: skip
+        return outputs
+
+    def _take_group(self) -> list[Any]:
+        group: list[Any] = []
+        while len(group) < self.spec.batch_size:
+            d = self._next_choice()
+            if d is None:
+                break
+            try:
+                batch, position, held = next(self.subs[d])
+            except StopIteration:
+                self.state[d] = replace(self.state[d], done=True)
+                self._choices = []  # the others' weights change
+                continue
+            self.state[d] = SubState(position, held, self.state[d].taken + 1)
+            group.append(batch)
+        return group
+
+    def _next_choice(self) -> int | None:
+        if not self._choices:
+            live = [d for d, sub in enumerate(self.state) if not sub.done]
+            if not live:
+                return None
+            picked = weighted_choices(
+                [self.state[d].taken for d in live],
+                [self.spec.weights[d] for d in live],
+                _BLOCK,
+                seed=self.spec.seed,
+                stream=self.spec.stream,
+            )
+            self._choices = np.asarray(live, dtype=np.int64)[picked].tolist()[::-1]
+        return self._choices.pop()

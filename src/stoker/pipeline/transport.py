@@ -1,0 +1,233 @@
+"""Batches from dataloader workers to the main process through reused shared memory.
+
+Torch sends each tensor of a batch through a new shared-memory segment: the worker allocates and
+faults in fresh pages for every batch (about 1 ms per MB on a virtual machine: as much as
+decoding the images). Here a worker builds its large batch tensors in a few *slots*, segments it
+reuses once the main process has let go of the batch:
+
+* a worker pickles each batch itself (:meth:`WorkerTransport.export`); tensors that live in a
+  slot travel as ``(slot, offset, shape, stride, dtype)``, the slot's storage only the first time;
+* the main process rebuilds them over its mapping of the slot (:meth:`MainTransport.load`) and,
+  when the last tensor of that batch in the slot is freed (wherever the user kept it), sends the
+  slot's number back; only then does the worker write into the slot again.
+
+A slot a worker allocated but did not send (user code dropped or kept the tensor) is never
+reused. Small tensors, and workers without a transport, use torch's own path.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import math
+import pickle
+import queue
+import weakref
+from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.data
+
+#: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
+MIN_SLOT_BYTES = 1 << 20
+#: Slots per worker: the batches in flight (prefetched, held by the loop) need one each.
+MAX_SLOTS = 8
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A batch pickled by a worker, its slot tensors by reference."""
+
+    payload: bytes
+    #: Slots the worker has let go of since its last batch (the main process unmaps them).
+    dropped: tuple[int, ...] = ()
+
+
+@dataclass
+class _Slot:
+    number: int
+    storage: torch.UntypedStorage
+    sent: bool = False  # the main process has the storage
+    exports: int = 0  # batches referring to the slot that the main process has not released
+    allocated: bool = False  # handed out for the batch being built
+
+
+class WorkerTransport:
+    """A worker's slots; :func:`batch_buffer` allocates from the active one."""
+
+    def __init__(self, releases: Any, max_slots: int = MAX_SLOTS) -> None:
+        self.releases = releases
+        self.max_slots = max_slots
+        self.slots: dict[int, _Slot] = {}  # by storage data pointer
+        self._numbers = 0
+        self._dropped: list[int] = []
+        self._in_batch: set[int] = set()  # slots the batch being pickled refers to
+
+    def buffer(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor | None:
+        """An uninitialised tensor in a free slot, or None (then use a fresh segment)."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes < MIN_SLOT_BYTES:
+            return None
+        self._drain()
+        free = [s for s in self.slots.values() if not s.exports and not s.allocated]
+        fits = [s for s in free if nbytes <= s.storage.nbytes() <= 2 * nbytes]
+        if fits:
+            slot = min(fits, key=lambda s: s.storage.nbytes())
+        elif len(self.slots) < self.max_slots or free:
+            if len(self.slots) >= self.max_slots:  # make room: drop the smallest free slot
+                self._drop(min(free, key=lambda s: s.storage.nbytes()))
+            capacity = -(-nbytes * 5 // 4 // 4096) * 4096  # room for slightly larger batches
+            storage = _new_shared(capacity)
+            slot = _Slot(self._numbers, storage)
+            self._numbers += 1
+            self.slots[storage.data_ptr()] = slot
+        else:
+            return None
+        slot.allocated = True
+        return _tensor_on(slot.storage, dtype, shape)
+
+    def export(self, batch: Any) -> Exported:
+        """Pickle ``batch`` for the main process, its slot tensors by reference."""
+        out = io.BytesIO()
+        self._in_batch.clear()
+        _SlotPickler(out, self).dump(batch)
+        for slot in list(self.slots.values()):
+            if slot.number in self._in_batch:
+                slot.exports += 1  # released once by the main process
+                slot.allocated = False
+            elif slot.allocated:  # built into but not sent: someone may still hold it
+                self._drop(slot)
+        dropped, self._dropped = tuple(self._dropped), []
+        return Exported(out.getvalue(), dropped)
+
+    def _drop(self, slot: _Slot) -> None:
+        del self.slots[slot.storage.data_ptr()]
+        if slot.sent:
+            self._dropped.append(slot.number)
+
+    def _drain(self) -> None:
+        by_number = {s.number: s for s in self.slots.values()}
+        while True:
+            try:
+                number = self.releases.get_nowait()
+            except queue.Empty:
+                return
+            slot = by_number.get(number)
+            if slot is not None:
+                slot.exports -= 1
+
+    def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
+        """The persistent id of ``tensor`` if it lives in a slot (marks the slot sent)."""
+        slot = self.slots.get(tensor.untyped_storage().data_ptr())
+        if slot is None:
+            return None
+        self._in_batch.add(slot.number)
+        storage = None if slot.sent else slot.storage
+        slot.sent = True
+        offset = tensor.storage_offset() * tensor.element_size()
+        return ("stoker-slot", slot.number, storage, offset, tuple(tensor.shape),
+                tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."))  # fmt: skip
+
+
+class _SlotPickler(ForkingPickler):
+    def __init__(self, file: io.BytesIO, transport: WorkerTransport) -> None:
+        super().__init__(file, pickle.HIGHEST_PROTOCOL)
+        self.transport = transport
+
+    def persistent_id(self, obj: Any) -> Any:
+        if type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided:
+            return self.transport.reference(obj)
+        return None
+
+
+class MainTransport:
+    """The main process's side: slot mappings per worker and the queues that release slots."""
+
+    def __init__(self, context: Any, workers: int) -> None:
+        self.queues = [context.Queue() for _ in range(workers)]
+        self.storages: dict[tuple[int, int], np.ndarray[Any, Any]] = {}
+        self.released: collections.deque[tuple[int, int]] = collections.deque()
+
+    def load(self, worker: int, exported: Exported) -> Any:
+        """Rebuild a worker's batch; its slots go back when its tensors are freed."""
+        self.flush()
+        for number in exported.dropped:
+            self.storages.pop((worker, number), None)
+        regions: dict[int, torch.Tensor] = {}
+
+        def persistent_load(pid: Any) -> torch.Tensor:
+            _, number, storage, offset, shape, stride, dtype_name = pid
+            key = (worker, number)
+            if storage is not None:
+                self.storages[key] = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+            if number not in regions:
+                region = self.storages[key][:]  # a new view: its end frees the slot
+                weakref.finalize(region, self.released.append, key)
+                regions[number] = torch.from_numpy(region)
+            dtype = getattr(torch, dtype_name)
+            flat = regions[number].untyped_storage()
+            return _tensor_on(flat, dtype, shape, offset // dtype.itemsize, stride)
+
+        unpickler = pickle.Unpickler(io.BytesIO(exported.payload))
+        unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
+        return unpickler.load()
+
+    def flush(self) -> None:
+        """Send the numbers of the released slots to their workers."""
+        while self.released:
+            worker, number = self.released.popleft()
+            self.queues[worker].put(number)
+
+    def close(self) -> None:
+        for q in self.queues:
+            q.cancel_join_thread()
+            q.close()
+
+
+_active: WorkerTransport | None = None
+
+
+def activate(transport: WorkerTransport | None) -> None:
+    """Make ``transport`` the one :func:`batch_buffer` allocates from in this process."""
+    global _active
+    _active = transport
+
+
+def batch_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, bool]:
+    """A tensor to build a batch in, and whether it is zero-filled already.
+
+    In a worker with a transport: a reused slot (not zeroed). In another worker: a fresh
+    shared-memory segment (zero; reaches the main process without a copy). In the main process:
+    ``calloc``'d memory (zero; padding pages that are never written cost nothing).
+    """
+    if torch.utils.data.get_worker_info() is None:
+        if dtype in (torch.bfloat16, torch.complex32):  # no numpy equivalent
+            return torch.zeros(shape, dtype=dtype), True
+        np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+        return torch.from_numpy(np.zeros(shape, dtype=np_dtype)), True
+    if _active is not None:
+        pooled = _active.buffer(shape, dtype)
+        if pooled is not None:
+            return pooled, False
+    return _tensor_on(_new_shared(math.prod(shape) * dtype.itemsize), dtype, shape), True
+
+
+def _new_shared(nbytes: int) -> torch.UntypedStorage:
+    """A new shared-memory segment (zero-filled: a fresh file), as torch's collate makes."""
+    return torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _tensor_on(
+    storage: torch.UntypedStorage,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    offset: int = 0,
+    stride: tuple[int, ...] | None = None,
+) -> torch.Tensor:
+    """A tensor over ``storage`` (``offset`` in elements; contiguous unless ``stride``)."""
+    if stride is None:
+        stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    return torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)

@@ -1,0 +1,147 @@
+"""What a loader needs from a dataset: the batches of the streams a worker owns, and their count.
+
+A *loadable* dataset (:class:`Loadable`: a :class:`~stoker.dataset.LoaderDataset` or a
+:class:`~stoker.mix_batch.MixBatchDataset`) opens the streams (virtual workers) of one
+dataloader worker, each as an iterator of ``(batch, position after it, buffered references)``,
+from a :class:`Resume`. The loader never looks inside a position: it keeps the last one of each
+stream and hands it back on restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from stoker.pipeline.build import SampleBuilder, fuses_float_images
+from stoker.pipeline.refs import Buffers
+from stoker.pipeline.stream import Position, SampleStream, SourceIO, batches
+from stoker.task import ErrorTracker
+
+if TYPE_CHECKING:
+    from stoker.dataset import LoaderDataset
+    from stoker.plan import Topology
+    from stoker.worker_config import WorkerConfig
+
+#: A stream's batches: each with the stream's position after it and what its stages buffer then.
+StreamBatches = Iterator[tuple[Any, Position, Buffers | None]]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where the workers start: stream positions (+ buffered references), finished streams,
+    micro-batch and pass."""
+
+    positions: dict[int, Position] = field(default_factory=dict)
+    buffers: dict[int, Buffers] = field(default_factory=dict)
+    exhausted: frozenset[int] = frozenset()
+    t: int = 0
+    epoch: int = 0
+
+
+class OpenStreams(Protocol):
+    """Some streams of a dataset, running in this process."""
+
+    #: Per stream: its batches.
+    batches: dict[int, StreamBatches]
+
+    def close(self) -> None:
+        """Release the readers (open files, connections)."""
+
+
+class Loadable(Protocol):
+    """A dataset recipe a :class:`~stoker.loader.Loader` can iterate, save and restore."""
+
+    @property
+    def worker_config(self) -> WorkerConfig: ...
+
+    @property
+    def virtual_epoch_length(self) -> int: ...
+
+    @property
+    def limit(self) -> int | None: ...
+
+    def topology(self) -> Topology: ...
+
+    def fingerprint(self) -> dict[str, Any]: ...
+
+    def open_streams(self, streams: Sequence[int], resume: Resume) -> OpenStreams: ...
+
+    def source_counts(self, positions: Mapping[int, Position], epoch: int) -> dict[str, int]:
+        """References each data source has contributed up to ``positions``."""
+        ...
+
+    def __len__(self) -> int: ...
+
+
+class DatasetStreams:
+    """Streams of a :class:`~stoker.dataset.LoaderDataset` in one process, sharing its readers."""
+
+    def __init__(self, dataset: LoaderDataset, streams: Sequence[int], resume: Resume) -> None:
+        encoder = dataset.task_encoder
+        fuse = fuses_float_images(
+            encoder,
+            dataset.batch_size,
+            packing=dataset.packing_buffer_size is not None,
+            grouping=dataset.group_batches,
+        )
+        self.io = [
+            SourceIO(s.reader(), SampleBuilder(s, encoder.decoder, encoder, fuse_float_images=fuse))
+            for s in dataset.sources
+        ]
+        tracker = ErrorTracker(dataset.error_policy)
+        #: Per stream: where it starts (the resumed position, or the start of the pass).
+        self.start: dict[int, Position] = {}
+        self.batches: dict[int, StreamBatches] = {}
+        for s in streams:
+            spec = dataset.stream_spec(s)
+            samples = SampleStream(spec, self.io, tracker, resume.positions.get(s), resume.epoch)
+            self.start[s] = samples.start
+            self.batches[s] = batches(spec, samples, resume.buffers.get(s))
+
+    def close(self) -> None:
+        for source_io in self.io:
+            source_io.reader.close()
+
+
+def source_counts(
+    dataset: LoaderDataset, positions: Mapping[int, Position], epoch: int
+) -> dict[str, int]:
+    """References each source of ``dataset`` contributed to streams at ``positions`` this pass.
+
+    Samples a task encoder skipped or expanded count as one reference each.
+    """
+    names = [source.path for source in dataset.sources]
+    totals = dict.fromkeys(names, 0)
+    for stream, position in positions.items():
+        schedule = dataset.schedule(stream)
+        for name, count, first in zip(names, position.counts, schedule.start(0), strict=True):
+            totals[name] += count - first
+        if position.skip:  # the reference in progress has started to contribute
+            counts = list(position.counts)
+            pending = schedule.next_block(counts, schedule.end(counts, epoch), 1)
+            totals[names[int(pending[0])]] += 1
+    return totals
+
+
+def stream_batches(dataset: LoaderDataset, stream: int) -> int:
+    """Batches one stream yields per pass: exact for 1:1 encoders without skipped samples."""
+    schedule = dataset.schedule(stream)
+    start = schedule.start(0)
+    end = schedule.end(start, 0)
+    if end is None:  # endless blend: count one epoch of every source
+        lengths = zip(schedule.plans, schedule.lengths, strict=True)
+        samples = sum(plan.epoch_length(0) for plan, n in lengths if n)
+    else:
+        samples = sum(e - s for s, e in zip(start, end, strict=True))
+    size = dataset.batch_size or 1
+    return samples // size if dataset.batch_drop_last else -(-samples // size)
+
+
+def batches_per_pass(dataset: LoaderDataset) -> int:
+    """Batches this rank yields per pass: exact for 1:1 encoders without skipped samples."""
+    if dataset.virtual_epoch_length:
+        return dataset.virtual_epoch_length
+    streams = dataset.topology().rank_streams().tolist()
+    total = sum(stream_batches(dataset, s) for s in streams)
+    return min(total, dataset.limit) if dataset.limit is not None else total

@@ -1,0 +1,115 @@
+"""Batches through reused shared-memory slots, with real dataloader worker processes.
+
+A worker builds batches with :func:`batch_pad_stack` (into its slots), exports them; the main
+process rebuilds them and releases a slot when the batch's tensors are freed. Held batches must
+never be overwritten, freed ones must be reused.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+from typing import Any
+
+import torch
+import torch.utils.data
+
+from stoker.pipeline.batch import batch_pad_stack
+from stoker.pipeline.image import FloatImage
+from stoker.pipeline.transport import (
+    MIN_SLOT_BYTES,
+    Exported,
+    MainTransport,
+    WorkerTransport,
+    activate,
+)
+
+BATCHES = 12
+
+
+def batch_values(n: int) -> dict[str, Any]:
+    """Batch ``n``: two large tensors (slots), a small one (torch's path) and a view."""
+    side = 512 + n  # over MIN_SLOT_BYTES as uint8 (3 x 2 x side^2), and changing size
+    images = [torch.full((3, side - i, side), n + i, dtype=torch.uint8) for i in range(2)]
+    return {
+        "images": images,
+        "floats": [FloatImage(image) for image in images],
+        "small": torch.full((4,), n, dtype=torch.int64),
+    }
+
+
+class _Exporting(torch.utils.data.IterableDataset[tuple[int, Exported]]):
+    def __init__(self, queues: list[Any]) -> None:
+        super().__init__()
+        self.queues = queues
+
+    def __iter__(self) -> Any:
+        info = torch.utils.data.get_worker_info()
+        assert info is not None
+        transport = WorkerTransport(self.queues[info.id])
+        activate(transport)
+        try:
+            for n in range(info.id, BATCHES, info.num_workers):
+                values = batch_values(n)
+                images = batch_pad_stack(values["images"])
+                batch = {
+                    "n": n,
+                    "images": images,
+                    "corner": images[:, :, :2, :2],  # a view into the same slot
+                    "floats": batch_pad_stack(values["floats"]),
+                    "small": values["small"],
+                }
+                yield info.id, transport.export(batch)
+        finally:
+            activate(None)
+
+
+def expected_images(n: int) -> torch.Tensor:
+    return batch_pad_stack(batch_values(n)["images"])
+
+
+def run(hold: bool) -> tuple[list[dict[str, Any]], int]:
+    main = MainTransport(multiprocessing.get_context(), workers=2)
+    loader = torch.utils.data.DataLoader(_Exporting(main.queues), batch_size=None, num_workers=2)
+    held, mappings = [], 0
+    try:
+        for worker, exported in loader:
+            batch = main.load(worker, exported)
+            n = batch["n"]
+            assert torch.equal(batch["images"], expected_images(n)), f"batch {n} corrupted"
+            assert torch.equal(batch["corner"], batch["images"][:, :, :2, :2])
+            assert torch.equal(batch["floats"], batch["images"].float() / 255)
+            assert batch["small"].tolist() == [n] * 4
+            if hold:
+                held.append(batch)
+            del batch
+            gc.collect()
+            mappings = max(mappings, len(main.storages))
+    finally:
+        main.close()
+    return held, mappings
+
+
+def test_held_batches_are_never_overwritten() -> None:
+    held, _ = run(hold=True)
+    assert [b["n"] for b in held] == list(range(BATCHES))
+    for batch in held:  # every batch still holds its own values after all the others
+        assert torch.equal(batch["images"], expected_images(batch["n"]))
+        assert torch.equal(batch["floats"], batch["images"].float() / 255)
+
+
+def test_freed_slots_are_reused() -> None:
+    _, mappings = run(hold=False)
+    # 2 workers x 2 slot tensors per batch x (batches in flight): far fewer than one per batch
+    assert 0 < mappings <= 2 * 2 * 4 < 2 * BATCHES
+
+
+def test_small_tensors_and_foreign_tensors_take_torchs_path() -> None:
+    queue: Any = multiprocessing.get_context().Queue()
+    transport = WorkerTransport(queue)
+    assert transport.buffer((4,), torch.uint8) is None
+    big = transport.buffer((MIN_SLOT_BYTES,), torch.uint8)
+    assert big is not None and len(transport.slots) == 1
+    transport.export({"other": torch.zeros(3)})  # the slot was not sent: never reused
+    assert transport.slots == {}
+    queue.close()
