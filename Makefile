@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
-PY_DIRS := src tests benchmarks scripts
+PY_DIRS := src tests benchmarks scripts examples
 
 .PHONY: demo test install clean
 

@@ -50,6 +50,19 @@ class FileStore(abc.ABC):
         add_source_info(sample, info)
         return data
 
+    def get_media_metadata(self, key: str) -> Any:
+        """The stored media metadata of the file ``key`` (see ``stoker prepare-media``).
+
+        Example:
+            >>> aux["clips"].get_media_metadata("clip_007.mp4").video_fps  # doctest: +SKIP
+            30.0
+        """
+        raise ConfigError(
+            f"aux store {self.get_path()!r} keeps no media metadata.",
+            hint="Media metadata comes with prepared datasets: run `stoker prepare-media` on "
+            "the dataset and use it as the aux source.",
+        )
+
     def _missing(self, key: str, why: str = "") -> SampleError:
         return SampleError(
             f"aux store {self.get_path()!r} has no file {key!r}{why}.",
@@ -109,6 +122,11 @@ class WebdatasetFileStore(FileStore):
     def get_path(self) -> str:
         return self.path
 
+    def get_media_metadata(self, key: str) -> Any:
+        from stoker.media.lookup import get_media_metadata
+
+        return get_media_metadata(self.path, key)
+
 
 class JsonlFileStore(FileStore):
     """The lines of an indexed JSONL file by number (``"12"`` or ``"12.json"``): raw JSON."""
@@ -146,6 +164,9 @@ class DecodeFileStore(FileStore):
     def get_path(self) -> str:
         return self._inner.get_path()
 
+    def get_media_metadata(self, key: str) -> Any:
+        return self._inner.get_media_metadata(key)
+
 
 class PrimaryFileStore(FileStore):
     """A store where names starting with ``.`` are parts of the current sample (``".jpg"``)."""
@@ -155,10 +176,17 @@ class PrimaryFileStore(FileStore):
         self._current_key = current_key
 
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
-        return self._inner[self._current_key + key if key.startswith(".") else key]
+        return self._inner[self._resolve(key)]
 
     def get_path(self) -> str:
         return self._inner.get_path()
+
+    def get_media_metadata(self, key: str) -> Any:
+        return self._inner.get_media_metadata(self._resolve(key))
+
+    def _resolve(self, key: str) -> str:
+        """``.mp4`` means the current sample's part ``mp4``."""
+        return self._current_key + key if key.startswith(".") else key
 
 
 def open_aux(ref: AuxRef) -> FileStore:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from stoker import (
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.prepare import prepare_dataset
+from stoker.media.extract import MediaFilter
+from stoker.media.prepare import prepare_media
 from tests.conftest import write_shard
 from tests.integration._media import frame_numbers, frames_of, make_audio, make_vidqa_dataset
 
@@ -158,7 +161,10 @@ def test_audio_with_transcripts(tmp_path: Path) -> None:
 def cook_from_aux(sample: dict[str, Any], clips: FileStore) -> VidQASample:
     line = sample["json"]
     video = clips.get(line["video"], sample)  # decoded by extension: an AVDecoder
-    return VidQASample(**basic_sample_keys(sample), video=video, context=line["question"])
+    frames = clips.get_media_metadata(line["video"]).video_num_frames  # stored: not decoded
+    return VidQASample(
+        **basic_sample_keys(sample), video=video, context=line["question"], answers=[frames]
+    )
 
 
 class AuxEncoder(TaskEncoder[Any, Any, Any, Any]):
@@ -166,11 +172,16 @@ class AuxEncoder(TaskEncoder[Any, Any, Any, Any]):
 
     def encode_sample(self, sample: VidQASample) -> VidQASample:
         clip = sample.video.get_video_clips([(0.5, 0.9)], video_out_frame_size=SIZE)[0][0]
-        return VidQASample.derive_from(sample, video=clip, context=sample.context)
+        return VidQASample.derive_from(
+            sample, video=clip, context=sample.context, answers=sample.answers
+        )
 
 
 def test_media_in_aux_store(vidqa: tuple[Path, list[str]], tmp_path: Path) -> None:
-    root, keys = vidqa
+    source, keys = vidqa
+    root = tmp_path / "clips"
+    shutil.copytree(source, root)
+    prepare_media(str(root), MediaFilter.parse(extension=True))
     lines = [{"video": f"{key}.mp4", "question": key} for key in keys]
     (tmp_path / "q.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     prepare_jsonl(str(tmp_path / "q.jsonl"))
@@ -185,5 +196,6 @@ def test_media_in_aux_store(vidqa: tuple[Path, list[str]], tmp_path: Path) -> No
             assert all(frame_numbers(v) == list(range(15, 28)) for v in batch.video)
             files = [n for s in batch.__sources__ for src in s for n in src.file_names]
             assert any(n.endswith(".mp4") for n in files)
+            assert batch.answers == [[frames_of(keys.index(k))] for k in batch.context]
             seen += batch.context
     assert sorted(seen) == sorted(keys)
