@@ -1,0 +1,189 @@
+"""A ``LightningDataModule`` whose checkpoints carry the loader position.
+
+``Trainer.fit(model, datamodule=dm, ckpt_path=...)`` then resumes the data exactly: the resumed
+run trains on the very batches the uninterrupted run would have, mid-epoch too. Needs PyTorch
+Lightning (``pip install 'stoker[lightning]'``).
+
+Example:
+    >>> from stoker.integrations.lightning import StokerDataModule  # doctest: +SKIP
+    >>> dm = StokerDataModule("/data/coco-wds", batch_size=32, num_workers=4)  # doctest: +SKIP
+    >>> trainer = pl.Trainer(max_steps=10_000)  # doctest: +SKIP
+    >>> trainer.fit(model, datamodule=dm, ckpt_path="last.ckpt")  # doctest: +SKIP
+
+How: the training loader has a length (batches per pass), so Lightning does not prefetch
+beyond the batch it trains on, and the position saved with a checkpoint is exactly after the
+last batch trained on. The loader is also stateful in Lightning's sense, so a ``LightningModule``
+that returns ``dm.train_dataloader()`` from its own hook resumes the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    import pytorch_lightning as pl
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "stoker.integrations.lightning needs PyTorch Lightning: pip install 'stoker[lightning]'"
+    ) from error
+
+import torch
+from lightning_utilities.core.apply_func import apply_to_collection
+
+from stoker.api import get_savable_loader, get_train_dataset, get_val_dataset
+from stoker.integrations.loaders import RestartingLoader, ResumableLoader
+from stoker.integrations.topology import data_parallel_worker_config
+from stoker.task import DefaultTaskEncoder, TaskEncoder
+from stoker.worker_config import WorkerConfig
+
+__all__ = ["StokerDataModule"]
+
+
+class StokerDataModule(pl.LightningDataModule):
+    """Training, validation and test loaders of a stoker dataset, resumable from checkpoints.
+
+    Args:
+        path: A prepared dataset folder, an indexed ``.jsonl`` file or a metadataset YAML.
+        batch_size: Samples per batch on each rank.
+        task_encoder: Encodes and batches training samples (None: ``DefaultTaskEncoder()``).
+        val_task_encoder: For validation and test (None: ``task_encoder``).
+        num_workers: Dataloader processes of the training loader.
+        num_val_workers: Dataloader processes of the validation and test loaders (None: as
+            ``num_workers``).
+        shuffle_buffer_size: Shuffle window of the training loader.
+        max_samples_per_sequence: Longest run of samples read from one shard.
+        packing_buffer_size: Pack samples with the task encoder's packing hooks (None: off).
+        val_limit: At most this many validation batches per pass (None: the whole split).
+        worker_config: Topology to load with (None: the pure data-parallel rank, see
+            :mod:`stoker.integrations.topology`, which is ``torch.distributed``'s rank under
+            Lightning's DDP).
+        pg_collection: Megatron process groups to take the data-parallel rank from.
+        **dataset_kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset``
+            (``virtual_workers``, ``subflavors``, ...).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        batch_size: int,
+        task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
+        val_task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
+        num_workers: int = 2,
+        num_val_workers: int | None = None,
+        shuffle_buffer_size: int | None = 100,
+        max_samples_per_sequence: int | None = 100,
+        packing_buffer_size: int | None = None,
+        val_limit: int | None = None,
+        worker_config: WorkerConfig | None = None,
+        pg_collection: Any = None,
+        **dataset_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.batch_size = batch_size
+        self.task_encoder = task_encoder or DefaultTaskEncoder()
+        self.val_task_encoder = val_task_encoder or self.task_encoder
+        self.num_workers = num_workers
+        self.num_val_workers = num_workers if num_val_workers is None else num_val_workers
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.max_samples_per_sequence = max_samples_per_sequence
+        self.packing_buffer_size = packing_buffer_size
+        self.val_limit = val_limit
+        self.worker_config = worker_config
+        self.pg_collection = pg_collection
+        self.dataset_kwargs = dataset_kwargs
+        self._train: ResumableLoader | None = None
+        self._eval: dict[str, RestartingLoader] = {}
+        self._pending_state: dict[str, Any] | None = None
+
+    def _worker_config(self, num_workers: int) -> WorkerConfig:
+        if self.worker_config is not None:
+            return self.worker_config
+        return data_parallel_worker_config(num_workers, pg_collection=self.pg_collection)
+
+    def train_dataloader(self) -> ResumableLoader:
+        """The training loader; built once, so that every epoch continues the stream."""
+        if self._train is None:
+            dataset = get_train_dataset(
+                self.path,
+                worker_config=self._worker_config(self.num_workers),
+                batch_size=self.batch_size,
+                shuffle_buffer_size=self.shuffle_buffer_size,
+                max_samples_per_sequence=self.max_samples_per_sequence,
+                packing_buffer_size=self.packing_buffer_size,
+                task_encoder=self.task_encoder,
+                **self.dataset_kwargs,
+            )
+            self._train = ResumableLoader(get_savable_loader(dataset))
+            if self._pending_state is not None:
+                self._train.load_state_dict(self._pending_state)
+                self._pending_state = None
+        return self._train
+
+    def val_dataloader(self) -> RestartingLoader:
+        """The ``val`` split in order; every validation run is a full pass (or ``val_limit``)."""
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> RestartingLoader:
+        """The ``test`` split in order."""
+        return self._eval_loader("test")
+
+    def _eval_loader(self, split: str) -> RestartingLoader:
+        if split not in self._eval:
+            dataset = get_val_dataset(
+                self.path,
+                split_part=split,
+                worker_config=self._worker_config(self.num_val_workers),
+                batch_size=self.batch_size,
+                packing_buffer_size=self.packing_buffer_size,
+                limit=self.val_limit,
+                task_encoder=self.val_task_encoder,
+                **self.dataset_kwargs,
+            )
+            self._eval[split] = RestartingLoader(get_savable_loader(dataset))
+        return self._eval[split]
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"train": {"ranks": [...]}}``: the position of every data-parallel rank after the
+        last batch trained on ({} before training). Lightning calls it on every rank."""
+        if self._train is not None:
+            return {"train": self._train.state_dict()}
+        if self._pending_state is not None:
+            return {"train": self._pending_state}
+        return {}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Resume the training loader from a checkpoint's state (Lightning calls this)."""
+        if not state_dict:
+            return
+        state = dict(state_dict.get("train", state_dict))
+        if self._train is None:
+            self._pending_state = state
+        else:
+            self._train.load_state_dict(state)
+
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
+        """Move the batch's tensors to ``device``.
+
+        Lightning's default refuses batches that hold frozen dataclasses, and stoker samples
+        record their sources in frozen ``SourceInfo`` values (which hold no tensors).
+        """
+        blocking = device.type not in ("cuda", "xpu")
+        return apply_to_collection(
+            batch,
+            torch.Tensor,
+            lambda tensor: tensor.to(device, non_blocking=not blocking),
+            allow_frozen=True,
+        )
+
+    def teardown(self, stage: str) -> None:
+        """Stop the worker processes of every loader (they restart when iterated again)."""
+        loaders: list[ResumableLoader | RestartingLoader] = list(self._eval.values())
+        if self._train is not None:
+            loaders.append(self._train)
+        for loader in loaders:
+            loader.close()

@@ -1,0 +1,191 @@
+"""A Megatron-style multimodal data module: Megatron-Bridge's ``EnergonMultiModalDataModule``.
+
+Same constructor, methods and loader wrapper as Megatron-Bridge's Energon data module, so the
+switch is one import::
+
+    # from megatron.bridge.data.energon.base_energon_datamodule import EnergonMultiModalDataModule
+    from stoker.integrations.megatron import EnergonMultiModalDataModule
+
+    data = EnergonMultiModalDataModule(path, tokenizer, image_processor, seq_length=4096,
+                                       micro_batch_size=2, global_batch_size=256, num_workers=4,
+                                       pg_collection=pg_collection)
+    train_iter = data.train_dataloader()        # endless: next(train_iter) per micro-batch
+    state = train_iter.save_state()             # put it into the checkpoint of this rank
+    train_iter.restore_state(checkpoint)        # the state, or a checkpoint dict holding it
+
+The loaders run on the pure data-parallel rank (:mod:`stoker.integrations.topology`), so
+context-parallel peers receive identical micro-batches. megatron-core itself is optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import torch
+
+from stoker.api import get_savable_loader, get_train_dataset, get_val_dataset
+from stoker.dataset import LoaderDataset
+from stoker.errors import ConfigError
+from stoker.integrations.loaders import (
+    EnergonDataloader,
+    StokerDataloader,
+    cyclic_iter,
+    find_loader_state,
+)
+from stoker.integrations.task_encoder import MultiModalSampleConfig, MultiModalTaskEncoder
+from stoker.integrations.topology import data_parallel_worker_config
+from stoker.task import TaskEncoder
+
+__all__ = [
+    "EnergonDataloader",
+    "EnergonMultiModalDataModule",
+    "MultiModalDataModule",
+    "StokerDataloader",
+    "cyclic_iter",
+]
+
+
+class MultiModalDataModule:
+    """Train and validation loaders for a multimodal dataset, as Megatron-Bridge builds them.
+
+    Args:
+        path: A prepared dataset folder or a metadataset YAML.
+        tokenizer: Tokenizes the text of the default task encoder.
+        image_processor: Processes the images of the default task encoder.
+        seq_length: Tokens per sequence of the default task encoder.
+        micro_batch_size: Sequences per micro-batch (per data-parallel rank).
+        global_batch_size: Sequences per optimizer step over all ranks (kept for the trainer).
+        num_workers: Dataloader processes of the training loader.
+        num_val_workers: Dataloader processes of the validation loader (None: ``num_workers``).
+        pin_memory: Pin batches in page-locked memory (only where CUDA is available).
+        shuffle_buffer_size: Shuffle window of the training loader.
+        max_samples_per_sequence: Longest run of samples read from one shard.
+        multimodal_sample_config: :class:`MultiModalSampleConfig` of the default task encoder.
+        task_encoder: Your own task encoder (None: :class:`MultiModalTaskEncoder`).
+        decoder_seq_length: Kept for encoder-decoder models (as in Bridge).
+        packing_buffer_size: Pack sequences from a buffer of this many (None: no packing).
+        validation_task_encoder: Task encoder of the validation split (None: ``task_encoder``).
+        pg_collection: Megatron ``ProcessGroupCollection`` to take the data-parallel rank from
+            (None: Megatron's ``parallel_state`` if initialised, else ``torch.distributed``).
+        **kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset`` (e.g. ``virtual_workers``).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        tokenizer: Any,
+        image_processor: Any,
+        seq_length: int = 2048,
+        micro_batch_size: int = 1,
+        global_batch_size: int = 1,
+        num_workers: int = 1,
+        num_val_workers: int | None = None,
+        pin_memory: bool = True,
+        shuffle_buffer_size: int = 100,
+        max_samples_per_sequence: int | None = None,
+        multimodal_sample_config: MultiModalSampleConfig | None = None,
+        task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
+        decoder_seq_length: int | None = None,
+        packing_buffer_size: int | None = None,
+        validation_task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
+        pg_collection: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if micro_batch_size < 1 or global_batch_size < 1:
+            raise ConfigError(f"{micro_batch_size=} and {global_batch_size=} must be >= 1.")
+        self.path = path
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        self.seq_length = seq_length
+        self.decoder_seq_length = decoder_seq_length
+        self.micro_batch_size = micro_batch_size
+        self.global_batch_size = global_batch_size
+        self.num_workers = num_workers
+        self.num_val_workers = num_workers if num_val_workers is None else num_val_workers
+        self.pin_memory = pin_memory
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.max_samples_per_sequence = max_samples_per_sequence
+        self.multimodal_sample_config = multimodal_sample_config or MultiModalSampleConfig()
+        self.task_encoder = task_encoder or MultiModalTaskEncoder(
+            tokenizer, image_processor, seq_length, self.multimodal_sample_config
+        )
+        self.validation_task_encoder = validation_task_encoder or self.task_encoder
+        self.packing_buffer_size = packing_buffer_size
+        self.pg_collection = pg_collection
+        self.kwargs = kwargs
+        self._train: StokerDataloader | None = None
+        self._val: StokerDataloader | None = None
+        self._pending_state: dict[str, Any] | None = None
+
+    def datasets_provider(
+        self, worker_config: Any, split: Literal["train", "val"] = "val"
+    ) -> LoaderDataset:
+        """The dataset of ``split``: training shuffled and endless, validation in order."""
+        common = dict(
+            worker_config=worker_config,
+            batch_size=self.micro_batch_size,
+            packing_buffer_size=self.packing_buffer_size,
+            **self.kwargs,
+        )
+        if split == "train":
+            return get_train_dataset(
+                self.path,
+                task_encoder=self.task_encoder,
+                shuffle_buffer_size=self.shuffle_buffer_size,
+                max_samples_per_sequence=self.max_samples_per_sequence,
+                **common,
+            )
+        if split == "val":
+            return get_val_dataset(self.path, task_encoder=self.validation_task_encoder, **common)
+        raise ConfigError(f"{split=} must be 'train' or 'val'.")
+
+    def _loader(self, split: Literal["train", "val"], num_workers: int) -> StokerDataloader:
+        worker_config = data_parallel_worker_config(num_workers, pg_collection=self.pg_collection)
+        dataset = self.datasets_provider(worker_config, split)
+        pin = self.pin_memory and torch.cuda.is_available()
+        return StokerDataloader(get_savable_loader(dataset, pin_memory=pin))
+
+    def train_dataloader(self) -> StokerDataloader:
+        """The training iterator (built once; a state given to :meth:`load_state_dict` first
+        is applied)."""
+        if self._train is None:
+            self._train = self._loader("train", self.num_workers)
+            if self._pending_state is not None:
+                self._train.restore_state(self._pending_state)
+                self._pending_state = None
+        return self._train
+
+    def val_dataloader(self) -> StokerDataloader:
+        """The validation iterator: endless, pass after pass over the validation split."""
+        if self._val is None:
+            self._val = self._loader("val", self.num_val_workers)
+        return self._val
+
+    def test_dataloader(self) -> None:
+        """None: as in Bridge, there is no test loader."""
+
+    def build(self) -> tuple[StokerDataloader, StokerDataloader]:
+        """``(train_dataloader(), val_dataloader())``."""
+        return self.train_dataloader(), self.val_dataloader()
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"dataloader_state": ...}`` with the training position ({} before training)."""
+        if self._train is not None:
+            return {"dataloader_state": self._train.save_state()}
+        if self._pending_state is not None:
+            return {"dataloader_state": self._pending_state}
+        return {}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore the training position from :meth:`state_dict`'s output, a loader state, or a
+        checkpoint dict holding one; before or after :meth:`train_dataloader`."""
+        state = find_loader_state(state_dict)
+        if self._train is None:
+            self._pending_state = state
+        else:
+            self._train.restore_state(state)
+
+
+#: Megatron-Bridge's name, for a one-line switch.
+EnergonMultiModalDataModule = MultiModalDataModule

@@ -1,0 +1,143 @@
+"""stoker's LightningDataModule under a real Lightning Trainer (CPU): exact resume from checkpoints.
+
+A run that crashes and is resumed from its last checkpoint must train on exactly the batches an
+uninterrupted run trains on, step by step, across an epoch boundary and with validation runs in
+between; every validation run sees the whole validation split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+pl = pytest.importorskip("pytorch_lightning")
+
+from stoker.integrations.lightning import StokerDataModule  # noqa: E402
+from tests.integration._images import make_image_dataset  # noqa: E402
+from tests.integration._integ_lightning import Crash, CrashAt, KeyRecorder, trainer  # noqa: E402
+
+# Lightning 2.6 calls a torch.utils._pytree API that torch 2.13 deprecates: not our bug.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning"
+)
+
+STEPS = 16  # two epochs of 10 batches would be 20: the run ends mid-epoch 2
+EVERY = 5  # checkpoints at steps 5 (mid-epoch) and 10 (the end of epoch 1)
+CRASH = 12  # 2 steps after the last checkpoint
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[str]]]:
+    root = tmp_path_factory.mktemp("lightning") / "ds"
+    keys = make_image_dataset(
+        root, {"train": {"train_a": 11, "train_b": 9}, "val": {"val_a": 5}, "test": {"test_a": 3}}
+    )
+    return root, keys
+
+
+def data_module(root: Path, num_workers: int = 1) -> StokerDataModule:
+    return StokerDataModule(
+        str(root),
+        batch_size=2,
+        num_workers=num_workers,
+        shuffle_buffer_size=8,
+        max_samples_per_sequence=4,
+        virtual_workers=2,  # fixed, so that a run may resume with another number of workers
+    )
+
+
+def position(dm: StokerDataModule) -> dict[str, object]:
+    (state,) = dm.state_dict()["train"]["ranks"]
+    return {k: state[k] for k in ("epoch", "t", "yielded", "streams")}
+
+
+@dataclass
+class Runs:
+    """An uninterrupted fit, and a fit that crashed 2 steps after its checkpoint at EVERY."""
+
+    full: KeyRecorder
+    full_position: dict[str, object]
+    crashed: KeyRecorder
+    folder: Path
+
+
+def checkpoints(folder: Path) -> pl.Callback:
+    return pl.callbacks.ModelCheckpoint(dirpath=folder, every_n_train_steps=EVERY, save_top_k=-1)
+
+
+@pytest.fixture(scope="module")
+def runs(
+    dataset: tuple[Path, dict[str, list[str]]], tmp_path_factory: pytest.TempPathFactory
+) -> Runs:
+    root, _ = dataset
+    folder = tmp_path_factory.mktemp("runs")
+    full, full_dm = KeyRecorder(), data_module(root)
+    trainer(STEPS, str(folder / "full")).fit(full, datamodule=full_dm)
+    crashed = KeyRecorder()
+    with pytest.raises(Crash):
+        trainer(STEPS, str(folder), [checkpoints(folder / "ckpt"), CrashAt(CRASH)]).fit(
+            crashed, datamodule=data_module(root)
+        )
+    return Runs(full, position(full_dm), crashed, folder)
+
+
+def checkpoint_of_step(runs: Runs, step: int) -> Path:
+    (path,) = (runs.folder / "ckpt").glob(f"*step={step}.ckpt")
+    return path
+
+
+def test_runs_train_on_the_planned_batches(
+    dataset: tuple[Path, dict[str, list[str]]], runs: Runs
+) -> None:
+    _, keys = dataset
+    assert len(runs.full.train_keys) == STEPS
+    first_pass = sorted(k for step in runs.full.train_keys[:10] for k in step)
+    assert first_pass == sorted(keys["train"])  # one pass = one epoch of 10 batches
+    assert runs.crashed.train_keys == runs.full.train_keys[:CRASH]
+    checkpoint = torch.load(checkpoint_of_step(runs, EVERY), weights_only=True)
+    (saved,) = checkpoint["StokerDataModule"]["train"]["ranks"]
+    assert (saved["t"], saved["yielded"]) == (EVERY, EVERY)  # no batch prefetched beyond
+
+
+# Lightning keeps the state twice: the data module's, and the training loader's in its fit loop
+# (the loader is stateful). Either one alone resumes exactly, mid-epoch and at an epoch's end.
+@pytest.mark.parametrize(
+    ("step", "drop"), [(5, None), (5, "data module"), (5, "fit loop"), (10, None)]
+)
+# A resumed run writes its checkpoints next to those it resumes from, as Lightning users do.
+@pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty:UserWarning")
+def test_resumed_fit_trains_on_the_batches_of_the_uninterrupted_fit(
+    dataset: tuple[Path, dict[str, list[str]]],
+    runs: Runs,
+    tmp_path: Path,
+    step: int,
+    drop: str | None,
+) -> None:
+    checkpoint = torch.load(checkpoint_of_step(runs, step), weights_only=True)
+    if drop == "data module":
+        del checkpoint["StokerDataModule"]
+    elif drop == "fit loop":
+        del checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    path = tmp_path / "resume.ckpt"
+    torch.save(checkpoint, path)
+
+    resumed = KeyRecorder()
+    dm = data_module(dataset[0], num_workers=2)  # another worker count resumes the same stream
+    run = trainer(STEPS, str(runs.folder), [checkpoints(runs.folder / "ckpt")])
+    run.fit(resumed, datamodule=dm, ckpt_path=path)
+    assert resumed.train_keys == runs.full.train_keys[step:]
+    assert position(dm) == runs.full_position
+
+
+def test_every_validation_run_is_a_full_pass(
+    dataset: tuple[Path, dict[str, list[str]]], tmp_path: Path
+) -> None:
+    root, keys = dataset
+    model = KeyRecorder()
+    trainer(12, str(tmp_path)).fit(model, datamodule=data_module(root, num_workers=0))
+    sanity, *runs = model.val_keys  # 2 sanity batches, then one run per epoch of 10 steps
+    assert sanity == keys["val"][:4]
+    assert runs == [keys["val"]]
