@@ -239,6 +239,7 @@ def _dataset(
         worker_config=worker_config,
         virtual_workers=virtual_workers
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),
+        virtual_workers_defaulted=virtual_workers is None,
         parallel_shard_iters=parallel_shard_iters or 16,
         error_policy=error_policy or ErrorPolicy(),
         **options,

@@ -7,6 +7,7 @@ each dataloader worker then builds the streams it owns from it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,9 @@ class LoaderDataset:
     packing_buffer_size: int | None = None
     #: Batch by ``task_encoder.batch_group_criterion`` (explicit: never inferred).
     group_batches: bool = False
+    #: ``virtual_workers`` is the default for this topology, not the caller's choice: a restore
+    #: adopts the value the state was saved with (it is fixed at the first run).
+    virtual_workers_defaulted: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
@@ -66,6 +70,12 @@ class LoaderDataset:
                 "a weighted blend needs repeat=True (it has no end).",
                 hint="Use blend_epochized in the metadataset for a finite blend with repeat=False.",
             )
+
+    def with_virtual_workers(self, virtual_workers: int) -> LoaderDataset | None:
+        """This dataset over ``virtual_workers`` streams if its count was defaulted, else None."""
+        if not self.virtual_workers_defaulted:
+            return None
+        return dataclasses.replace(self, virtual_workers=virtual_workers)
 
     @property
     def source(self) -> DataSource:

@@ -20,6 +20,7 @@ class LoaderState:
     """Save/restore for :class:`~stoker.loader.Loader` (a mixin: it owns the attributes)."""
 
     dataset: Loadable
+    streams: list[int]
     positions: dict[int, Position]
     buffers: dict[int, Buffers]
     exhausted: set[int]
@@ -62,8 +63,10 @@ class LoaderState:
         )
 
     def restore_state_rank(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (saved by this rank, same world size; workers may differ)."""
+        """Continue from ``state`` (saved by this rank, same world size; the number of workers
+        may differ where it divides the state's virtual workers)."""
         state = state_module.check_state(state)
+        self._adopt_virtual_workers(state)
         state_module.check_fingerprint(state, self.dataset.fingerprint())
         saved, current = state["topology"], self.dataset.topology()
         if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
@@ -108,6 +111,7 @@ class LoaderState:
         if states is None:
             raise ConfigError("restore_state_global needs the states (or src_rank).")
         merged = state_module.merge(states)
+        self._adopt_virtual_workers(merged)
         state_module.check_fingerprint(merged, self.dataset.fingerprint())
         self._apply(state_module.for_rank(merged, self.dataset.topology()))
 
@@ -118,6 +122,29 @@ class LoaderState:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Same as :meth:`restore_state_rank`."""
         self.restore_state_rank(state)
+
+    def _adopt_virtual_workers(self, state: dict[str, Any]) -> None:
+        """Run over the state's number of streams, unless the caller chose one (then the
+        fingerprint check reports the difference)."""
+        saved = int(state["topology"]["virtual_workers"])
+        if saved == self.dataset.topology().virtual_workers:
+            return
+        try:
+            adopted = self.dataset.with_virtual_workers(saved)
+        except ConfigError as e:
+            topology = self.dataset.topology()
+            raise ConfigError(
+                f"the state was saved over virtual_workers={saved} streams; this loader's "
+                f"{topology.world_size} rank(s) x {max(topology.num_workers, 1)} worker(s) do "
+                f"not divide {saved}.",
+                hint="Resume with a number of workers (x ranks) that divides it; to resume on "
+                "more, start runs with get_*_dataset(..., virtual_workers=N), N with many "
+                "divisors.",
+            ) from e
+        if adopted is not None:
+            self._stop()
+            self.dataset = adopted
+            self.streams = adopted.topology().rank_streams().tolist()
 
     def _apply(self, state: dict[str, Any]) -> None:
         self._stop()

@@ -10,6 +10,7 @@ mixed stream's position is its datasets' stream positions plus the sub-batches t
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -69,6 +70,15 @@ class MixBatchDataset:
 
     def topology(self) -> Topology:
         return self.datasets[0].topology()
+
+    def with_virtual_workers(self, virtual_workers: int) -> MixBatchDataset | None:
+        """The mix over ``virtual_workers`` streams if every dataset's count was defaulted."""
+        datasets = [d.with_virtual_workers(virtual_workers) for d in self.datasets]
+        if any(d is None for d in datasets):
+            return None
+        mix = copy.copy(self)
+        mix.datasets = [d for d in datasets if d is not None]
+        return mix
 
     def fingerprint(self) -> dict[str, Any]:
         """The configuration a saved state is only valid for: the mix and each dataset's."""

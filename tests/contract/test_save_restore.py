@@ -123,6 +123,28 @@ def test_restore_is_independent_of_worker_count(dataset: str) -> None:
             assert take(restored, 13) == reference[7:]
 
 
+def test_restore_with_fewer_workers_adopts_the_saved_virtual_workers(dataset: str) -> None:
+    """Without an explicit virtual_workers, the default (ranks x workers) of the first run is
+    kept by a restore with fewer workers; more workers than it allows is a clear error."""
+    defaulted = {"virtual_workers": None}
+    with train_loader(dataset, 2, **defaulted)() as loader:
+        reference = take(loader, 16)
+    with train_loader(dataset, 2, **defaulted)() as loader:
+        take(loader, 5)
+        state = roundtrip(loader.save_state_rank())
+    assert state["topology"]["virtual_workers"] == 2
+    for workers in (0, 1):  # defaults of 1 stream, adopted as 2
+        with train_loader(dataset, workers, **defaulted)() as restored:
+            restored.restore_state_rank(state)
+            assert take(restored, 11) == reference[5:]
+            assert restored.save_state_rank()["topology"]["virtual_workers"] == 2
+    with (
+        train_loader(dataset, 3, **defaulted)() as restored,
+        pytest.raises(ConfigError, match=r"virtual_workers=2 streams.*1 rank\(s\) x 3 worker\(s\)"),
+    ):
+        restored.restore_state_rank(state)
+
+
 def _rank_loaders(path: str, world: int, workers: int) -> list[Loader]:
     loaders = []
     for rank in range(world):
