@@ -12,8 +12,6 @@ import collections
 import contextlib
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,34 +20,21 @@ from typing import Any
 
 import pytest
 
-from stoker import WorkerConfig, get_loader, get_train_dataset, get_val_dataset
+from stoker import get_loader
 from stoker.errors import ConfigError, StorageError
-from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.prepare import prepare_dataset
 from stoker.storage import open_store
 from stoker.storage.s3 import STATS
-from tests.conftest import write_shard
+from tests.integration._remote import (
+    epoch_keys,
+    make_shards,
+    prepare_local,
+    stoker_cli,
+    train_dataset,
+)
 from tests.s3server import WeedMini
 
 BUCKET = "stoker-test"
 HEADER = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n"
-TEXT_YAML = make_dataset_yaml("TextSample", {"text": "txt"})
-
-
-def make_shards(root: Path, name: str, shards: int, per_shard: int) -> Path:
-    """Unprepared text shards ``{name}_{s}_{i}``; shard 0 is the val split, the rest train."""
-    for s in range(shards):
-        samples = [(f"{name}_{s}_{i:04d}", {"txt": name.encode()}) for i in range(per_shard)]
-        write_shard(root / name / f"{'val' if s == 0 else 'train'}_{s}.tar", samples)
-    return root / name
-
-
-def prepare_local(root: Path, name: str, shards: int, per_shard: int) -> Path:
-    path = make_shards(root, name, shards, per_shard)
-    prepare_dataset(
-        str(path), split_parts=[("train", "train_"), ("val", "val_")], dataset_yaml=TEXT_YAML
-    )
-    return path
 
 
 def upload(client: Any, folder: Path, prefix: str) -> str:
@@ -58,30 +43,6 @@ def upload(client: Any, folder: Path, prefix: str) -> str:
             key = f"{prefix}/{path.relative_to(folder).as_posix()}"
             client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
     return f"s3://{BUCKET}/{prefix}"
-
-
-def config(workers: int) -> WorkerConfig:
-    return WorkerConfig(rank=0, world_size=1, num_workers=workers)
-
-
-def epoch_keys(path: str, workers: int, split: str = "train") -> list[str]:
-    """The keys of one epoch of ``split``, in the order the loader yields them."""
-    if split == "train":
-        dataset = get_train_dataset(
-            path, worker_config=config(workers), batch_size=4, shuffle_buffer_size=8,
-            max_samples_per_sequence=4, repeat=False,
-        )  # fmt: skip
-    else:
-        dataset = get_val_dataset(path, worker_config=config(workers), batch_size=4)
-    with get_loader(dataset) as loader:
-        return [key for batch in loader for key in batch.__key__]
-
-
-def stoker_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stoker.cli.main", *args],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -169,12 +130,29 @@ def test_metadataset_on_s3_blends_two_s3_datasets(bucket: Any, tmp_path: Path) -
     assert sorted(keys) == sorted(expected)
 
 
-def test_metadata_files_are_cached_by_version(uploaded: tuple[Path, str], tmp_path: Path) -> None:
+def test_missing_object_and_bucket_are_clear_errors(uploaded: tuple[Path, str]) -> None:
+    with pytest.raises(StorageError, match=r"uploaded/coco/nope.tar: object not found"):
+        open_store(uploaded[1]).read_range("nope.tar", 0, 10)
+    with pytest.raises(StorageError, match=r"s3://no-such-bucket/x/a.tar: object not found"):
+        open_store("s3://no-such-bucket/x").read_range("a.tar", 0, 10)
+
+
+def test_metadata_files_are_cached_by_version(
+    uploaded: tuple[Path, str], bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = open_store(uploaded[1])
     first = store.read_bytes("train_1.tar.idx")
     STATS.reset()
     assert store.read_bytes("train_1.tar.idx") == first
-    assert STATS.bytes_received == 0  # answered 304 Not Modified: the cached copy served
+    assert STATS.total_requests == 0  # checked moments ago: trusted without a request
+    monkeypatch.setenv("STOKER_CACHE_FRESH_SECONDS", "0")
+    assert store.read_bytes("train_1.tar.idx") == first
+    assert STATS.requests["GET"] == 1 and STATS.bytes_received == 0  # 304 Not Modified
+    key = "uploaded/coco/changed.tar.idx"
+    bucket.put_object(Bucket=BUCKET, Key=key, Body=b"1" * 16)
+    assert store.read_bytes("changed.tar.idx") == b"1" * 16
+    bucket.put_object(Bucket=BUCKET, Key=key, Body=b"2" * 16)
+    assert store.read_bytes("changed.tar.idx") == b"2" * 16  # a new version is fetched
     local = store.cached_local_path(".nv-meta/index.sqlite")
     assert local is not None and local.startswith(str(tmp_path / "cache"))
     assert Path(local).read_bytes() == (uploaded[0] / ".nv-meta/index.sqlite").read_bytes()
@@ -187,10 +165,7 @@ def test_server_killed_mid_epoch_and_restarted_completes_the_epoch(
     weed: WeedMini, bucket: Any, tmp_path: Path
 ) -> None:
     url = upload(bucket, prepare_local(tmp_path, "big", shards=5, per_shard=120), "fault/big")
-    dataset = get_train_dataset(
-        url, worker_config=config(2), batch_size=4, shuffle_buffer_size=8,
-        max_samples_per_sequence=4, repeat=False,
-    )  # fmt: skip
+    dataset = train_dataset(url, 2)
     restart = threading.Timer(2.0, weed.start)
     seen: list[str] = []
     try:
@@ -287,9 +262,12 @@ class Proxy:
 
 
 @pytest.fixture
-def blob(bucket: Any) -> bytes:
+def blob(weed: WeedMini, bucket: Any) -> bytes:
     data = os.urandom(1 << 20)
-    bucket.put_object(Bucket=BUCKET, Key="proxy/blob.bin", Body=data)
+    # After the restart test, weed may take longer than the test client's 5 s to take a first
+    # PUT (S3_SERVER.md 6.1.5): give the upload its own patience.
+    client = weed.client(read_timeout=30, retries={"total_max_attempts": 3})
+    client.put_object(Bucket=BUCKET, Key="proxy/blob.bin", Body=data)
     return data
 
 

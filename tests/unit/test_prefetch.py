@@ -15,7 +15,13 @@ import pytest
 import stoker.pipeline.prefetch as prefetch_module
 from stoker.errors import ConfigError, StorageError
 from stoker.format.tar_index import encode_offsets, tar_index_name
-from stoker.pipeline.prefetch import Prefetcher, budget_from_env, plan_requests
+from stoker.pipeline.prefetch import (
+    FIRST_REQUEST,
+    Prefetcher,
+    budget_from_env,
+    plan_requests,
+    split_head,
+)
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store
 
@@ -328,13 +334,24 @@ def test_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     reader.close()
 
 
-def test_cold_requests_are_smaller_then_full_size() -> None:
+def test_split_head_keeps_every_sample_once_per_mention() -> None:
+    request = plan_requests([("a", 0, 10), ("a", 0, 10), ("a", 10, 30), ("a", 30, 35)],
+                            gap=0, cap=100)[0]  # fmt: skip
+    head, rest = split_head(request, 15)
+    assert (head.start, head.end, head.samples) == (0, 10, [(0, 10), (0, 10)])
+    assert (rest.start, rest.end, rest.samples) == (10, 35, [(10, 30), (30, 35)])
+    assert split_head(request, 1)[0].samples == [(0, 10), (0, 10)]  # one sample at least
+    assert split_head(request, 100) == [request]
+
+
+def test_only_the_first_cold_request_is_small() -> None:
     store = make_store(shards=1, per_shard=40, size=100_000)  # ~4 MB in one shard
     ahead = Prefetcher(store, threads=2)
     reader = ShardReader(store, shard_names(store))
     reader._ahead = ahead
-    reader.prefetch(*refs([(0, i) for i in range(20)]))  # nothing coming yet: <= 1 MiB each
-    reader.prefetch(*refs([(0, i) for i in range(20, 40)]))  # warm: one request
-    assert ahead.requests == 2 + 1  # ten samples of ~100 kB per cold request
+    reader.prefetch(*refs([(0, i) for i in range(30)]))  # nothing coming yet: first <= 1 MiB
+    reader.prefetch(*refs([(0, i) for i in range(30, 40)]))  # warm: one request
+    assert ahead.requests == 2 + 1  # ten samples of ~100 kB, then the other twenty in one
+    assert sorted(size for _, _, size in store.reads)[0] <= FIRST_REQUEST
     assert all(reader.read(0, i).key == f"s0_{i:05d}" for i in range(40))
     reader.close()

@@ -34,7 +34,7 @@ DEFAULT_THREADS = 8
 REMOTE_GAP = 1 << 20
 #: The largest request made by merging ranges (one sample larger than this is one request).
 MAX_REQUEST = 8 << 20
-#: The largest merged request when nothing is buffered yet (the first samples are awaited).
+#: The largest first request when nothing is buffered yet (the first samples are awaited).
 FIRST_REQUEST = 1 << 20
 #: A received request untouched for this many reads (at least) may be dropped to make room.
 _STALE_READS = 1024
@@ -112,6 +112,19 @@ def plan_requests(samples: Sequence[SampleKey], *, gap: int, cap: int) -> list[R
             current.samples.append((start, end))
     requests.sort(key=lambda r: r.first)
     return requests
+
+
+def split_head(request: Request, limit: int) -> list[Request]:
+    """``request`` as a head of at most ``limit`` bytes (one sample at least) and the rest."""
+    fits = [end for _, end in request.samples if end - request.start <= limit]
+    cut = max(fits) if fits else request.samples[0][1]
+    head = [sample for sample in request.samples if sample[1] <= cut]
+    rest = [sample for sample in request.samples if sample[1] > cut]
+    if not rest:
+        return [request]
+    first = Request(request.name, request.start, cut, request.first, head)
+    other = Request(request.name, min(s for s, _ in rest), request.end, request.first, rest)
+    return [first, other]
 
 
 @dataclass(eq=False)
@@ -203,10 +216,12 @@ class Prefetcher:
                     slot.chunk.wanted += 1
                 else:
                     fresh.append(key)
-            # Cold (nothing coming): smaller requests, so that the first samples arrive sooner.
-            cold = not self._held and not self._queue
-            cap = min(self.cap, FIRST_REQUEST) if cold else self.cap
-            for request in plan_requests(fresh, gap=self.gap, cap=cap):
+            requests = plan_requests(fresh, gap=self.gap, cap=self.cap)
+            if requests and not self._held and not self._queue:
+                # Cold (nothing coming): the first request is small, so that the first samples
+                # arrive sooner; the others are full size (each request costs CPU on both ends).
+                requests[:1] = split_head(requests[0], FIRST_REQUEST)
+            for request in requests:
                 chunk = _Chunk(request, touched=self._tick)
                 self._by_name.setdefault(request.name, []).append(chunk)
                 for start, end in request.samples:

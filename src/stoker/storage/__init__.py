@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from stoker.errors import ConfigError
 from stoker.storage.base import Store
 from stoker.storage.local import LocalStore
 
@@ -21,11 +20,16 @@ def split_location(location: str) -> tuple[str, str]:
 
 
 def open_store(location: str) -> Store:
-    """The store rooted at ``location``: a local folder, a ``file://``, ``s3://`` or ``msc://`` URL.
+    """The store rooted at ``location``: a local folder or a ``file://``, ``s3://``, ``msc://`` URL,
+    or a URL of any other protocol fsspec knows (``gs://``, ``az://``, ``http(s)://``, ...).
 
     ``s3://bucket/prefix`` is reached with the AWS chain (environment, profiles) overridden by
     the file ``STOKER_STORAGE_CONFIG`` names; ``msc://profile/path`` with a Multi-Storage Client
-    profile (see :mod:`stoker.storage.config`).
+    profile (see :mod:`stoker.storage.config`); other protocols through fsspec
+    (:mod:`stoker.storage.fsspec_store`).
+
+    Raises:
+        ConfigError: a URL whose protocol is unknown, or whose package is not installed.
 
     Example:
         >>> store = open_store("/data/my-dataset")
@@ -47,10 +51,7 @@ def open_store(location: str) -> Store:
         settings, bucket, prefix = resolve_msc(location)
         return S3Store(location, settings, bucket, prefix)
     if "://" in location:
-        scheme = location.split("://", 1)[0]
-        raise ConfigError(
-            f"URL scheme {scheme!r} is not supported.",
-            path=location,
-            hint="Use a local path, s3://bucket/path or msc://profile/path.",
-        )
+        from stoker.storage.fsspec_store import FsspecStore
+
+        return FsspecStore(location)
     return LocalStore(os.path.expanduser(location))

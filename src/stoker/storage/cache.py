@@ -7,28 +7,48 @@ so a reader sees a whole file or none, and many worker processes may fill the ca
 last rename wins; the contents are identical). The total size is kept under a bound by removing
 the least recently used entries (an open file survives its removal on POSIX).
 
+Each URL also has a pointer to its latest version, touched whenever a process checks the version
+against the store. Within ``STOKER_CACHE_FRESH_SECONDS`` (default 10 s) of such a check, other
+processes (the dataloader workers of all ranks of a machine, starting together) trust it and ask
+the store nothing; 0 checks on every read.
+
 ``STOKER_CACHE_DIR`` moves it (default ``~/.cache/stoker``); ``STOKER_CACHE_MAX_BYTES`` bounds it
 (default 4 GiB); ``STOKER_CACHE_DIR=off`` disables it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from stoker.errors import ConfigError
+
 DIR_ENV = "STOKER_CACHE_DIR"
 MAX_ENV = "STOKER_CACHE_MAX_BYTES"
+FRESH_ENV = "STOKER_CACHE_FRESH_SECONDS"
 DEFAULT_MAX_BYTES = 4 << 30
+DEFAULT_FRESH_SECONDS = 10.0
+_LATEST = "latest"
 _SUBDIR = "objects"
 
 #: Files next to shards that hold metadata (a shard's index, a JSONL file's index).
 META_SUFFIXES = (".idx",)
 
-__all__ = ["META_SUFFIXES", "MetaCache", "default_cache", "is_metadata"]
+__all__ = [
+    "META_SUFFIXES",
+    "MetaCache",
+    "default_cache",
+    "is_metadata",
+    "read_entry",
+    "scratch_cache",
+]
 
 
 def is_metadata(path: str) -> bool:
@@ -44,6 +64,8 @@ class MetaCache:
 
     root: str
     max_bytes: int = DEFAULT_MAX_BYTES
+    #: How long a checked version is trusted without asking the store again.
+    fresh_seconds: float = DEFAULT_FRESH_SECONDS
 
     def entry(self, url: str, version: str) -> str:
         """The local path an object of this URL and version is cached at."""
@@ -59,6 +81,35 @@ class MetaCache:
         except OSError:
             return None
         return path
+
+    def latest(self, url: str) -> tuple[str, float] | None:
+        """The latest known version of ``url`` and the seconds since it was last checked."""
+        pointer = self.entry(url, _LATEST)
+        try:
+            with open(pointer, encoding="utf-8") as f:
+                version = f.read()
+            age = time.time() - os.stat(pointer).st_mtime
+        except OSError:
+            return None
+        return (version, max(0.0, age)) if version else None
+
+    def fresh(self, url: str) -> bytes | None:
+        """The cached content of ``url`` if its version was checked less than
+        ``fresh_seconds`` ago (by any process), else None."""
+        latest = self.latest(url)
+        if latest is None or latest[1] >= self.fresh_seconds:
+            return None
+        hit = self.get(url, latest[0])
+        return read_entry(hit) if hit else None
+
+    def confirm(self, url: str, version: str) -> None:
+        """Record that the store has ``version`` of ``url`` now (a check just made)."""
+        known = self.latest(url)
+        if known is not None and known[0] == version:
+            with contextlib.suppress(OSError):
+                os.utime(self.entry(url, _LATEST))
+                return
+        self.put_bytes(url, _LATEST, version.encode())
 
     def put(self, url: str, version: str, fill: Callable[[int], None]) -> str:
         """Cache a new copy: ``fill(fd)`` writes the content into an open file descriptor."""
@@ -109,7 +160,42 @@ def default_cache() -> MetaCache | None:
     )
     if root.lower() in ("off", "none", "0"):
         return None
-    return MetaCache(root, int(os.environ.get(MAX_ENV, DEFAULT_MAX_BYTES)))
+    max_bytes = int(_env_number(MAX_ENV, DEFAULT_MAX_BYTES))
+    return MetaCache(root, max_bytes, _env_number(FRESH_ENV, DEFAULT_FRESH_SECONDS))
+
+
+def _env_number(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    try:
+        number = float(value) if value else default
+    except ValueError:
+        number = -1.0
+    if number < 0:
+        raise ConfigError(
+            f"{name}={value!r} is not a number >= 0.", hint=f"E.g. {name}={default:g}."
+        )
+    return number
+
+
+def read_entry(path: str) -> bytes | None:
+    """The content of a cache entry, or None if it was removed meanwhile."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+_SCRATCH: list[MetaCache] = []
+
+
+def scratch_cache() -> MetaCache:
+    """A temporary cache of this process (removed at exit), for when the shared one is off."""
+    if not _SCRATCH:
+        folder = tempfile.mkdtemp(prefix="stoker-cache-")
+        atexit.register(shutil.rmtree, folder, True)
+        _SCRATCH.append(MetaCache(folder))
+    return _SCRATCH[0]
 
 
 def _write_all(fd: int, data: bytes) -> None:

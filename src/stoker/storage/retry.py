@@ -53,29 +53,54 @@ class RetryPolicy:
         return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2 ** min(attempt, 30))))
 
 
+#: Errors that another attempt cannot fix, even where a broader transient class matches.
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+              FileExistsError, ValueError, NotImplementedError)  # fmt: skip
+
+
 def is_transient(error: BaseException) -> bool:
-    """Whether ``error`` is worth another attempt."""
+    """Whether ``error`` is worth another attempt.
+
+    Transient: connection errors, timeouts, bodies cut short, throttling (429, ``SlowDown``) and
+    5xx answers, from botocore (S3) and from aiohttp (fsspec's HTTP and cloud filesystems).
+    """
+    if isinstance(error, _PERMANENT):
+        return False
     if isinstance(error, (ShortRead, http.client.IncompleteRead, TimeoutError, ConnectionError)):
         return True
+    status = _http_status(error)
+    if status is not None:
+        return status >= 500 or status in (408, 429)
+    return _is_botocore_transient(error) or _is_aiohttp_transient(error)
+
+
+def _http_status(error: BaseException) -> int | None:
+    """The HTTP status an error reports (botocore ``response``, aiohttp ``status``), if any."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        code = str(response.get("Error", {}).get("Code", ""))
+        return 503 if code in RETRYABLE_CODES else int(status or 0)
+    status = getattr(error, "status", None)
+    return status if isinstance(status, int) and 100 <= status < 600 else None
+
+
+def _is_botocore_transient(error: BaseException) -> bool:
     try:
         import botocore.exceptions as bx  # type: ignore[import-untyped]
         import urllib3.exceptions as ux
-    except ImportError:  # pragma: no cover - only S3 stores call this
+    except ImportError:  # pragma: no cover - boto3 is the s3 extra
         return False
-    if isinstance(error, bx.ClientError):
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        code = str(error.response.get("Error", {}).get("Code", ""))
-        return status >= 500 or status == 429 or code in RETRYABLE_CODES
-    return isinstance(
-        error,
-        (
-            bx.ConnectionError,
-            bx.HTTPClientError,
-            bx.IncompleteReadError,
-            ux.HTTPError,
-            OSError,
-        ),
-    )
+    kinds = (bx.ConnectionError, bx.HTTPClientError, bx.IncompleteReadError, ux.HTTPError, OSError)
+    return isinstance(error, kinds)
+
+
+def _is_aiohttp_transient(error: BaseException) -> bool:
+    try:
+        import aiohttp
+    except ImportError:  # pragma: no cover - fsspec's HTTP filesystem needs it
+        return False
+    return isinstance(error, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError))
 
 
 def with_retry(

@@ -1,127 +1,33 @@
 """S3-compatible object stores (``s3://bucket/prefix``, ``msc://profile/path``) as a :class:`Store`.
 
-One boto3 client per process and settings, made lazily: clients are not fork-safe, so the cache
-is keyed by the process id and a forked worker makes its own. botocore's own retries are off
-(one attempt per call, with connect and read timeouts); :mod:`stoker.storage.retry` retries
-instead, so that a ranged read cut short resumes at the byte it reached rather than starting
-over. Every request is counted in :data:`STATS` (per process) for benchmarks.
+Requests go through the process's boto3 client (:mod:`stoker.storage.s3_client`) and retry with
+:mod:`stoker.storage.retry`, so that a ranged read cut short resumes at the byte it reached
+rather than starting over. GETs, the bulk of the requests, skip botocore's per-call pipeline
+(:mod:`stoker.storage.s3_get`). Every request is counted in :data:`STATS` (per process) for
+benchmarks.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import io
-import os
-import shutil
-import tempfile
-import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar
 
 from stoker.errors import ConfigError, StorageError
 from stoker.storage.base import Store
-from stoker.storage.cache import MetaCache, default_cache, is_metadata
+from stoker.storage.cache import MetaCache, default_cache, is_metadata, read_entry, scratch_cache
 from stoker.storage.config import S3Settings
+from stoker.storage.ranged import open_ranged
 from stoker.storage.retry import RetryPolicy, ShortRead, with_retry
+from stoker.storage.s3_client import STATS, RequestStats, client_for
+from stoker.storage.s3_get import S3HttpError, getter_for
+
+__all__ = ["STATS", "RequestStats", "S3Store", "client_for", "parse_s3_url"]
 
 T = TypeVar("T")
 _CHUNK = 1 << 20
-READ_AHEAD = 4 << 20
 _NOT_FOUND = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
 _DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
-
-
-@dataclass
-class RequestStats:
-    """Requests made and body bytes received by this process, by operation."""
-
-    requests: Counter[str] = field(default_factory=Counter)
-    bytes_received: int = 0
-
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def total_requests(self) -> int:
-        return sum(self.requests.values())
-
-    def count(self, op: str | None = None, received: int = 0) -> None:
-        """Record one request of ``op`` and/or ``received`` body bytes (thread-safe)."""
-        with self._lock:
-            if op is not None:
-                self.requests[op] += 1
-            self.bytes_received += received
-
-    def reset(self) -> None:
-        self.requests.clear()
-        self.bytes_received = 0
-
-
-STATS = RequestStats()
-_CLIENTS: dict[tuple[object, ...], Any] = {}
-_LOCK = threading.Lock()
-#: The AWS chain's variables a client depends on: a change makes a new client.
-_CHAIN_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
-              "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")  # fmt: skip
-
-
-def client_for(settings: S3Settings) -> Any:
-    """The boto3 S3 client of this process for ``settings`` (made on first use)."""
-    key = (os.getpid(), settings, *(os.environ.get(name) for name in _CHAIN_ENV))
-    client = _CLIENTS.get(key)
-    if client is not None:
-        return client
-    with _LOCK:
-        if key not in _CLIENTS:
-            for stale in [k for k in _CLIENTS if k[0] != key[0]]:
-                del _CLIENTS[stale]  # inherited through fork: never used here
-            _CLIENTS[key] = _make_client(settings)
-        return _CLIENTS[key]
-
-
-_LOADERS: list[Any] = []
-
-
-def _botocore_loader() -> Any:
-    """One botocore data loader per process tree (it caches JSON models; no sockets: fork-safe)."""
-    if not _LOADERS:
-        import botocore.loaders  # type: ignore[import-untyped]
-
-        _LOADERS.append(botocore.loaders.create_loader())
-    return _LOADERS[0]
-
-
-def _make_client(settings: S3Settings) -> Any:
-    try:
-        import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
-    except ImportError:
-        raise ConfigError(
-            "s3:// paths need boto3.", hint="Install the extra: pip install 'stoker[s3]'."
-        ) from None
-    session = boto3.session.Session(profile_name=settings.profile)
-    # Share botocore's parsed service models between sessions: a new session per forked worker
-    # would otherwise re-read and parse them (0.1-0.4 s of every worker's start).
-    session._session.register_component("data_loader", _botocore_loader())
-    return session.client(
-        "s3",
-        endpoint_url=settings.endpoint_url,
-        region_name=settings.region or session.region_name or "us-east-1",
-        aws_access_key_id=settings.access_key_id,
-        aws_secret_access_key=settings.secret_access_key,
-        aws_session_token=settings.session_token,
-        config=Config(
-            s3={"addressing_style": "path" if settings.path_style else "auto"},
-            retries={"total_max_attempts": 1},
-            connect_timeout=settings.connect_timeout,
-            read_timeout=settings.read_timeout,
-            max_pool_connections=32,
-            response_checksum_validation="when_required",
-            request_checksum_calculation="when_required",
-        ),
-    )
 
 
 def parse_s3_url(location: str) -> tuple[str, str]:
@@ -190,38 +96,36 @@ class S3Store(Store):
         key = self._key(path)
 
         def attempt(client: Any) -> _Got:
-            pos = start + len(got.data)
-            args: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+            pos = start + got.size
+            headers: dict[str, str] = {}
             if got.etag:
-                args["IfMatch"] = got.etag  # never splice two versions of an object
+                headers["If-Match"] = got.etag  # never splice two versions of an object
             elif if_none_match:
-                args["IfNoneMatch"] = if_none_match
+                headers["If-None-Match"] = if_none_match
             if end is not None:
-                args["Range"] = f"bytes={pos}-{end - 1}"
+                headers["Range"] = f"bytes={pos}-{end - 1}"
             elif pos:
-                args["Range"] = f"bytes={pos}-"
+                headers["Range"] = f"bytes={pos}-"
             try:
-                response = client.get_object(**args)
-            except Exception as e:
-                if _code(e) == "InvalidRange":  # at or past the end: nothing left
+                response = getter_for(client).get(self.bucket, key, headers)
+            except S3HttpError as e:
+                if e.status == 416:  # at or past the end: nothing left
                     return got
-                if _code(e) in ("304", "NotModified"):
+                if e.status == 304:
                     got.not_modified = True
                     return got
                 raise
-            got.etag = got.etag or response.get("ETag", "")
-            expected = int(response.get("ContentLength", 0))
-            body = response["Body"]
-            received = 0
-            try:
-                while chunk := body.read(_CHUNK):
-                    got.data += chunk
-                    received += len(chunk)
-                    STATS.count(received=len(chunk))
-            finally:
-                body.close()
-            if received < expected:
-                raise ShortRead(f"received {received} of {expected} bytes")
+            got.etag = got.etag or response.headers.get("ETag", "")
+            length = response.headers.get("Content-Length")
+            whole = response.status == 200 and "Range" in headers
+            if whole and (pos or (end is not None and int(length or 0) > end)):
+                response.close()
+                raise StorageError(
+                    f"asked for {headers['Range']}, the server sent the whole object.",
+                    path=self.url(path),
+                    hint="Use an S3 server that answers ranged GETs with 206 Partial Content.",
+                )
+            _receive(response, got, None if length is None else int(length))
             return got
 
         what = f"GET {self.bucket}/{key}" + (f" bytes {start}-{end - 1}" if end else "")
@@ -266,17 +170,17 @@ class S3Store(Store):
         return int(head["ContentLength"])
 
     def open(self, path: str) -> BinaryIO:
-        return io.BufferedReader(_RangeReader(self, path, self.size(path)), READ_AHEAD)
+        return open_ranged(self, path, self.size(path))
 
     def read_range(self, path: str, offset: int, size: int) -> bytes:
         if size <= 0:
             return b""
-        return bytes(self._get(path, offset, offset + size).data)
+        return self._get(path, offset, offset + size).data
 
     def read_bytes(self, path: str) -> bytes:
         cache = default_cache()
         if cache is None or not is_metadata(path):
-            return bytes(self._get(path, 0, None).data)
+            return self._get(path, 0, None).data
         return _cached_read(self, cache, path)
 
     def list_files(self, path: str = "") -> list[str]:
@@ -322,12 +226,12 @@ class S3Store(Store):
         if head is None:
             return None
         version = f"{head.get('ETag', '')}:{head['ContentLength']}"
-        cache = default_cache() or _scratch_cache()
+        cache = default_cache() or scratch_cache()
         hit = cache.get(self.url(path), version)
         if hit is not None:
             return hit
         data = self._get(path, 0, None).data
-        return cache.put_bytes(self.url(path), version, bytes(data))
+        return cache.put_bytes(self.url(path), version, data)
 
     def __repr__(self) -> str:
         return f"S3Store({self.root!r})"
@@ -339,72 +243,62 @@ def _lister(args: dict[str, Any]) -> Callable[[Any], Any]:
 
 @dataclass
 class _Got:
-    data: bytearray = field(default_factory=bytearray)
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
     etag: str = ""
     not_modified: bool = False
 
+    @property
+    def data(self) -> bytes:
+        if len(self.chunks) > 1:
+            self.chunks[:] = [b"".join(self.chunks)]
+        return self.chunks[0] if self.chunks else b""
+
+
+def _receive(raw: Any, got: _Got, expected: int | None) -> None:
+    """Read a body of ``expected`` bytes (None: to its end) into ``got``, which keeps what
+    arrived when the body is cut short."""
+    received = 0
+    try:
+        while expected is None or received < expected:
+            # One read of the whole rest: a single buffer, filled straight from the socket (a
+            # cut connection ends the read early with what arrived, kept for the resume).
+            chunk = raw.read(_CHUNK if expected is None else expected - received)
+            if not chunk:
+                break
+            got.chunks.append(chunk)
+            got.size += len(chunk)
+            received += len(chunk)
+            STATS.count(received=len(chunk))
+    except BaseException:
+        raw.close()  # a broken connection never goes back to the pool
+        raise
+    if expected is not None and received < expected:
+        raw.close()
+        raise ShortRead(f"received {received} of {expected} bytes")
+    raw.release_conn()
+
 
 def _cached_read(store: S3Store, cache: MetaCache, path: str) -> bytes:
-    """One conditional GET: the cached copy if the object did not change, else the new bytes."""
+    """The cached copy if its version was checked moments ago (by any process) or a conditional
+    GET says it did not change; else the new bytes, cached."""
     url = store.url(path)
-    pointer = cache.entry(url, "latest")
-    etag = ""
-    with contextlib.suppress(OSError), open(pointer, encoding="utf-8") as f:
-        etag = f.read()
-    cached = cache.get(url, etag) if etag else None
-    got = store._get(path, 0, None, if_none_match=etag if cached else "")
-    if got.not_modified and cached is not None:
-        with contextlib.suppress(OSError), open(cached, "rb") as f:
-            return f.read()
+    data = cache.fresh(url)
+    if data is not None:
+        return data
+    latest = cache.latest(url)
+    cached = cache.get(url, latest[0]) if latest else None
+    got = store._get(path, 0, None, if_none_match=latest[0] if latest and cached else "")
+    if got.not_modified and latest and cached:
+        data = read_entry(cached)
+        if data is not None:
+            cache.confirm(url, latest[0])
+            return data
         got = store._get(path, 0, None)  # evicted between the check and the read
-    data = bytes(got.data)
     if got.etag:
-        cache.put_bytes(url, got.etag, data)
-        cache.put_bytes(url, "latest", got.etag.encode())
-    return data
-
-
-class _RangeReader(io.RawIOBase):
-    """A seekable read-only stream over one object, by ranged GETs."""
-
-    def __init__(self, store: S3Store, path: str, size: int) -> None:
-        self._store, self._path, self._size, self._pos = store, path, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        n = min(len(view), self._size - self._pos)
-        if n <= 0:
-            return 0
-        data = self._store.read_range(self._path, self._pos, n)
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
-
-_SCRATCH: list[MetaCache] = []
-
-
-def _scratch_cache() -> MetaCache:
-    """A per-process temporary cache, when the shared one is turned off."""
-    if not _SCRATCH:
-        folder = tempfile.mkdtemp(prefix="stoker-cache-")
-        atexit.register(shutil.rmtree, folder, True)
-        _SCRATCH.append(MetaCache(folder))
-    return _SCRATCH[0]
+        cache.put_bytes(url, got.etag, got.data)
+        cache.confirm(url, got.etag)
+    return got.data
 
 
 def _code(e: BaseException | None) -> str:

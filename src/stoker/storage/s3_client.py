@@ -1,0 +1,107 @@
+"""One boto3 S3 client per process and settings, and the count of requests a process made.
+
+Clients are made lazily: they are not fork-safe, so the cache is keyed by the process id and a
+forked worker makes its own. botocore's own retries are off (one attempt per call, with connect
+and read timeouts): :mod:`stoker.storage.retry` retries instead.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.storage.config import S3Settings
+
+
+@dataclass
+class RequestStats:
+    """Requests made and body bytes received by this process, by operation."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    bytes_received: int = 0
+
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    def count(self, op: str | None = None, received: int = 0) -> None:
+        """Record one request of ``op`` and/or ``received`` body bytes (thread-safe)."""
+        with self._lock:
+            if op is not None:
+                self.requests[op] += 1
+            self.bytes_received += received
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self.bytes_received = 0
+
+
+STATS = RequestStats()
+_CLIENTS: dict[tuple[object, ...], Any] = {}
+_LOCK = threading.Lock()
+#: The AWS chain's variables a client depends on: a change makes a new client.
+_CHAIN_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
+              "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")  # fmt: skip
+
+
+def client_for(settings: S3Settings) -> Any:
+    """The boto3 S3 client of this process for ``settings`` (made on first use)."""
+    key = (os.getpid(), settings, *(os.environ.get(name) for name in _CHAIN_ENV))
+    client = _CLIENTS.get(key)
+    if client is not None:
+        return client
+    with _LOCK:
+        if key not in _CLIENTS:
+            for stale in [k for k in _CLIENTS if k[0] != key[0]]:
+                del _CLIENTS[stale]  # inherited through fork: never used here
+            _CLIENTS[key] = _make_client(settings)
+        return _CLIENTS[key]
+
+
+_LOADERS: list[Any] = []
+
+
+def _botocore_loader() -> Any:
+    """One botocore data loader per process tree (it caches JSON models; no sockets: fork-safe)."""
+    if not _LOADERS:
+        import botocore.loaders  # type: ignore[import-untyped]
+
+        _LOADERS.append(botocore.loaders.create_loader())
+    return _LOADERS[0]
+
+
+def _make_client(settings: S3Settings) -> Any:
+    try:
+        import boto3  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]
+    except ImportError:
+        raise ConfigError(
+            "s3:// paths need boto3.", hint="Install the extra: pip install 'stoker[s3]'."
+        ) from None
+    session = boto3.session.Session(profile_name=settings.profile)
+    # Share botocore's parsed service models between sessions: a new session per forked worker
+    # would otherwise re-read and parse them (0.1-0.4 s of every worker's start).
+    session._session.register_component("data_loader", _botocore_loader())
+    return session.client(
+        "s3",
+        endpoint_url=settings.endpoint_url,
+        region_name=settings.region or session.region_name or "us-east-1",
+        aws_access_key_id=settings.access_key_id,
+        aws_secret_access_key=settings.secret_access_key,
+        aws_session_token=settings.session_token,
+        config=Config(
+            s3={"addressing_style": "path" if settings.path_style else "auto"},
+            retries={"total_max_attempts": 1},
+            connect_timeout=settings.connect_timeout,
+            read_timeout=settings.read_timeout,
+            max_pool_connections=32,
+            response_checksum_validation="when_required",
+            request_checksum_calculation="when_required",
+        ),
+    )
