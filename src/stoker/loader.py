@@ -154,8 +154,11 @@ class _Live:
             item = (*item[:3], batch, *item[4:])
         return item
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the workers: asked to finish, or (``wait=False``) ended at once."""
         if self._torch_iter is not None:
+            if not wait:
+                _end_workers(self._torch_iter)
             shutdown = getattr(self._torch_iter, "_shutdown_workers", None)
             if shutdown is not None:
                 shutdown()
@@ -165,6 +168,19 @@ class _Live:
             self._transport = None
         for producer in getattr(self, "_producers", []):
             producer.close()
+
+
+def _end_workers(torch_iter: Any) -> None:
+    """Terminate a torch dataloader iterator's workers (unregistered first: torch's SIGCHLD
+    handler would report them as failed)."""
+    from torch.utils.data import _utils
+
+    if getattr(torch_iter, "_worker_pids_set", False):
+        _utils.signal_handling._remove_worker_pids(id(torch_iter))  # type: ignore[attr-defined]
+        torch_iter._worker_pids_set = False
+    for worker in getattr(torch_iter, "_workers", []):
+        if worker.is_alive():
+            worker.terminate()
 
 
 class Loader(LoaderState):
@@ -257,9 +273,9 @@ class Loader(LoaderState):
         self.t = self.yielded = 0
         self._finished = False
 
-    def _stop(self) -> None:
+    def _stop(self, *, wait: bool = True) -> None:
         if self._live is not None:
-            self._live.close()
+            self._live.close(wait=wait)
             self._live = None
 
     def close(self) -> None:
@@ -278,4 +294,6 @@ class Loader(LoaderState):
         self.close()
 
     def __del__(self) -> None:
-        self._stop()
+        # Collected in a reference cycle (a loop left by an exception), the workers' queues may
+        # be finalized already, so asking them to stop would wait out torch's 5 s timeout.
+        self._stop(wait=False)

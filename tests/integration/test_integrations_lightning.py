@@ -76,11 +76,12 @@ def runs(
     folder = tmp_path_factory.mktemp("runs")
     full, full_dm = KeyRecorder(), data_module(root)
     trainer(STEPS, str(folder / "full")).fit(full, datamodule=full_dm)
-    crashed = KeyRecorder()
+    crashed, crashed_dm = KeyRecorder(), data_module(root)
     with pytest.raises(Crash):
         trainer(STEPS, str(folder), [checkpoints(folder / "ckpt"), CrashAt(CRASH)]).fit(
-            crashed, datamodule=data_module(root)
+            crashed, datamodule=crashed_dm
         )
+    crashed_dm.teardown("fit")  # a crashed fit leaves its loaders' workers running
     return Runs(full, position(full_dm), crashed, folder)
 
 

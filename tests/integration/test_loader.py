@@ -426,6 +426,7 @@ def test_loader_dropped_after_a_worker_error_stops_its_workers_quickly(
     dataset = get_val_dataset(
         str(root), worker_config=config(2), batch_size=2, task_encoder=FatalOn()
     )
+    gc.collect()  # what earlier tests left behind is not this loader's to collect
     before = children_of_this_process()
     loader = get_loader(dataset)
     with pytest.raises(NotImplementedError) as raised:
@@ -434,6 +435,28 @@ def test_loader_dropped_after_a_worker_error_stops_its_workers_quickly(
     start = time.monotonic()
     gc.collect()
     assert time.monotonic() - start < 3.0, "collecting the loader blocked on its workers"
+    assert not wait_for_no_new_children(before)
+
+
+def test_loader_dropped_mid_epoch_in_a_cycle_stops_its_workers_quickly(
+    images: tuple[Path, dict[str, list[str]]],
+) -> None:
+    # In a cycle, the garbage collector may finalize torch's queues before the loader: stopping
+    # the workers must not wait on them (it used to take torch's 5 s timeout per worker).
+    root, _ = images
+    dataset = get_train_dataset(str(root), worker_config=config(1), batch_size=2, **TRAIN_ARGS)
+    gc.collect()
+    before = children_of_this_process()
+    loader = get_loader(dataset)
+    batches = iter(loader)
+    for _ in range(3):
+        next(batches)
+    cycle: list[Any] = [batches, loader]
+    cycle.append(cycle)
+    del batches, loader, cycle
+    start = time.monotonic()
+    gc.collect()
+    assert time.monotonic() - start < 3.0, "collecting the loader waited on its workers"
     assert not wait_for_no_new_children(before)
 
 

@@ -32,7 +32,9 @@ from stoker.plan import global_to_shard
 from stoker.sources import DataSource
 from stoker.task import ErrorTracker, TaskEncoder, iter_encoded
 
-_BLOCK = 1024
+#: References planned (and prefetched) at a time: small for the first block, so the first batch
+#: comes soon; larger after, so remote reads coalesce over whole shard slices (fewer requests).
+_FIRST_BLOCK, _BLOCK = 1024, 4096
 
 
 @dataclass(frozen=True)
@@ -93,12 +95,12 @@ class SampleStream:
     def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Encoded samples with the position after each and its reference."""
         counts, skip = list(self.start.counts), self.start.skip
-        block = self._next_block(counts)
+        block = self._next_block(counts, _FIRST_BLOCK)
         while block is not None:
             choices, refs = block
             # Locate (and so prefetch) the next block before reading this one: its reads overlap.
             after = np.add(counts, np.bincount(choices, minlength=len(counts))).tolist()
-            block = self._next_block(after)
+            block = self._next_block(after, _BLOCK)
             taken = [0] * len(counts)
             for d in choices.tolist():
                 ref, shard_id, index = refs[d][taken[d]]
@@ -109,10 +111,13 @@ class SampleStream:
                 skip = 0
                 counts[d] += 1
 
-    def _next_block(self, counts: list[int]) -> tuple[np.ndarray, dict[int, list[Any]]] | None:
-        """The dataset ids of the block starting at ``counts`` and its references (prefetched)."""
+    def _next_block(
+        self, counts: list[int], size: int
+    ) -> tuple[np.ndarray, dict[int, list[Any]]] | None:
+        """The dataset ids of the ``size`` references from ``counts`` and their references
+        (prefetched)."""
         schedule = self.spec.schedule
-        choices = schedule.next_block(counts, schedule.end(counts, self.epoch), _BLOCK)
+        choices = schedule.next_block(counts, schedule.end(counts, self.epoch), size)
         return None if len(choices) == 0 else (choices, self._block_refs(counts, choices))
 
     def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, list[Any]]:
