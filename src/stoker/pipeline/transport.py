@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import io
 import math
+import os
 import pickle
 import queue
 import weakref
@@ -34,6 +35,7 @@ import torch.utils.data
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
 MIN_SLOT_BYTES = 1 << 20
 #: Slots per worker: the batches in flight (prefetched, held by the loop) need one each.
+#: ``STOKER_BATCH_SLOTS`` overrides it; 0 turns reuse off (a fresh segment per batch).
 MAX_SLOTS = 8
 
 
@@ -58,8 +60,10 @@ class _Slot:
 class WorkerTransport:
     """A worker's slots; :func:`batch_buffer` allocates from the active one."""
 
-    def __init__(self, releases: Any, max_slots: int = MAX_SLOTS) -> None:
+    def __init__(self, releases: Any, max_slots: int | None = None) -> None:
         self.releases = releases
+        if max_slots is None:
+            max_slots = int(os.environ.get("STOKER_BATCH_SLOTS", MAX_SLOTS))
         self.max_slots = max_slots
         self.slots: dict[int, _Slot] = {}  # by storage data pointer
         self._numbers = 0
@@ -77,13 +81,12 @@ class WorkerTransport:
         if fits:
             slot = min(fits, key=lambda s: s.storage.nbytes())
         elif len(self.slots) < self.max_slots or free:
-            if len(self.slots) >= self.max_slots:  # make room: drop the smallest free slot
+            if free:  # a free slot of the wrong size is replaced: the pool grows only with use
                 self._drop(min(free, key=lambda s: s.storage.nbytes()))
-            capacity = -(-nbytes * 5 // 4 // 4096) * 4096  # room for slightly larger batches
-            storage = _new_shared(capacity)
-            slot = _Slot(self._numbers, storage)
+            capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
+            slot = _Slot(self._numbers, _new_shared(capacity))
             self._numbers += 1
-            self.slots[storage.data_ptr()] = slot
+            self.slots[slot.storage.data_ptr()] = slot
         else:
             return None
         slot.allocated = True
@@ -109,15 +112,20 @@ class WorkerTransport:
             self._dropped.append(slot.number)
 
     def _drain(self) -> None:
+        """Take the main process's releases; keep one free slot (the next batch's), drop the
+        others: the pool holds the batches in flight plus one, not its high-water mark."""
         by_number = {s.number: s for s in self.slots.values()}
         while True:
             try:
                 number = self.releases.get_nowait()
             except queue.Empty:
-                return
+                break
             slot = by_number.get(number)
             if slot is not None:
                 slot.exports -= 1
+        free = [s for s in self.slots.values() if not s.exports and not s.allocated]
+        for slot in sorted(free, key=lambda s: s.storage.nbytes())[:-1]:
+            self._drop(slot)
 
     def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
         """The persistent id of ``tensor`` if it lives in a slot (marks the slot sent)."""
