@@ -34,34 +34,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from stoker import DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset, stateless
+from stoker import (
+    DefaultTaskEncoder,
+    WorkerConfig,
+    first_fit_decreasing,
+    get_loader,
+    get_train_dataset,
+    stateless,
+)
 from stoker.format.jsonl import prepare_jsonl
-
-
-def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
-    """FFD bins of indices into ``lengths`` (items over ``capacity`` left out).
-
-    A max segment tree over the free space of the bins finds the first bin that fits in
-    O(log n); unused bins have the whole capacity free, so the leftmost fit is FFD's choice.
-    """
-    n = len(lengths)
-    size = 1 << max(1, (n - 1).bit_length())
-    tree = [capacity] * (2 * size)
-    bins: list[list[int]] = [[] for _ in range(n)]
-    for i in np.argsort(-np.asarray(lengths), kind="stable").tolist():
-        length = lengths[i]
-        if length > capacity:
-            continue
-        node = 1
-        while node < size:
-            node = 2 * node if tree[2 * node] >= length else 2 * node + 1
-        bins[node - size].append(i)
-        tree[node] -= length
-        node //= 2
-        while node:
-            tree[node] = max(tree[2 * node], tree[2 * node + 1])
-            node //= 2
-    return [b for b in bins if b]
 
 
 class FFDPacking(DefaultTaskEncoder):  # type: ignore[type-arg]

@@ -11,47 +11,24 @@
 from __future__ import annotations
 
 import os
-import random
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
-from PIL import Image, ImageDraw
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from stoker import WorkerConfig, get_loader, get_val_dataset, prepare_dataset
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.pack import pack
 
-COLOURS = {
-    "red": (220, 40, 40),
-    "green": (40, 170, 60),
-    "blue": (40, 80, 220),
-    "yellow": (230, 210, 40),
-    "purple": (140, 60, 180),
-}
-SHAPES = ("circle", "square", "triangle")
+#: The demo's raw files: images of one coloured shape each, captioned "a red circle".
+MAKE_FILES = Path(__file__).resolve().parent.parent / "scripts" / "make_demo_files.py"
 PAD, EOS, UNK = "[PAD]", "[EOS]", "[UNK]"
 # The tokenizer is trained with threads before dataloader workers fork: keep it single-threaded.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def draw(shape: str, colour: str, size: tuple[int, int], rng: random.Random) -> Image.Image:
-    """One shape of one colour at a random place on a light background."""
-    w, h = size
-    image = Image.new("RGB", size, (245, 245, 240))
-    pen = ImageDraw.Draw(image)
-    r = min(w, h) // 3
-    cx, cy = rng.randint(r, w - r), rng.randint(r, h - r)
-    box = (cx - r, cy - r, cx + r, cy + r)
-    if shape == "circle":
-        pen.ellipse(box, fill=COLOURS[colour])
-    elif shape == "square":
-        pen.rectangle(box, fill=COLOURS[colour])
-    else:
-        pen.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=COLOURS[colour])
-    return image
 
 
 def make_demo_dataset(
@@ -61,13 +38,10 @@ def make_demo_dataset(
 
     Shards are split 8:1:1 into train, val and test (whole shards, as ``energon prepare``).
     """
-    rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as raw:
-        for i in range(count):
-            colour, shape = rng.choice(list(COLOURS)), rng.choice(SHAPES)
-            size = (rng.choice((96, 128, 160)), rng.choice((96, 128)))
-            draw(shape, colour, size, rng).save(Path(raw, f"{i:06d}.jpg"), quality=90)
-            Path(raw, f"{i:06d}.txt").write_text(f"a {colour} {shape}")
+        files = [sys.executable, str(MAKE_FILES), raw, "--count", str(count), "--seed", str(seed),
+                 "--flat"]  # fmt: skip
+        subprocess.run(files, check=True, stdout=subprocess.DEVNULL)
         pack(raw, str(out), samples_per_shard=samples_per_shard)
     prepare_dataset(
         str(out),

@@ -3,7 +3,7 @@
 This is what a user typically starts from before `stoker pack`: ``000042.jpg`` + ``000042.txt``.
 Each image shows one shape in one colour, and its caption says which.
 
-Usage: python scripts/make_demo_files.py OUT_DIR [--count N] [--seed S]
+Usage: python scripts/make_demo_files.py OUT_DIR [--count N] [--seed S] [--flat]
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--count", type=int, default=240)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--flat", action="store_true", help="no indoor/outdoor sub-folders")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     for i in range(args.count):
-        folder = args.out / ("indoor" if i % 2 else "outdoor")  # nested folders, as users have
+        # nested folders, as users have them (or --flat)
+        folder = args.out if args.flat else args.out / ("indoor" if i % 2 else "outdoor")
         folder.mkdir(parents=True, exist_ok=True)
         colour, shape = rng.choice(list(COLOURS)), rng.choice(SHAPES)
         size = (rng.choice((96, 128, 160)), rng.choice((96, 128)))

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from stoker.metadataset import Metadataset
     from stoker.mix_batch import MixBatchDataset
     from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
+    from stoker.pipeline.bins import first_fit_decreasing
     from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SampleError, SkipSample
@@ -127,6 +128,7 @@ _EXPORTS: dict[str, str] = {
     "batch_stack": "stoker.pipeline.batch",
     "concat_pad": "stoker.pipeline.concat",
     "cooker": "stoker.cooking",
+    "first_fit_decreasing": "stoker.pipeline.bins",
     "generic_batch": "stoker.pipeline.batch",
     "generic_concat": "stoker.pipeline.concat",
     "get_clips_uniform": "stoker.media.uniform",
@@ -218,6 +220,7 @@ __all__ = [
     "batch_stack",
     "concat_pad",
     "cooker",
+    "first_fit_decreasing",
     "generic_batch",
     "generic_concat",
     "get_clips_uniform",

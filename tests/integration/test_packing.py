@@ -13,7 +13,14 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from stoker import DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset, stateless
+from stoker import (
+    DefaultTaskEncoder,
+    WorkerConfig,
+    first_fit_decreasing,
+    get_loader,
+    get_train_dataset,
+    stateless,
+)
 from stoker.errors import ConfigError
 from stoker.format.jsonl import prepare_jsonl
 from stoker.loader import Loader
@@ -30,24 +37,6 @@ def write_texts(path: Path, n: int, seed: int = 0, extra: tuple[str, ...] = ()) 
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     prepare_jsonl(str(path))
     return path
-
-
-def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
-    """Bins of indices into ``lengths``; items longer than ``capacity`` are left out."""
-    bins: list[list[int]] = []
-    free: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        if lengths[i] > capacity:
-            continue
-        for b, space in enumerate(free):
-            if lengths[i] <= space:
-                bins[b].append(i)
-                free[b] -= lengths[i]
-                break
-        else:
-            bins.append([i])
-            free.append(capacity - lengths[i])
-    return bins
 
 
 class Packing(DefaultTaskEncoder):  # type: ignore[type-arg]

@@ -392,3 +392,32 @@ def test_report_is_json_serialisable(src: Path, tmp_path: Path) -> None:
         "path": ".git/",
         "reason": "hidden folder",
     }
+
+
+def test_first_fit_decreasing_matches_the_simple_algorithm() -> None:
+    import random
+
+    from stoker import first_fit_decreasing
+
+    def simple(lengths: list[int], capacity: int) -> list[list[int]]:
+        bins: list[list[int]] = []
+        free: list[int] = []
+        for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+            if lengths[i] > capacity:
+                continue
+            for b, space in enumerate(free):
+                if lengths[i] <= space:
+                    bins[b].append(i)
+                    free[b] -= lengths[i]
+                    break
+            else:
+                bins.append([i])
+                free.append(capacity - lengths[i])
+        return bins
+
+    rng = random.Random(0)
+    for n in (0, 1, 2, 7, 100, 513):
+        lengths = [rng.randint(1, 120) for _ in range(n)]
+        assert first_fit_decreasing(lengths, 100) == simple(lengths, 100)
+    assert first_fit_decreasing([5, 3, 4, 2], 7) == [[0, 3], [2, 1]]
+    assert first_fit_decreasing([101], 100) == []  # too long: in no bin

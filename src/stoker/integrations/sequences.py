@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from stoker.errors import ConfigError
+from stoker.pipeline.bins import first_fit_decreasing as first_fit_decreasing
 
 
 @dataclass
@@ -85,27 +86,6 @@ def layout(
         position_ids=torch.arange(n),
         seq_lengths=[n],
     )
-
-
-def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
-    """Bins of indices into ``lengths``, longest first, each into the first bin it fits.
-
-    Example:
-        >>> first_fit_decreasing([5, 3, 4, 2], 7)
-        [[0, 3], [2, 1]]
-    """
-    bins: list[list[int]] = []
-    free: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        for b, space in enumerate(free):
-            if lengths[i] <= space:
-                bins[b].append(i)
-                free[b] -= lengths[i]
-                break
-        else:
-            bins.append([i])
-            free.append(capacity - lengths[i])
-    return bins
 
 
 def pack(members: list[MultiModalSample]) -> MultiModalSample:
