@@ -69,6 +69,7 @@ class WorkerTransport:
         self._numbers = 0
         self._dropped: list[int] = []
         self._in_batch: set[int] = set()  # slots the batch being pickled refers to
+        self._per_batch = 1  # the most slots one batch has used: free ones kept for the next
 
     def buffer(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor | None:
         """An uninitialised tensor in a free slot, or None (then use a fresh segment)."""
@@ -97,6 +98,7 @@ class WorkerTransport:
         out = io.BytesIO()
         self._in_batch.clear()
         _SlotPickler(out, self).dump(batch)
+        self._per_batch = max(self._per_batch, len(self._in_batch))
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:
                 slot.exports += 1  # released once by the main process
@@ -112,7 +114,7 @@ class WorkerTransport:
             self._dropped.append(slot.number)
 
     def _drain(self) -> None:
-        """Take the main process's releases; keep one free slot (the next batch's), drop the
+        """Take the main process's releases; keep free slots for one batch (the next), drop the
         others: the pool holds the batches in flight plus one, not its high-water mark."""
         by_number = {s.number: s for s in self.slots.values()}
         while True:
@@ -124,7 +126,7 @@ class WorkerTransport:
             if slot is not None:
                 slot.exports -= 1
         free = [s for s in self.slots.values() if not s.exports and not s.allocated]
-        for slot in sorted(free, key=lambda s: s.storage.nbytes())[:-1]:
+        for slot in sorted(free, key=lambda s: s.storage.nbytes())[: -self._per_batch]:
             self._drop(slot)
 
     def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
