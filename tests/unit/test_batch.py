@@ -212,3 +212,11 @@ def test_float_images_fuse_only_where_no_user_code_sees_samples() -> None:
     assert not fuses_float_images(DefaultTaskEncoder(), None, packing=False, grouping=False)
     assert not fuses_float_images(DefaultTaskEncoder(), 32, packing=True, grouping=False)
     assert not fuses_float_images(DefaultTaskEncoder(), 32, packing=False, grouping=True)
+
+
+def test_float_images_mixed_with_float_tensors_batch_alike() -> None:
+    pixels = _random_images([(3, 4), (5, 2)])
+    images = [FloatImage(p) for p in pixels]
+    expected = batch_pad_stack([image.tensor() for image in images])
+    assert torch.equal(batch_pad_stack([images[0].tensor(), images[1]]), expected)
+    assert torch.equal(batch_pad_stack([images[0], images[1].tensor()]), expected)

@@ -46,7 +46,7 @@ def batch_pad_stack(batch: list[Any]) -> Any:
         shapes = [tuple(b.shape) for b in batch]
         raise StokerError(f"cannot pad-stack tensors with different numbers of dims: {shapes}.")
     max_size = [max(b.shape[dim] for b in batch) for dim in range(ndim)]
-    if isinstance(batch[0], FloatImage):
+    if any(isinstance(b, FloatImage) for b in batch):
         return _scale_images(batch, max_size)
     if not all(_numpy_copyable(b, batch[0].dtype) for b in batch):
         out = batch[0].new_zeros((len(batch), *max_size))
@@ -65,7 +65,10 @@ def batch_pad_stack(batch: list[Any]) -> Any:
 
 
 def _scale_images(images: list[FloatImage], max_size: list[int]) -> torch.Tensor:
-    """Pad-stack uint8 images as float32 in [0, 1], converting while copying (one pass)."""
+    """Pad-stack uint8 images as float32 in [0, 1], converting while copying (one pass).
+
+    A blend may mix them with float tensors (from sources where user code sees samples).
+    """
     if not all(isinstance(image, FloatImage) for image in images):
         mixed: torch.Tensor = batch_pad_stack([_as_tensor(image) for image in images])
         return mixed
