@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 import torch.utils.data
+from torch.utils.data import _utils
 
 from stoker.loader_state import LoaderState
 from stoker.pipeline.refs import Buffers
@@ -173,8 +174,8 @@ class _Live:
 def _end_workers(torch_iter: Any) -> None:
     """Terminate a torch dataloader iterator's workers (unregistered first: torch's SIGCHLD
     handler would report them as failed)."""
-    from torch.utils.data import _utils
-
+    if _utils.python_exit_status is not False:  # exiting: torch's own exit handler stops them
+        return
     if getattr(torch_iter, "_worker_pids_set", False):
         _utils.signal_handling._remove_worker_pids(id(torch_iter))  # type: ignore[attr-defined]
         torch_iter._worker_pids_set = False

@@ -358,6 +358,40 @@ def test_worker_crash_raises_in_main_process(images: tuple[Path, dict[str, list[
     assert time.monotonic() - start < 60
 
 
+ALIVE_AT_EXIT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from stoker import WorkerConfig, get_loader, get_train_dataset
+
+    dataset = get_train_dataset(
+        sys.argv[1], worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
+        batch_size=2, shuffle_buffer_size=5, max_samples_per_sequence=3,
+    )
+    loader = get_loader(dataset)
+    batches = iter(loader)
+    next(batches)
+    cycle = [batches, loader]
+    cycle.append(cycle)  # still alive, in a cycle, when the interpreter exits
+    print("EXITING", flush=True)
+    """
+)
+
+
+def test_a_loader_alive_at_exit_exits_cleanly(images: tuple[Path, dict[str, list[str]]]) -> None:
+    root, _ = images
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    done = subprocess.run(
+        [sys.executable, "-c", ALIVE_AT_EXIT_SCRIPT, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0 and "EXITING" in done.stdout, done.stdout + done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def children_of_this_process() -> set[int]:
     """Pids of the live child processes of this process (from /proc)."""
     pids: set[int] = set()

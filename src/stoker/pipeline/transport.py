@@ -34,9 +34,10 @@ import torch.utils.data
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
 MIN_SLOT_BYTES = 1 << 20
-#: Slots per worker: the batches in flight (prefetched, held by the loop) need one each.
-#: ``STOKER_BATCH_SLOTS`` overrides it; 0 turns reuse off (a fresh segment per batch).
-MAX_SLOTS = 8
+#: Shared memory (MB) a worker may keep in slots: the batches in flight (prefetched, held by the
+#: loop) need one each; beyond it, batches take fresh segments. ``STOKER_BATCH_SLOTS_MB``
+#: overrides it (0 turns reuse off): more is faster for large batches and costs that memory.
+SLOTS_MB = 128
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,11 @@ class _Slot:
 class WorkerTransport:
     """A worker's slots; :func:`batch_buffer` allocates from the active one."""
 
-    def __init__(self, releases: Any, max_slots: int | None = None) -> None:
+    def __init__(self, releases: Any, budget_mb: float | None = None) -> None:
         self.releases = releases
-        if max_slots is None:
-            max_slots = int(os.environ.get("STOKER_BATCH_SLOTS", MAX_SLOTS))
-        self.max_slots = max_slots
+        if budget_mb is None:
+            budget_mb = float(os.environ.get("STOKER_BATCH_SLOTS_MB", SLOTS_MB))
+        self.budget = int(budget_mb * 2**20)
         self.slots: dict[int, _Slot] = {}  # by storage data pointer
         self._numbers = 0
         self._dropped: list[int] = []
@@ -81,15 +82,15 @@ class WorkerTransport:
         fits = [s for s in free if nbytes <= s.storage.nbytes() <= 2 * nbytes]
         if fits:
             slot = min(fits, key=lambda s: s.storage.nbytes())
-        elif len(self.slots) < self.max_slots or free:
+        else:
             if free:  # a free slot of the wrong size is replaced: the pool grows only with use
                 self._drop(min(free, key=lambda s: s.storage.nbytes()))
             capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
+            if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self.budget:
+                return None
             slot = _Slot(self._numbers, _new_shared(capacity))
             self._numbers += 1
             self.slots[slot.storage.data_ptr()] = slot
-        else:
-            return None
         slot.allocated = True
         return _tensor_on(slot.storage, dtype, shape)
 
