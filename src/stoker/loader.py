@@ -117,7 +117,7 @@ class _Live:
         self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
         self._torch_iter: Any = None
         self._transport: MainTransport | None = None
-        self._pin = loader.pin_memory
+        self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         if workers == 0 or loader.in_process:
             self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
             return
@@ -150,7 +150,7 @@ class _Live:
         its worker, which may exit soon after (the item can wait here for its turn)."""
         if isinstance(item[3], Exported) and self._transport is not None:
             batch = self._transport.load(item[0], item[3])
-            if self._pin and torch.cuda.is_available():
+            if self._pin:
                 batch = pin_memory(batch)
             item = (*item[:3], batch, *item[4:])
         return item
