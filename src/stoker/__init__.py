@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         VQAOCRSample,
         VQASample,
     )
+    from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
     from stoker.task import DefaultTaskEncoder, IgnoreSample, TaskEncoder, get_stateless, stateless
     from stoker.worker_config import WorkerConfig
 
@@ -87,10 +88,12 @@ _EXPORTS: dict[str, str] = {
     "CachePool": "stoker.cache_pool",
     "CaptioningSample": "stoker.samples",
     "ConfigError": "stoker.errors",
+    "DEFAULT_PROFILE_NAME": "stoker.storage.epath",
     "Cooker": "stoker.cooking",
     "CrudeSample": "stoker.samples",
     "DecodeFileStore": "stoker.aux",
     "DefaultTaskEncoder": "stoker.task",
+    "EPath": "stoker.storage.epath",
     "ErrorPolicy": "stoker.pipeline.errors",
     "FileStore": "stoker.aux",
     "FormatError": "stoker.errors",
@@ -165,6 +168,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DEFAULT_PROFILE_NAME",
     "AVData",
     "AVDecoder",
     "AVLimits",
@@ -178,6 +182,7 @@ __all__ = [
     "CrudeSample",
     "DecodeFileStore",
     "DefaultTaskEncoder",
+    "EPath",
     "ErrorPolicy",
     "FileStore",
     "FormatError",

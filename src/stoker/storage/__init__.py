@@ -45,13 +45,31 @@ def open_store(location: str) -> Store:
         bucket, prefix = parse_s3_url(location)
         return S3Store(location, load_storage_config().for_bucket(bucket), bucket, prefix)
     if location.startswith("msc://"):
-        from stoker.storage.config import resolve_msc
-        from stoker.storage.s3 import S3Store
-
-        settings, bucket, prefix = resolve_msc(location)
-        return S3Store(location, settings, bucket, prefix)
+        return _open_msc(location)
     if "://" in location:
         from stoker.storage.fsspec_store import FsspecStore
 
         return FsspecStore(location)
     return LocalStore(os.path.expanduser(location))
+
+
+def _open_msc(location: str) -> Store:
+    """``msc://profile/path``: the profile's base path joined with ``path``."""
+    from stoker.errors import ConfigError
+    from stoker.storage.msc import resolve_profile
+
+    name, _, path = location[len("msc://") :].partition("/")
+    profile = resolve_profile(name)
+    if profile.kind == "file":
+        return LocalStore(os.path.join(profile.base_path, path.strip("/")))
+    from stoker.storage.s3 import S3Store
+
+    full = "/".join(p for p in (profile.base_path.strip("/"), path.strip("/")) if p)
+    bucket, _, prefix = full.partition("/")
+    if not bucket or profile.settings is None:
+        raise ConfigError(
+            f"MSC profile {name!r} names no bucket.",
+            path=location,
+            hint=f"Give one in the profile's base_path, or in the path: msc://{name}/BUCKET/...",
+        )
+    return S3Store(location, profile.settings, bucket, prefix)

@@ -67,6 +67,10 @@ class Store(abc.ABC):
         """
         return self.local_path(path) if self.exists(path) else None
 
+    def modified(self, path: str) -> float | None:
+        """When ``path`` was last written (seconds since the epoch); None if unknown."""
+        return None
+
     def read_bytes(self, path: str) -> bytes:
         """The whole content of ``path``."""
         with self.open(path) as f:

@@ -13,9 +13,8 @@ bucket::
     buckets:
       other-bucket: {endpoint_url: https://s3.example.com, profile: other}
 
-``msc://profile/path`` names a profile of a Multi-Storage Client file (``MSC_CONFIG``, else
-``~/.msc_config.yaml`` or ``~/.config/msc/config.yaml``), whose ``storage_provider`` must be of
-type ``s3``; a profile may also be written directly as the mapping above plus ``base_path``.
+``msc://profile/path`` names a Multi-Storage Client profile (:mod:`stoker.storage.msc`); a
+profile may also be written directly as the mapping above plus ``base_path``.
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ import yaml
 from stoker.errors import ConfigError
 
 CONFIG_ENV = "STOKER_STORAGE_CONFIG"
-MSC_ENV = "MSC_CONFIG"
-MSC_DEFAULT_FILES = ("~/.msc_config.yaml", "~/.config/msc/config.yaml", "/etc/msc_config.yaml")
 
 _KEYS = {
     "endpoint_url",
@@ -129,63 +126,6 @@ def load_storage_config() -> StorageConfig:
     if not path:
         return StorageConfig()
     return parse_storage_config(_read_yaml(path, CONFIG_ENV), path)
-
-
-def resolve_msc(location: str) -> tuple[S3Settings, str, str]:
-    """``msc://profile/path`` -> (settings, bucket, key prefix)."""
-    profile, _, path = location[len("msc://") :].partition("/")
-    where = _msc_file()
-    profiles = (_read_yaml(where, MSC_ENV) or {}).get("profiles") or {}
-    if profile not in profiles:
-        raise ConfigError(
-            f"no MSC profile {profile!r}.",
-            path=where,
-            hint=f"Profiles defined: {', '.join(sorted(profiles)) or 'none'}.",
-        )
-    raw = profiles[profile] or {}
-    if "storage_provider" in raw:
-        raw = _from_msc(raw, where)
-    settings = load_storage_config().default.merged(raw, where)
-    base = str(raw.get("base_path", "")).strip("/")
-    bucket, _, prefix = base.partition("/")
-    if not bucket:
-        raise ConfigError(f"MSC profile {profile!r} has no base_path (bucket).", path=where)
-    return settings, bucket, "/".join(p for p in (prefix, path.strip("/")) if p)
-
-
-def _from_msc(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    provider = raw["storage_provider"] or {}
-    if provider.get("type") not in ("s3", "s8k"):
-        raise ConfigError(
-            f"MSC storage provider type {provider.get('type')!r} is not supported.",
-            path=where,
-            hint="stoker reads S3-compatible profiles (type: s3).",
-        )
-    options = provider.get("options") or {}
-    out: dict[str, Any] = {"base_path": options.get("base_path", "")}
-    if "endpoint_url" in options:
-        out["endpoint_url"] = options["endpoint_url"]
-    if "region_name" in options:
-        out["region"] = options["region_name"]
-    credentials = ((raw.get("credentials_provider") or {}).get("options")) or {}
-    if "access_key" in credentials:
-        out["access_key_id"] = credentials["access_key"]
-        out["secret_access_key"] = credentials.get("secret_key")
-        out["session_token"] = credentials.get("session_token")
-    return out
-
-
-def _msc_file() -> str:
-    explicit = os.environ.get(MSC_ENV)
-    if explicit:
-        return explicit
-    for candidate in MSC_DEFAULT_FILES:
-        if os.path.isfile(os.path.expanduser(candidate)):
-            return os.path.expanduser(candidate)
-    raise ConfigError(
-        "msc:// paths need a Multi-Storage Client profile file.",
-        hint=f"Set {MSC_ENV} to a YAML file with a 'profiles' mapping.",
-    )
 
 
 def _read_yaml(path: str, env: str) -> Any:

@@ -149,7 +149,7 @@ class S3Store(Store):
         return head
 
     def exists(self, path: str) -> bool:
-        return bool(path) and self._head(path) is not None
+        return bool(self._key(path)) and self._head(path) is not None
 
     def is_dir(self, path: str) -> bool:
         key = self._key(path)
@@ -168,6 +168,11 @@ class S3Store(Store):
         if head is None:
             raise StorageError("object not found.", path=self.url(path), hint="Check the URL.")
         return int(head["ContentLength"])
+
+    def modified(self, path: str) -> float | None:
+        head = self._head(path)
+        stamp = head.get("LastModified") if head is not None else None
+        return stamp.timestamp() if stamp is not None else None
 
     def open(self, path: str) -> BinaryIO:
         return open_ranged(self, path, self.size(path))
