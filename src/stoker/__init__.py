@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -243,3 +244,8 @@ __all__ = [
     "register_decoder",
     "stateless",
 ]
+
+# A process started by a program run under `python -m stoker.energon_alias` (or one that called
+# stoker.energon_alias.install()) serves `megatron.energon` from stoker too, e.g. spawned workers.
+if os.environ.get("STOKER_ENERGON_ALIAS") == "1":
+    importlib.import_module("stoker.energon_alias").install_if_requested()

@@ -1,0 +1,253 @@
+"""Energon 7.4.1's public module paths and names, and where stoker serves each one.
+
+``MODULES`` maps a ``megatron.energon...`` module path to ``{name: target}``; a target is
+``"stoker.module:attr"``, or several separated by ``|`` (the first that resolves wins, so a name
+can point at where stoker exports it and at the module that defines it). ``HINTS`` says what to
+use instead of a name (or module path) stoker does not serve.
+
+Example:
+    >>> MODULES["megatron.energon.task_encoder.base"]["stateless"]
+    'stoker:stateless'
+"""
+
+from __future__ import annotations
+
+ROOT = "megatron.energon"
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+# Energon 7.4.1's `megatron.energon.__all__` (96 names with __version__).
+ENERGON_ALL: tuple[str, ...] = _words(
+    """
+    AugmentTaskEncoder BaseCoreDatasetFactory BaseWebdatasetFactory Batch BatchDataset
+    BlendDataset CachePool CaptioningSample CaptioningWebdataset ConcatDataset Cooker
+    CrudeJsonlDatasetFactory CrudeSample CrudeWebdataset DatasetLoader DatasetLoaderInterface
+    DecodeFileStore DefaultCrudeJsonlDatasetFactory DefaultDecoderWebdatasetFactory
+    DefaultGenericWebdatasetFactory DefaultTaskEncoder DirectLazy EpochizeDataset FileCacheLazy
+    FileStore FileStoreCachePool FileStoreDecoder FilterDataset GcDataset GroupBatchDataset
+    ImageClassificationSample ImageClassificationWebdataset ImageSample ImageWebdataset
+    InterleavedSample InterleavedWebdataset IterMapDataset JoinedWebdatasetFactory Lazy
+    LimitDataset LogSampleDataset MapDataset Metadataset MetadatasetV2 MixBatchDataset MockLazy
+    MultiChoiceVQASample MultiChoiceVQAWebdataset NoCachePool OCRSample OCRWebdataset
+    PackingDataset PrimaryFileStore RepeatDataset Sample SampleDecoder SavableDataLoader
+    SavableDataset ShuffleBufferDataset SimilarityInterleavedSample
+    SimilarityInterleavedWebdataset SkipSample SourceInfo StandardWebdatasetFactory
+    SystemFileStore TaskEncoder TextSample TextWebdataset VQAOCRWebdataset VQASample
+    VQAWebdataset VidQASample VidQAWebdataset WorkerConfig __version__ basic_sample_keys
+    batch_list batch_pad_stack batch_stack concat_pad cooker edataclass generic_batch
+    generic_concat get_loader get_savable_loader get_train_dataset get_val_dataset
+    get_val_datasets homogeneous_concat_mix load_dataset log_exception prepare_metadataset
+    reraise_exception stateless traverse_metadataset
+    """
+)
+
+_FLAVORS = (
+    "Captioning Image ImageClassification Interleaved MultiChoiceVQA OCR SimilarityInterleaved "
+    "Text VidQA VQA VQAOCR"
+)
+_FLAVOR_MODULES = dict(
+    zip(
+        _words(_FLAVORS),
+        _words(
+            "captioning image image_classification interleaved multichoice_vqa ocr "
+            "similarity_interleaved text vid_qa vqa vqa_and_ocr"
+        ),
+        strict=True,
+    )
+)
+_WRAPPERS = {
+    "batch_dataset": "BatchDataset",
+    "blend_dataset": "BlendDataset",
+    "concat_dataset": "ConcatDataset",
+    "epochize_dataset": "EpochizeDataset",
+    "filter_dataset": "FilterDataset",
+    "gc_dataset": "GcDataset",
+    "group_batch_dataset": "GroupBatchDataset",
+    "iter_map_dataset": "IterMapDataset",
+    "limit_dataset": "LimitDataset",
+    "log_sample_dataset": "LogSampleDataset",
+    "map_dataset": "MapDataset",
+    "mix_batch_dataset": "MixBatchDataset concat_pad generic_concat homogeneous_concat_mix",
+    "packing_dataset": "PackingDataset",
+    "repeat_dataset": "RepeatDataset",
+    "shuffle_buffer_dataset": "ShuffleBufferDataset",
+    "skip": "SkipSample",
+}
+_CONFIG = "stoker.energon_alias.config"
+_EPATH = "stoker:EPath|stoker.storage.epath:EPath"
+_PROFILE = "stoker.storage.epath:DEFAULT_PROFILE_NAME|stoker.storage.msc:DEFAULT_PROFILE_NAME"
+
+# Module path (relative to megatron.energon) -> names served as `stoker.<same name>`.
+_SAME_NAME: dict[str, str] = {
+    "": " ".join(ENERGON_ALL) + " VQAOCRSample",
+    "task_encoder": "AugmentTaskEncoder Batch Cooker DefaultTaskEncoder TaskEncoder "
+    "basic_sample_keys batch_list batch_pad_stack batch_stack cooker generic_batch "
+    "get_train_dataset get_val_dataset get_val_datasets stateless",
+    "task_encoder.base": "AugmentTaskEncoder Batch DefaultTaskEncoder TaskEncoder WorkerConfig "
+    "batch_list batch_pad_stack batch_stack generic_batch get_stateless stateless",
+    "task_encoder.cooking": "Cooker basic_sample_keys cooker",
+    "task_encoder.loader": "get_train_dataset get_val_dataset get_val_datasets",
+    "flavors": "AVData AVDecoder BaseCoreDatasetFactory BaseWebdatasetFactory "
+    "CrudeJsonlDatasetFactory CrudeSample CrudeWebdataset DefaultCrudeJsonlDatasetFactory "
+    "DefaultDecoderWebdatasetFactory DefaultGenericWebdatasetFactory JoinedWebdatasetFactory "
+    "Sample SampleDecoder SavableDataset StandardWebdatasetFactory "
+    + " ".join(f"{f}Sample {f}Webdataset" for f in _FLAVORS.split()),
+    "flavors.base_dataset": "BaseCoreDatasetFactory Sample SavableDataset",
+    "flavors.webdataset": "AVData AVDecoder BaseWebdatasetFactory DefaultDecoderWebdatasetFactory "
+    "DefaultGenericWebdatasetFactory JoinedWebdatasetFactory SampleDecoder "
+    "StandardWebdatasetFactory",
+    "flavors.webdataset.base_webdataset": "BaseWebdatasetFactory",
+    "flavors.webdataset.default_decoder_webdataset": "DefaultDecoderWebdatasetFactory",
+    "flavors.webdataset.default_generic_webdataset": "DefaultGenericWebdatasetFactory",
+    "flavors.webdataset.standard_webdataset": "StandardWebdatasetFactory",
+    "flavors.webdataset.joined_webdataset": "JoinedWebdatasetFactory",
+    "flavors.webdataset.sample_decoder": "SampleDecoder",
+    "flavors.crude": "CrudeSample CrudeWebdataset",
+    "flavors.jsonl": "CrudeJsonlDatasetFactory DefaultCrudeJsonlDatasetFactory",
+    "flavors.jsonl.crude_jsonl_dataset": "CrudeJsonlDatasetFactory DefaultCrudeJsonlDatasetFactory",
+    **{f"flavors.{m}": f"{f}Sample {f}Webdataset" for f, m in _FLAVOR_MODULES.items()},
+    "edataclass": "edataclass",
+    "errors": "SkipSample log_exception reraise_exception",
+    "source_info": "SourceInfo",
+    "dataset_config": "get_dataset_from_config",
+    "loader": "get_loader get_savable_loader",
+    "savable_loader": "SavableDataLoader",
+    "worker": "WorkerConfig",
+    "metadataset": "DatasetLoader DatasetLoaderInterface Metadataset MetadatasetV2 load_dataset "
+    "prepare_metadataset traverse_metadataset",
+    "metadataset.loader": "load_dataset prepare_metadataset traverse_metadataset",
+    "metadataset.loader_interface": "DatasetLoaderInterface",
+    "metadataset.metadataset": "Metadataset",
+    "metadataset.metadataset_v2": "MetadatasetV2",
+    "metadataset.dataset_loader": "DatasetLoader",
+    "wrappers": " ".join(_WRAPPERS.values()),
+    **{f"wrappers.{m}": names for m, names in _WRAPPERS.items()},
+    "cache": "CachePool DecodeFileStore DirectLazy FileCacheLazy FileStore FileStoreCachePool "
+    "FileStoreDecoder Lazy MockLazy NoCachePool PrimaryFileStore SystemFileStore",
+    "cache.base": "CachePool FileStore FileStoreDecoder Lazy MockLazy PrimaryFileStore",
+    "cache.file_cache_pool": "FileCacheLazy FileStoreCachePool",
+    "cache.file_store": "DecodeFileStore SystemFileStore",
+    "cache.no_cache": "DirectLazy NoCachePool",
+    "av": "AVData AVDecoder get_clips_uniform get_single_frames_uniform",
+    "av.av_data": "AVData",
+    "av.av_decoder": "AVDecoder",
+    "av.utils": "get_clips_uniform get_single_frames_uniform",
+    "media": "AVMetadata ImageMetadata",
+    "media.metadata": "AVMetadata ImageMetadata",
+}
+
+# Module path -> names served from another place in stoker.
+_ELSEWHERE: dict[str, dict[str, str]] = {
+    "task_encoder.base": {
+        t: f"stoker.task:{t}" for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
+    },
+    "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.samples:Extendable"},
+    "flavors.webdataset": {
+        "AVDecoderType": "stoker.pipeline.decode:AVDecoderType",
+        "ImageDecoderType": "stoker.pipeline.decode:ImageDecoderType",
+        "EmptyDatasetError": "stoker:EmptyDatasetError|stoker.flavors:EmptyDatasetError",
+    },
+    "flavors.webdataset.empty_dataset_error": {
+        "EmptyDatasetError": "stoker:EmptyDatasetError|stoker.flavors:EmptyDatasetError",
+    },
+    "flavors.webdataset.config": {
+        name: f"{_CONFIG}:{name}"
+        for name in _words(
+            "MAIN_FOLDER_NAME INFO_JSON_FILENAME INFO_YAML_FILENAME INDEX_SQLITE_FILENAME "
+            "INDEX_UUID_FILENAME SPLIT_YAML_FILENAME JOIN_INDEX_FILENAME"
+        )
+    },
+    "epathlib": {"EPath": _EPATH, "DEFAULT_PROFILE_NAME": _PROFILE},
+    "epathlib.epath": {"EPath": _EPATH, "DEFAULT_PROFILE_NAME": _PROFILE},
+    "source_info": {"add_source_info": "stoker.aux:add_source_info"},
+    "metadataset.loader_interface": {
+        "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",
+    },
+    "wrappers.base": {
+        "BaseWrapperDataset": "stoker:BaseWrapperDataset|stoker.wrappers:BaseWrapperDataset",
+        "get_sample_restore_key": "stoker.wrappers:get_sample_restore_key",
+    },
+    "cache.base": {"FileStoreWrapper": "stoker.aux:FileStoreWrapper"},
+    "cache.file_store": {
+        "WebdatasetFileStore": "stoker.aux:WebdatasetFileStore",
+        "JsonlFileStore": "stoker.aux:JsonlFileStore",
+    },
+    "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
+    "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
+    "media": {
+        "serialize_media_metadata": "stoker.media.metadata:serialize_media_metadata",
+        "deserialize_media_metadata": "stoker.media.metadata:deserialize_media_metadata",
+    },
+    "media.metadata": {
+        "serialize_media_metadata": "stoker.media.metadata:serialize_media_metadata",
+        "deserialize_media_metadata": "stoker.media.metadata:deserialize_media_metadata",
+    },
+    "tools": {},
+    "tools.prepare": {"command": "stoker.cli.prepare:command"},
+    "tools.prepare_media": {"command": "stoker.cli.prepare_media:command"},
+    "tools.lint": {"command": "stoker.cli.lint:command"},
+    "tools.info": {"command": "stoker.cli.info:command"},
+    "tools.preview": {"command": "stoker.cli.preview:command"},
+    "tools.checkpoint": {
+        "command": "stoker.cli.checkpoint:command",
+        "command_redist": "stoker.cli.checkpoint:command_redist|stoker.cli.checkpoint:redist",
+        "command_info": "stoker.cli.checkpoint:command_info|stoker.cli.checkpoint:info",
+    },
+    "tools.analyze_debug": {"command": "stoker.cli.analyze_debug:command"},
+    "cli": {},
+    "cli.main": {
+        "main": "stoker.cli.main:cli",
+        "prepare_media_command": "stoker.cli.prepare_media:command",
+    },
+}
+
+
+def _build() -> dict[str, dict[str, str]]:
+    modules: dict[str, dict[str, str]] = {}
+    for relative in sorted({*_SAME_NAME, *_ELSEWHERE}):
+        path = f"{ROOT}.{relative}" if relative else ROOT
+        names = {n: f"stoker:{n}" for n in _SAME_NAME.get(relative, "").split()}
+        modules[path] = {**names, **_ELSEWHERE.get(relative, {})}
+    return modules
+
+
+MODULES: dict[str, dict[str, str]] = _build()
+
+# What to use instead of a name stoker does not serve (keyed by name, or by module path).
+HINTS: dict[str, str] = {
+    "PinMemoryMixin": "stoker pins whole batches: pass pin_memory=True to get_loader",
+    "add_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
+    "set_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
+    "legacy_handler": "pass a handler with Energon's current signature",
+    "get_failure_tolerance": "use WorkerConfig(global_error_handler=...) or stoker.ErrorPolicy",
+    "WebdatasetMeta": "read a prepared dataset's metadata with `stoker info PATH --json`",
+    "DEFAULT_DECODER": "use stoker.SampleDecoder() (its defaults are Energon's)",
+    "get_source_info": "read sample.__sources__",
+    "load_config": "use stoker.get_dataset_from_config or stoker.load_dataset",
+    "BasicDataLoader": "use stoker.get_loader",
+    "LoadedDataset": "use stoker.load_dataset(path).get_datasets(...)",
+    "LoadedDatasetList": "use stoker.load_dataset(path).get_datasets(...)",
+    "TraversedDatasetReference": "use stoker.traverse_metadataset",
+    "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
+    "WatchdogDataset": "stoker's loader has its own timeout: get_loader(..., timeout=...)",
+    "MediaFilterConfig": "use stoker.media.extract.MediaFilter",
+    "MediaFilterStrategy": "use stoker.media.extract.MediaFilter",
+    "FlexState": "stoker's state is a plain dict: loader.save_state_rank()",
+    "command": "run the `stoker` CLI (`stoker --help`)",
+    f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
+    "inside your TaskEncoder.encode_sample",
+    f"{ROOT}.tools.mount": "stoker has no FUSE mount; read samples with `stoker preview`",
+    f"{ROOT}.fork_hook": "Energon-internal fork hooks; stoker's workers need none",
+    f"{ROOT}.flavors.webdataset.indexing": "Energon-internal SQLite writer; use "
+    "stoker.prepare_dataset",
+    f"{ROOT}.flavors.webdataset.prepare": "Energon-internal; use stoker.prepare_dataset",
+    f"{ROOT}.flavors.webdataset.aggregator_pool": "Energon-internal; use stoker.prepare_dataset",
+    f"{ROOT}.flavors.webdataset.sample_loader": "Energon-internal; stoker's state is a plain dict",
+    f"{ROOT}.rng": "Energon-internal RNG state; stoker's state is a plain dict",
+    f"{ROOT}.state": "Energon-internal state classes; stoker's state is a plain dict",
+}
+
+GENERIC_HINT = "see docs/energon.md for stoker's equivalents"
