@@ -169,13 +169,15 @@ def _join(
                 ", ".join(s.path for s in parts),
                 node.where.file,
             )
-        locations = _build(parts)
+        locations = build_locations(parts)
         if write and path is not None:
             ji.save_index(path, key, locations)
     return _apply_nonmatch(node, parts, locations), path, hit
 
 
-def _build(parts: list[DataSource]) -> ji.Int64Array:
+def build_locations(parts: list[DataSource]) -> ji.Int64Array:
+    """Per partner, the index of the sample with the key of each primary sample (or -1)."""
+
     def read(s: DataSource) -> ji.KeyTable:
         return ji.read_key_table(open_store(s.path), s.shards, s.counts, s.excluded)
 

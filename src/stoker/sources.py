@@ -112,16 +112,54 @@ def load_source(
     subflavors: dict[str, Any] | None = None,
     allowed_modules: tuple[str, ...] = (),
     trust_sample_loader: bool = False,
+    sample_type: type | None = None,
 ) -> DataSource:
     """Read the meta files of the dataset at ``path`` (a folder or a ``.jsonl`` file).
+
+    Classes the ``dataset.yaml`` names from other modules than stoker's are imported and
+    checked against the allow-list here, in the main process (see :mod:`stoker.flavors.allow`).
+    A ``split_config:`` key in the dataset.yaml wins over ``split_config`` (as in Energon).
+
+    Args:
+        sample_type: If given, the dataset's samples must be of this class or a subclass.
 
     Example:
         >>> source = load_source("/data/coco-wds", split_part="val")  # doctest: +SKIP
         >>> source.total  # doctest: +SKIP
         5000
     """
+    used_split: str | None = None
     if path.endswith(".jsonl"):
-        return _jsonl_source(path, split_part, subflavors or {})
+        source = _jsonl_source(path, split_part, subflavors or {})
+    else:
+        store = open_store(path)
+        config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
+        used_split = config.split_config or split_config
+        source = load_split(
+            path,
+            split_part=split_part,
+            split_config=used_split,
+            config=config,
+            subflavors=subflavors,
+            trust_sample_loader=trust_sample_loader,
+        )
+    from stoker.flavors.allow import resolve_source  # the flavors import this module
+
+    return resolve_source(
+        source, allowed_modules=allowed_modules, sample_type=sample_type, split_config=used_split
+    )
+
+
+def load_split(
+    path: str,
+    *,
+    split_part: str,
+    split_config: str,
+    config: DatasetConfig,
+    subflavors: dict[str, Any] | None = None,
+    trust_sample_loader: bool = False,
+) -> DataSource:
+    """The shards and counts of one split of the dataset at ``path``, loaded per ``config``."""
     store = open_store(path)
     info = read_info(store)
     split = read_split_config(store, split_config)
@@ -133,7 +171,6 @@ def load_source(
             path=store.url(f".nv-meta/{split_config}"),
             hint="Prepare the dataset again, or fix the split config.",
         )
-    config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
     counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
     excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
     merged = {**config.subflavors, **(subflavors or {})}

@@ -147,7 +147,7 @@ def test_crude_sample_holds_parts_and_metadata() -> None:
 
 LOADER = """
 def sample_loader(raw):
-    return {"text": raw["txt"].upper(), "__key__": "ignored"}
+    return {"text": raw["txt"].upper(), "__key__": "renamed-" + raw["__key__"]}
 
 def part_filter(part):
     return part == "txt"
@@ -179,7 +179,8 @@ def test_sample_loader_runs_with_opt_in(loader_dataset: Path) -> None:
     part_filter = load_part_filter(str(loader_dataset), cfg.part_filter, allow_code=True)
     assert part_filter is not None and part_filter("txt") and not part_filter("jpg")
     s = build_sample(cfg, {"txt": "hi"}, key="k", restore_key=(), sample_loader=loader)
-    assert isinstance(s, TextSample) and s.text == "HI" and s.__key__ == "k"
+    # a sample loader may rename the sample (Energon passes its __key__ through)
+    assert isinstance(s, TextSample) and s.text == "HI" and s.__key__ == "renamed-k"
 
 
 def test_sample_loader_config_without_loaded_loader_is_config_error() -> None:

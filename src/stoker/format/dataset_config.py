@@ -9,13 +9,23 @@ Forms accepted (as Energon writes them)::
     __module__: megatron.energon                  # crude data, cooked by the task encoder
     __class__: CrudeWebdataset
 
+    __module__: megatron.bridge.data.energon.task_encoder_utils   # a dataset factory class
+    __class__: ChatMLWebdataset                   # from an installed module; the other
+    field_map: {imgs: jpgs, conversation: json}   # keys are its keyword arguments
+
+``split_config: split2.yaml`` names the split file to use (it wins over the caller's, as in
+Energon). Classes from modules other than stoker's are resolved and checked against the
+allow-list when the dataset is loaded (:mod:`stoker.flavors.allow`).
+
 A ``field_map`` value is one or more alternatives separated by commas, each a part name with
 optional item access: ``json[caption]``, ``json[boxes][0]``, ``jpg,png``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +47,27 @@ _ALLOWED_KEYS = {
     "subflavors",
     "sample_loader",
     "part_filter",
+    "split_config",
     "__module__",
     "__class__",
 }
+
+
+@dataclass(frozen=True)
+class FactoryRef:
+    """A dataset factory class named by a ``dataset.yaml`` (or built in Python) and its arguments.
+
+    ``cls`` is the class once resolved (checked against the allow-list in the main process);
+    each dataloader worker makes its own instance from ``args`` and ``kwargs``.
+    """
+
+    #: ``module:qualname`` of the class, as named.
+    name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    args: tuple[Any, ...] = ()
+    cls: Any = None
+    #: ``kwargs`` came from a ``dataset.yaml``: the loader adds path, split and decoder.
+    from_yaml: bool = True
 
 
 @dataclass(frozen=True)
@@ -86,10 +114,16 @@ class DatasetConfig:
     sample_loader: str | None = None
     part_filter: str | list[str] | None = None
     subflavors: dict[str, Any] = field(default_factory=dict)
+    #: ``split_config:`` of the dataset.yaml (overrides the caller's split config).
+    split_config: str | None = None
+    #: A dataset factory class that loads the samples itself (``__class__:`` of a user module).
+    factory: FactoryRef | None = None
+    #: The sample class itself, once resolved (a user's class, checked by the allow-list).
+    sample_class: Any = None
 
     @property
     def is_crude(self) -> bool:
-        return self.sample_type is None
+        return self.sample_type is None and self.factory is None
 
     def missing_fields(self, parts: set[str]) -> dict[str, list[str]]:
         """Fields none of whose alternatives is among ``parts``: field -> its alternatives."""
@@ -128,6 +162,11 @@ def parse_dataset_config(
     """Check a parsed ``dataset.yaml`` mapping; ``where`` names it in errors."""
     if not isinstance(raw, dict):
         raise ConfigError("dataset.yaml must be a mapping.", path=where)
+    if "__class__" in raw and "sample_type" not in raw:
+        cls, module = str(raw["__class__"]), str(raw.get("__module__", ""))
+        check_module(module, cls, where, allowed_modules)
+        if module not in BUILTIN_MODULES:
+            return _factory_config(raw, module, cls, where)
     unknown = sorted(set(map(str, raw)) - _ALLOWED_KEYS)
     if unknown:
         raise ConfigError(
@@ -141,10 +180,13 @@ def parse_dataset_config(
     part_filter = raw.get("part_filter")
     if part_filter is not None and not isinstance(part_filter, str | list):
         raise ConfigError("'part_filter' must be a string or a list of part names.", path=where)
+    split_config = raw.get("split_config")
+    if split_config is not None and not isinstance(split_config, str):
+        raise ConfigError("'split_config' must be a file name in .nv-meta.", path=where)
+    common: dict[str, Any] = {"subflavors": subflavors, "split_config": split_config}
 
     if "__class__" in raw and "sample_type" not in raw:
         cls, module = str(raw["__class__"]), str(raw.get("__module__", ""))
-        _check_module(module, cls, where, allowed_modules)
         if cls == CRUDE_CLASS:
             if "field_map" in raw or "sample_loader" in raw:
                 raise ConfigError(
@@ -152,7 +194,7 @@ def parse_dataset_config(
                     path=where,
                     hint="Remove them; crude samples are cooked by the task encoder's cookers.",
                 )
-            return DatasetConfig(None, module, part_filter=part_filter, subflavors=subflavors)
+            return DatasetConfig(None, module, part_filter=part_filter, **common)
         if cls not in LEGACY_DATASET_CLASSES:
             raise _unknown_type(cls, where)
         sample_type, sample_module = LEGACY_DATASET_CLASSES[cls], module
@@ -163,7 +205,7 @@ def parse_dataset_config(
                 "'sample_type' must be a mapping with __module__ and __class__.", path=where
             )
         sample_type, sample_module = str(spec["__class__"]), str(spec.get("__module__", ""))
-        _check_module(sample_module, sample_type, where, allowed_modules)
+        check_module(sample_module, sample_type, where, allowed_modules)
         if sample_module in BUILTIN_MODULES and sample_type not in SAMPLE_TYPES:
             raise _unknown_type(sample_type, where)
     else:
@@ -194,8 +236,18 @@ def parse_dataset_config(
             sample_module,
             sample_loader=sample_loader,
             part_filter=part_filter,
-            subflavors=subflavors,
+            **common,
         )
+    field_map = parse_field_map(field_map_raw, where)
+    if sample_module in BUILTIN_MODULES:
+        _check_fields(sample_type, field_map, where)
+    return DatasetConfig(
+        sample_type, sample_module, field_map=field_map, part_filter=part_filter, **common
+    )
+
+
+def parse_field_map(field_map_raw: Any, where: str) -> dict[str, list[FieldAccess]]:
+    """Check and parse a ``field_map`` mapping (field name -> part spec)."""
     if not isinstance(field_map_raw, dict) or not field_map_raw:
         raise ConfigError("'field_map' must be a non-empty mapping of field: part.", path=where)
     field_map = {}
@@ -206,26 +258,70 @@ def parse_dataset_config(
             field_map[str(name)] = parse_field_spec(spec)
         except ConfigError as e:
             raise ConfigError(e.problem, path=where, key=None, hint=e.hint) from None
-    if sample_module in BUILTIN_MODULES:
-        _check_fields(sample_type, field_map, where)
+    return field_map
+
+
+def _factory_config(raw: dict[str, Any], module: str, cls: str, where: str) -> DatasetConfig:
+    """A dataset factory class from an installed module: its other keys are its arguments."""
+    kwargs = {str(k): v for k, v in raw.items() if k not in ("__module__", "__class__")}
+    subflavors = kwargs.get("subflavors") or {}
+    if not isinstance(subflavors, dict):
+        raise ConfigError("'subflavors' must be a mapping.", path=where)
+    split_config = kwargs.pop("split_config", None)
+    if split_config is not None and not isinstance(split_config, str):
+        raise ConfigError("'split_config' must be a file name in .nv-meta.", path=where)
     return DatasetConfig(
-        sample_type,
-        sample_module,
-        field_map=field_map,
-        part_filter=part_filter,
-        subflavors=subflavors,
+        None,
+        None,
+        subflavors=dict(subflavors),
+        split_config=split_config,
+        factory=FactoryRef(f"{module}:{cls}", kwargs),
     )
 
 
-def _check_module(module: str, cls: str, where: str, allowed: tuple[str, ...]) -> None:
-    if module in BUILTIN_MODULES or module in allowed:
+def module_allowed(module: str, allowed: tuple[str, ...] = ()) -> bool:
+    """Whether ``module`` is stoker's own or explicitly allowed (``allowed_modules=`` or the
+    comma-separated ``STOKER_ALLOWED_MODULES``); a package allows its submodules."""
+    if module in BUILTIN_MODULES:
+        return True
+    names = [*allowed, *os.environ.get(ALLOWED_MODULES_ENV, "").split(",")]
+    return any(
+        n.strip() and (module == n.strip() or module.startswith(f"{n.strip()}.")) for n in names
+    )
+
+
+def check_module(module: str, cls: str, where: str, allowed: tuple[str, ...] = ()) -> None:
+    """Refuse a class whose module is neither stoker's, allowed, nor installed.
+
+    Classes of installed modules are checked further when the dataset is loaded: only
+    subclasses of ``Sample`` or of a dataset factory base pass without an explicit allow.
+    """
+    if module_allowed(module, allowed) or _installed(module):
         return
     raise ConfigError(
-        f"dataset.yaml names class {cls!r} in module {module!r}, which is not allowed.",
+        f"dataset.yaml names class {cls!r} in module {module!r}, which is not installed "
+        "and not allowed.",
         path=where,
-        hint="A dataset folder may only name stoker's own sample types; to trust this module, "
-        f"pass allowed_modules=({module!r},) (CLI: --allow-module {module}).",
+        hint=ALLOW_HINT.format(module=module),
     )
+
+
+#: How to allow a module (used by every allow-list error).
+ALLOW_HINT = (
+    "A dataset folder may name stoker's own classes and, from installed modules, subclasses of "
+    "Sample or of a dataset factory (e.g. DefaultDecoderWebdatasetFactory). Install the module "
+    "that defines the class, or trust it explicitly: pass allowed_modules=({module!r},) to "
+    "get_train_dataset / get_val_dataset / get_dataset_from_config, or set "
+    "STOKER_ALLOWED_MODULES={module} (CLI: --allow-module {module})."
+)
+ALLOWED_MODULES_ENV = "STOKER_ALLOWED_MODULES"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return module != "" and importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _unknown_type(name: str, where: str) -> ConfigError:

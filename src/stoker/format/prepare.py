@@ -232,6 +232,7 @@ def index_shards(
     num_workers: int | None = None,
     progress: bool = False,
     overwrite: bool = False,
+    shards: Sequence[str] | None = None,
 ) -> PendingPrepare:
     """Scan every shard of the dataset at ``path`` into temporary index files.
 
@@ -246,9 +247,9 @@ def index_shards(
         )
     _remove_stale_tmp(store)
     if tar_index_only:
-        shards = list(read_info(store).shard_counts)
+        names = list(read_info(store).shard_counts)
         if exclude:
-            shards = [s for s in shards if not re.search(exclude, s)]
+            names = [s for s in names if not re.search(exclude, s)]
     else:
         if is_prepared(store) and not overwrite:
             raise AlreadyPreparedError(
@@ -256,8 +257,9 @@ def index_shards(
                 path=path,
                 hint="Pass --force-overwrite to prepare it again.",
             )
-        shards = find_shards(store, exclude)
-    if not shards:
+        # ``shards``: an explicit list (in its order), as Energon's prepare_dataset takes it
+        names = find_shards(store, exclude) if shards is None else list(shards)
+    if not names:
         compressed = [name for name in store.list_files() if name.endswith(".tar.gz")]
         raise FormatError(
             "no shards found (no *.tar files"
@@ -272,7 +274,7 @@ def index_shards(
                 "folder of files with `stoker pack`."
             ),
         )
-    pending = PendingPrepare(store, shards, tar_index_only)
+    pending = PendingPrepare(store, names, tar_index_only)
     try:
         _index_into(pending, num_workers, progress)
     except BaseException:

@@ -14,12 +14,17 @@ from stoker.aux import (
     WebdatasetFileStore,
     open_aux,
 )
-from stoker.cache_pool import NoCachePool
+from stoker.cache_pool import current_cache_pool
 from stoker.cooking import Cooker, select_cooker
 from stoker.errors import StokerError
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SampleError, SkipSample, wrap_failure
-from stoker.pipeline.field_map import build_sample, load_part_filter, load_sample_loader
+from stoker.pipeline.field_map import (
+    build_sample,
+    factory_sample_loader,
+    load_part_filter,
+    load_sample_loader,
+)
 from stoker.pipeline.join import Joiner, Partners, resolve_joiner
 from stoker.pipeline.read import RawSample
 from stoker.samples import CrudeSample, Sample, SourceInfo
@@ -76,6 +81,8 @@ class SampleBuilder:
             if config.sample_loader
             else None
         )
+        if config.factory is not None:  # a dataset factory class decodes and loads itself
+            self.sample_loader, decoder = factory_sample_loader(source, decoder), None
         user_code = self.sample_loader or source.join or (task_encoder and task_encoder.cookers)
         if decoder is not None and fuse_float_images and not user_code:
             decoder = decoder.fused()
@@ -170,7 +177,6 @@ class Kitchen:
         self.decoder = decoder
         self._aux: dict[str, FileStore] | None = None
         self._primary: FileStore | None = None
-        self._cache = NoCachePool()
 
     def cook(self, sample: CrudeSample) -> Any:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
@@ -181,7 +187,7 @@ class Kitchen:
             if cooker.need_primary:
                 aux["primary"] = PrimaryFileStore(self.primary(), str(key))
             if cooker.need_cache:
-                aux["cache"] = self._cache
+                aux["cache"] = current_cache_pool()
             return self.task_encoder.cook_crude_sample(sample, cooker, aux)
         except SkipSample:
             raise

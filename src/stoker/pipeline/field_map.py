@@ -3,11 +3,15 @@
 A ``field_map`` says where each field comes from: ``caption: txt``, ``caption: json[caption]``,
 ``boxes: json[boxes][0]``, or alternatives ``image: jpg,png`` (the first that exists). A
 ``sample_loader`` names a function in ``.nv-meta/`` that builds the fields itself; that is code
-from the data folder, so it runs only when the user opts in with ``trust_sample_loader=True``.
+from the data folder, so it runs only when the user opts in with ``trust_sample_loader=True``
+(or ``STOKER_TRUST_SAMPLE_LOADER=1``). A sample loader may return ``__key__`` to rename the
+sample, as in Energon. A dataset factory class (``config.factory``) loads its samples itself.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +24,8 @@ from stoker.storage import Store, open_store
 
 SampleLoader = Callable[[dict[str, Any]], dict[str, Any]]
 PartFilter = Callable[[str], bool]
+#: Set to 1 to run the ``sample_loader.py`` of any dataset (as ``trust_sample_loader=True``).
+TRUST_ENV = "STOKER_TRUST_SAMPLE_LOADER"
 
 
 def build_sample(
@@ -57,9 +63,13 @@ def build_sample(
         "__subflavors__": {**config.subflavors, **(subflavors or {})},
         "__sources__": sources,
     }
+    if config.factory is not None:
+        if sample_loader is None:
+            raise ConfigError("this dataset is loaded by a factory class, but none was made.")
+        return sample_loader({**decoded, **meta})  # type: ignore[return-value]
     if config.is_crude:
         return CrudeSample({**decoded, **meta})
-    cls = sample_class or _sample_class(config)
+    cls = sample_class or config.sample_class or _sample_class(config)
     if config.field_map is not None:
         fields = {
             name: access_field(decoded, options, key=key, field=name)
@@ -67,6 +77,8 @@ def build_sample(
         }
     elif sample_loader is not None:
         fields = _run_loader(sample_loader, {**decoded, **meta}, key)
+        if "__key__" in fields:  # a sample loader may rename the sample (Energon)
+            meta["__key__"] = fields.pop("__key__")
     else:
         raise ConfigError(
             "this dataset uses a sample_loader, but none was loaded.",
@@ -80,11 +92,18 @@ def build_sample(
 
 def _sample_class(config: DatasetConfig) -> type[Sample]:
     name = config.sample_type or ""
+    if name not in SAMPLE_CLASSES and config.sample_module:
+        # A user's class, checked against the allow-list where the dataset was loaded.
+        target: Any = importlib.import_module(config.sample_module)
+        for attr in name.split("."):
+            target = getattr(target, attr, None)
+        if isinstance(target, type) and issubclass(target, Sample):
+            return target
     if name not in SAMPLE_CLASSES:
         raise ConfigError(
             f"sample type {name!r} of module {config.sample_module!r} is not one of stoker's.",
-            hint="Pass its class as sample_class=..., or use one of "
-            f"{', '.join(sorted(SAMPLE_CLASSES))}.",
+            hint="Define it in an installed module as a subclass of stoker's Sample, or use one "
+            f"of {', '.join(sorted(SAMPLE_CLASSES))}.",
         )
     return SAMPLE_CLASSES[name]
 
@@ -135,7 +154,11 @@ def _run_loader(loader: SampleLoader, raw: dict[str, Any], key: str) -> dict[str
         raise SampleError(
             f"the sample_loader returned {type(fields).__name__}, not a dict of fields.", key=key
         )
-    return {k: v for k, v in fields.items() if not (k.startswith("__") and k.endswith("__"))}
+    return {
+        k: v
+        for k, v in fields.items()
+        if k == "__key__" or not (k.startswith("__") and k.endswith("__"))
+    }
 
 
 def load_sample_loader(dataset_path: str | Store, spec: str, allow_code: bool) -> SampleLoader:
@@ -166,11 +189,12 @@ def _load_function(store: str | Store, spec: str, default: str, allow_code: bool
     store = open_store(store) if isinstance(store, str) else store
     file, _, name = spec.rpartition(":") if ":" in spec else (spec, "", default)
     path = f"{META_DIR}/{file}"
-    if not allow_code:
+    if not (allow_code or os.environ.get(TRUST_ENV) == "1"):
         raise ConfigError(
             f"dataset.yaml asks to run the Python file {store.url(path)} ({spec!r}).",
             hint="Code in a data folder may come from anyone, so stoker does not run it by "
-            "default. If you trust this dataset, pass trust_sample_loader=True.",
+            "default. If you trust this dataset, pass trust_sample_loader=True (or set "
+            f"{TRUST_ENV}=1 for code you cannot change).",
         )
     namespace: dict[str, Any] = {"__name__": f"stoker_sample_loader_{file}"}
     exec(compile(store.read_text(path), store.url(path), "exec"), namespace)
@@ -178,3 +202,22 @@ def _load_function(store: str | Store, spec: str, default: str, allow_code: bool
     if not callable(fn):
         raise ConfigError(f"{store.url(path)} defines no function {name!r}.", path=store.url(path))
     return fn
+
+
+def factory_sample_loader(source: Any, decoder: Any) -> Callable[[dict[str, Any]], Any]:
+    """A worker's sample loader for a source loaded by a dataset factory class.
+
+    The factory is made once per worker (see :func:`stoker.flavors.allow.make_factory`); it
+    receives the sample's raw parts and metadata, filters and decodes them itself.
+    """
+    from stoker.flavors.allow import make_factory  # the flavors build on this layer
+
+    factory = make_factory(source, decoder)
+    part_filter = getattr(factory, "part_filter", None)
+
+    def load(raw: dict[str, Any]) -> Any:
+        if part_filter is not None:
+            raw = {k: v for k, v in raw.items() if k.startswith("__") or part_filter(k)}
+        return factory.load_sample(raw)
+
+    return load

@@ -1,0 +1,60 @@
+"""Energon's dataset factories ("flavors"), backed by stoker's readers and plan.
+
+A ``dataset.yaml`` names one of these (``__class__: CrudeWebdataset``), or a plain sample type
+(then :class:`StandardWebdatasetFactory` loads it); client code subclasses them, e.g.
+``class ChatMLWebdataset(DefaultDecoderWebdatasetFactory[ChatMLSample])``.
+:func:`get_dataset_from_config` makes the factory of a prepared dataset; ``build()`` gives an
+unbatched :class:`~stoker.LoaderDataset` to iterate with :func:`stoker.get_loader`.
+"""
+
+from stoker.flavors.base import BaseCoreDatasetFactory
+from stoker.flavors.config import get_dataset_from_config
+from stoker.flavors.generic import (
+    DEFAULT_DECODER,
+    DefaultDecoderWebdatasetFactory,
+    DefaultGenericWebdatasetFactory,
+    StandardWebdatasetFactory,
+)
+from stoker.flavors.joined import JoinedWebdatasetFactory
+from stoker.flavors.jsonl import CrudeJsonlDatasetFactory, DefaultCrudeJsonlDatasetFactory
+from stoker.flavors.typed import (
+    CaptioningWebdataset,
+    CrudeWebdataset,
+    ImageClassificationWebdataset,
+    ImageWebdataset,
+    InterleavedWebdataset,
+    MultiChoiceVQAWebdataset,
+    OCRWebdataset,
+    SimilarityInterleavedWebdataset,
+    TextWebdataset,
+    VidQAWebdataset,
+    VQAOCRWebdataset,
+    VQAWebdataset,
+)
+from stoker.flavors.webdataset import BaseWebdatasetFactory, ShardInfo
+
+__all__ = [
+    "DEFAULT_DECODER",
+    "BaseCoreDatasetFactory",
+    "BaseWebdatasetFactory",
+    "CaptioningWebdataset",
+    "CrudeJsonlDatasetFactory",
+    "CrudeWebdataset",
+    "DefaultCrudeJsonlDatasetFactory",
+    "DefaultDecoderWebdatasetFactory",
+    "DefaultGenericWebdatasetFactory",
+    "ImageClassificationWebdataset",
+    "ImageWebdataset",
+    "InterleavedWebdataset",
+    "JoinedWebdatasetFactory",
+    "MultiChoiceVQAWebdataset",
+    "OCRWebdataset",
+    "ShardInfo",
+    "SimilarityInterleavedWebdataset",
+    "StandardWebdatasetFactory",
+    "TextWebdataset",
+    "VQAOCRWebdataset",
+    "VQAWebdataset",
+    "VidQAWebdataset",
+    "get_dataset_from_config",
+]

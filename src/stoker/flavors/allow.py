@@ -1,0 +1,193 @@
+"""The allow-list for classes a ``dataset.yaml`` names (DESIGN §6).
+
+A data folder may come from anyone, so the classes it names are checked before anything is
+called: stoker's own (``__module__: stoker`` or ``megatron.energon``); from an *installed* module
+(never a file in the data folder), subclasses of ``Sample`` or of ``BaseCoreDatasetFactory``;
+anything else only from a module the user allowed explicitly (``allowed_modules=`` or
+``STOKER_ALLOWED_MODULES``, comma-separated).
+
+Example:
+    >>> resolve_class("os", "system", where="ds/.nv-meta/dataset.yaml")  # doctest: +SKIP
+    Traceback (most recent call last):
+    stoker.errors.ConfigError: ... 'os.system' is neither a Sample nor a dataset factory ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.flavors.base import BaseCoreDatasetFactory
+from stoker.format.dataset_config import ALLOW_HINT, DatasetConfig, FactoryRef, module_allowed
+from stoker.format.sample_types import BUILTIN_MODULES
+from stoker.samples import CrudeSample, Sample
+from stoker.sources import DataSource
+from stoker.worker_config import WorkerConfig
+
+_BASES = (Sample, BaseCoreDatasetFactory)
+
+
+def resolve_class(
+    module: str,
+    qualname: str,
+    *,
+    where: str,
+    data_root: str | None = None,
+    allowed: tuple[str, ...] = (),
+) -> Any:
+    """The class ``module.qualname`` if the allow-list lets a dataset.yaml name it."""
+    if module in BUILTIN_MODULES:
+        import stoker
+
+        found = getattr(stoker, qualname, None)
+        if isinstance(found, type) and issubclass(found, (*_BASES, CrudeSample)):
+            return found
+        raise ConfigError(f"stoker has no sample type or dataset class {qualname!r}.", path=where)
+    _refuse_data_folder(module, data_root, where)
+    try:
+        target: Any = importlib.import_module(module)
+    except ImportError as e:
+        raise ConfigError(
+            f"cannot import module {module!r} named by dataset.yaml ({e}).",
+            path=where,
+            hint=ALLOW_HINT.format(module=module),
+        ) from None
+    for attr in qualname.split("."):
+        target = getattr(target, attr, None)
+    if target is None:
+        raise ConfigError(f"module {module!r} has no {qualname!r}.", path=where)
+    if isinstance(target, type) and issubclass(target, _BASES):
+        return target
+    if module_allowed(module, allowed):
+        return target
+    raise ConfigError(
+        f"dataset.yaml names {module}.{qualname}, which is neither a Sample nor a dataset "
+        "factory subclass; stoker does not call it.",
+        path=where,
+        hint=ALLOW_HINT.format(module=module),
+    )
+
+
+def _refuse_data_folder(module: str, data_root: str | None, where: str) -> None:
+    if data_root is None or "://" in data_root:
+        return
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return  # import_module reports it
+    origin = spec.origin if spec is not None else None
+    root = os.path.realpath(data_root) + os.sep
+    if origin and os.path.realpath(origin).startswith(root):
+        raise ConfigError(
+            f"module {module!r} would be imported from the data folder ({origin}).",
+            path=where,
+            hint="Code in a data folder does not run; install the module that defines the "
+            "class, and do not run from inside the dataset folder.",
+        )
+
+
+def resolve_source(
+    source: DataSource,
+    *,
+    allowed_modules: tuple[str, ...] = (),
+    sample_type: type | None = None,
+    split_config: str | None = None,
+) -> DataSource:
+    """``source`` with the classes its dataset.yaml names resolved and checked.
+
+    A factory class is also made once here, in the main process, so that a bad configuration
+    fails now (as in Energon) rather than in a dataloader worker.
+    """
+    config = source.config
+    where = f"{source.path}/.nv-meta"
+    if config.factory is not None and config.factory.cls is None:
+        module, _, name = config.factory.name.partition(":")
+        cls = resolve_class(
+            module, name, where=where, data_root=source.root, allowed=allowed_modules
+        )
+        kwargs = dict(config.factory.kwargs)
+        if split_config is not None:
+            kwargs["split_config"] = split_config
+        ref = dataclasses.replace(config.factory, cls=cls, kwargs=kwargs)
+        config = dataclasses.replace(config, factory=ref)
+        make_factory(dataclasses.replace(source, config=config), None)  # fails early if bad
+    elif _names_user_sample(config):
+        cls = resolve_class(
+            str(config.sample_module),
+            str(config.sample_type),
+            where=where,
+            data_root=source.root,
+            allowed=allowed_modules,
+        )
+        config = dataclasses.replace(config, sample_class=cls)
+    source = dataclasses.replace(source, config=config)
+    if sample_type is not None:
+        check_sample_type(source, sample_type)
+    return source
+
+
+def _names_user_sample(config: DatasetConfig) -> bool:
+    module = config.sample_module
+    return bool(config.sample_type and config.sample_class is None and module) and (
+        module not in BUILTIN_MODULES
+    )
+
+
+def source_sample_class(source: DataSource) -> Any:
+    """The class of the samples ``source`` yields (before any cooking)."""
+    config = source.config
+    if config.factory is not None:
+        return make_factory(source, None).__sample_type__
+    if config.is_crude:
+        return CrudeSample
+    if config.sample_class is not None:
+        return config.sample_class
+    from stoker.samples import SAMPLE_CLASSES
+
+    return SAMPLE_CLASSES.get(config.sample_type or "")
+
+
+def check_sample_type(source: DataSource, sample_type: type) -> None:
+    """Energon's check: the dataset's sample class must be ``sample_type`` or a subclass."""
+    actual = source_sample_class(source)
+    if not (isinstance(actual, type) and issubclass(actual, sample_type)):
+        raise ConfigError(
+            f"the samples of {source.path} are {getattr(actual, '__name__', actual)}, which is "
+            f"not a subclass of sample_type={sample_type.__name__}.",
+            path=source.path,
+            hint="Pass the sample type the dataset.yaml names (or a base class of it).",
+        )
+
+
+def make_factory(source: DataSource, decoder: Any) -> Any:
+    """An instance of the source's factory class (in a worker: one per worker).
+
+    For a factory named by a dataset.yaml, the class gets the yaml's keys plus the dataset's
+    path, split and subflavors, and the task encoder's ``decoder`` (which it may replace, as
+    Bridge's ``ChatMLWebdataset`` does); a factory made in Python gets its own arguments again.
+    """
+    ref: FactoryRef | None = source.config.factory
+    if ref is None or ref.cls is None:
+        raise ConfigError("this source has no resolved dataset factory class.", path=source.path)
+    if not ref.from_yaml:
+        return ref.cls(*ref.args, **ref.kwargs)
+    from stoker.flavors.generic import DefaultDecoderWebdatasetFactory
+
+    kwargs: dict[str, Any] = {
+        **ref.kwargs,
+        "split_part": source.split_part,
+        "training": False,
+        "worker_config": WorkerConfig(rank=0, world_size=1, num_workers=0),
+        "subflavors": dict(source.subflavors),
+    }
+    if source.trust_sample_loader:
+        kwargs["trust_sample_loader"] = True
+    if issubclass(ref.cls, DefaultDecoderWebdatasetFactory):
+        kwargs["decoder"] = decoder
+    from stoker.flavors.base import as_epath
+
+    return ref.cls(as_epath(source.path), **kwargs)

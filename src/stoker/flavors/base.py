@@ -1,0 +1,116 @@
+"""``BaseCoreDatasetFactory``: what a ``dataset.yaml`` (or a user's subclass) describes.
+
+A factory knows one split of one dataset and how its samples are loaded; ``build()`` turns it
+into an unbatched :class:`~stoker.dataset.LoaderDataset` (stoker's plan, readers and workers).
+Energon's factory classes keep their names, arguments and override points here, so code that
+subclasses them (``class ChatMLWebdataset(DefaultDecoderWebdatasetFactory[ChatMLSample])``)
+keeps working after the import changes.
+
+Example:
+    >>> factory = get_dataset_from_config(  # doctest: +SKIP
+    ...     "/data/coco-wds", split_part="val", training=False, worker_config=wc
+    ... )
+    >>> for sample in get_loader(factory.build()):  # doctest: +SKIP
+    ...     print(sample.__key__)
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+if TYPE_CHECKING:
+    from stoker.aux import FileStore
+    from stoker.dataset import LoaderDataset
+    from stoker.sources import DataSource
+    from stoker.worker_config import WorkerConfig
+
+T_sample = TypeVar("T_sample", covariant=True)
+
+
+def as_epath(path: Any) -> Any:
+    """``path`` (str, ``pathlib.Path``, ``EPath`` or anything whose ``str()`` is a path or URL)
+    as an ``EPath`` where stoker has one, else as a string."""
+    try:
+        from stoker.storage.epath import EPath
+    except ImportError:  # pragma: no cover - EPath is optional for the factories
+        return str(path)
+    return (
+        path
+        if isinstance(path, EPath)
+        else EPath(os.fspath(path) if isinstance(path, os.PathLike) else str(path))
+    )
+
+
+class BaseCoreDatasetFactory(Generic[T_sample], ABC):
+    """Base of every dataset factory: one split of one dataset, ready to ``build()``.
+
+    Subclasses set ``__sample_type__`` (the class of the samples they load), ``paths`` and
+    ``subflavors``. The constructor's arguments are recorded so that each dataloader worker can
+    make its own instance of a user's subclass.
+    """
+
+    __sample_type__: type[T_sample] = cast("type[T_sample]", None)
+    paths: list[Any]
+    subflavors: dict[str, Any]
+    _init_call: tuple[tuple[Any, ...], dict[str, Any]]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> BaseCoreDatasetFactory[T_sample]:
+        self = super().__new__(cls)
+        self._init_call = (args, dict(kwargs))
+        return self
+
+    @abstractmethod
+    def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
+        """The dataset: an unbatched :class:`LoaderDataset` (iterate it with ``get_loader``).
+
+        ``worker_rotation_offset`` is accepted for Energon's signature: stoker spreads samples
+        over virtual workers, so there is nothing to rotate.
+        """
+
+    @abstractmethod
+    def as_file_store(self) -> FileStore:
+        """The dataset as a random-access store (key -> raw sample)."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Samples in the split, over all ranks."""
+
+
+def loader_dataset(
+    source: DataSource,
+    *,
+    training: bool,
+    worker_config: WorkerConfig,
+    decoder: Any,
+    parallel_shard_iters: int | None,
+    max_samples_per_sequence: int | None,
+    shuffle_over_epochs: int | None,
+) -> LoaderDataset:
+    """The unbatched dataset of one source, as a factory's ``build()`` returns it.
+
+    ``training`` loops and shuffles shard slices like ``get_train_dataset`` (without its shuffle
+    buffer, which Energon applies after the factory); otherwise one pass in order.
+    """
+    from stoker.dataset import LoaderDataset
+    from stoker.plan import default_virtual_workers
+    from stoker.task import DefaultTaskEncoder
+
+    task_encoder: DefaultTaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder()
+    task_encoder.decoder = decoder
+    return LoaderDataset(
+        sources=[source],
+        worker_config=worker_config,
+        task_encoder=task_encoder,
+        batch_size=None,
+        training=training,
+        repeat=training,
+        max_samples_per_sequence=max_samples_per_sequence,
+        parallel_shard_iters=parallel_shard_iters or (16 if training else 1),
+        shuffle_over_epochs_multiplier=shuffle_over_epochs or 1,
+        virtual_workers=default_virtual_workers(
+            worker_config.world_size, worker_config.num_workers
+        ),
+        virtual_workers_defaulted=True,
+    )

@@ -1,0 +1,122 @@
+"""Factories of an indexed JSONL file: each line is one crude sample (``{"json": ...}``).
+
+Example:
+    >>> CrudeJsonlDatasetFactory.prepare_dataset("/data/texts.jsonl")  # doctest: +SKIP
+    100000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from stoker.flavors.base import BaseCoreDatasetFactory, as_epath, loader_dataset
+from stoker.samples import CrudeSample
+
+if TYPE_CHECKING:
+    from stoker.aux import FileStore
+    from stoker.dataset import LoaderDataset
+    from stoker.worker_config import WorkerConfig
+
+
+class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
+    """A JSONL file (prepared with ``prepare_dataset``) as a dataset of crude samples.
+
+    Args: as :class:`~stoker.flavors.BaseWebdatasetFactory`, without split or split config (the
+    whole file is one split).
+    """
+
+    __sample_type__ = CrudeSample
+
+    def __init__(
+        self,
+        path: Any,
+        *,
+        training: bool,
+        worker_config: WorkerConfig,
+        shuffle_over_epochs: int | None = 1,
+        parallel_shard_iters: int | None = None,
+        max_samples_per_sequence: int | None = None,
+        subset: Any = None,
+        part_filter: Any = None,
+    ) -> None:
+        from stoker.sources import load_source
+
+        self.path = as_epath(path)
+        self.paths = [self.path]
+        self.name = str(self.path).rsplit("/", 1)[-1]
+        self.training = training
+        self.worker_config = worker_config
+        self.shuffle_over_epochs = shuffle_over_epochs
+        self.parallel_shard_iters = parallel_shard_iters
+        self.max_samples_per_sequence = max_samples_per_sequence
+        self.subset = subset
+        self.part_filter = part_filter
+        if not hasattr(self, "subflavors"):
+            self.subflavors = {}
+        self._source = load_source(str(self.path))
+        if subset is not None:
+            self._source = self._source.restrict(*subset.resolve(self._source.total))
+        self._len = self._source.total if part_filter is None or part_filter("json") else 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
+        source = dataclasses.replace(self._source, subflavors=dict(self.subflavors or {}))
+        return loader_dataset(
+            source,
+            training=self.training,
+            worker_config=self.worker_config,
+            decoder=self._decoder(),
+            parallel_shard_iters=self.parallel_shard_iters,
+            max_samples_per_sequence=self.max_samples_per_sequence,
+            shuffle_over_epochs=self.shuffle_over_epochs,
+        )
+
+    def _decoder(self) -> Any:
+        return None  # the json part as bytes
+
+    def as_file_store(self) -> FileStore:
+        from stoker.aux import JsonlFileStore
+
+        return JsonlFileStore(str(self.path))
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "type": type(self).__qualname__,
+            "training": self.training,
+            "_path": str(self.path),
+            "count": self._len,
+            "shuffle_over_epochs": self.shuffle_over_epochs,
+            "parallel_shard_iters": self.parallel_shard_iters,
+            "max_samples_per_sequence": self.max_samples_per_sequence,
+        }
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(path={self.path})"
+
+    @classmethod
+    def prepare_dataset(cls, path: Any) -> int:
+        """Write the JSONL file's index (``<file>.idx``); returns the number of samples."""
+        from stoker.format.jsonl import prepare_jsonl
+
+        return prepare_jsonl(str(as_epath(path)))[0]
+
+
+class DefaultCrudeJsonlDatasetFactory(CrudeJsonlDatasetFactory):
+    """:class:`CrudeJsonlDatasetFactory` with subflavors (``decoder`` is accepted and ignored:
+    the ``json`` part is parsed already)."""
+
+    def __init__(self, path: Any, *, subflavors: dict[str, Any] | None = None, **kwargs: Any):
+        kwargs.pop("decoder", None)
+        self.subflavors = dict(subflavors or {})
+        super().__init__(path, **kwargs)
+
+    def _decoder(self) -> Any:
+        from stoker.pipeline.decode import SampleDecoder
+
+        return SampleDecoder()  # parses the json part
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "subflavors": self.subflavors}
