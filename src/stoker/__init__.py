@@ -33,10 +33,18 @@ if TYPE_CHECKING:
     from stoker.aux import DecodeFileStore, FileStore, PrimaryFileStore, SystemFileStore
     from stoker.batch_type import Batch
     from stoker.blender import Blender, load_dataset
-    from stoker.cache_pool import CachePool, Lazy, NoCachePool
+    from stoker.cache_pool import (
+        CachePool,
+        DirectLazy,
+        FileStoreDecoder,
+        Lazy,
+        MockLazy,
+        NoCachePool,
+    )
     from stoker.cooking import Cooker, basic_sample_keys, cooker
     from stoker.dataset import LoaderDataset
     from stoker.errors import ConfigError, FormatError, StokerError, StorageError
+    from stoker.file_cache_pool import FileCacheLazy, FileStoreCachePool
     from stoker.format.prepare import PrepareReport, prepare_dataset
     from stoker.loader import Loader
     from stoker.media.av_data import AVData
@@ -87,6 +95,11 @@ _EXPORTS: dict[str, str] = {
     "MixBatchDataset": "stoker.mix_batch",
     "Batch": "stoker.batch_type",
     "CachePool": "stoker.cache_pool",
+    "DirectLazy": "stoker.cache_pool",
+    "FileCacheLazy": "stoker.file_cache_pool",
+    "FileStoreCachePool": "stoker.file_cache_pool",
+    "FileStoreDecoder": "stoker.cache_pool",
+    "MockLazy": "stoker.cache_pool",
     "CaptioningSample": "stoker.samples",
     "ConfigError": "stoker.errors",
     "DEFAULT_PROFILE_NAME": "stoker.storage.epath",
@@ -183,9 +196,13 @@ __all__ = [
     "CrudeSample",
     "DecodeFileStore",
     "DefaultTaskEncoder",
+    "DirectLazy",
     "EPath",
     "ErrorPolicy",
+    "FileCacheLazy",
     "FileStore",
+    "FileStoreCachePool",
+    "FileStoreDecoder",
     "FormatError",
     "IgnoreSample",
     "ImageClassificationSample",
@@ -198,6 +215,7 @@ __all__ = [
     "Metadataset",
     "MetadatasetV2",
     "MixBatchDataset",
+    "MockLazy",
     "MultiChoiceVQASample",
     "NoCachePool",
     "OCRSample",

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import abc
+import os
 import posixpath
 from typing import TYPE_CHECKING, Any
 
@@ -30,15 +31,34 @@ from stoker.samples import SourceInfo
 from stoker.storage import Store, open_store, split_location
 
 if TYPE_CHECKING:  # decoding needs torch; importing this module must not
+    from stoker.cache_pool import FileStoreDecoder
     from stoker.pipeline.decode import SampleDecoder
 
 
 class FileStore(abc.ABC):
-    """Files by name; ``store[name]`` is ``(data, SourceInfo)``, :meth:`get` the data alone."""
+    """Files by name; ``store[name]`` is ``(data, SourceInfo)``, :meth:`get` the data alone.
+
+    ``FileStore[bytes]`` is accepted (Energon's generic spelling) and means ``FileStore``.
+    """
+
+    def __class_getitem__(cls, item: Any) -> type[FileStore]:
+        return cls
 
     @abc.abstractmethod
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
         """The file ``key`` and where it came from; a :class:`SampleError` if missing."""
+
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        """The file's bytes before any decoding (what a cache pool stores with ``raw``)."""
+        return self[key]
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        """Decode what :meth:`_get_raw` returned (``fname=`` names the file)."""
+        return data
+
+    def _cache_name(self, key: str) -> str:
+        """The name that identifies ``key``'s file in this store (for cache pools)."""
+        return key
 
     @abc.abstractmethod
     def get_path(self) -> str:
@@ -74,12 +94,13 @@ class FileStore(abc.ABC):
 class SystemFileStore(FileStore):
     """The files of a folder (``filesystem://`` in a metadataset); names are relative paths."""
 
-    def __init__(self, base_dir: str) -> None:
-        self.base_dir = base_dir
-        self._store = open_store(base_dir)
+    def __init__(self, base_dir: str | os.PathLike[str] | None = None) -> None:
+        self.base_dir = str(base_dir) if base_dir is not None else "/"
+        self._store = open_store(self.base_dir)
+        self._absolute = base_dir is None  # names are absolute paths, as in Energon
 
     def __getitem__(self, key: str) -> tuple[bytes, SourceInfo]:
-        name = posixpath.normpath(key)
+        name = posixpath.normpath(key.lstrip("/") if self._absolute else key)
         if posixpath.isabs(name) or name == ".." or name.startswith("../"):
             raise self._missing(key, " (names must stay inside the folder)")
         if not self._store.exists(name):
@@ -92,12 +113,18 @@ class SystemFileStore(FileStore):
     def get_path(self) -> str:
         return self.base_dir
 
+    def get_media_metadata(self, key: str) -> Any:
+        """From ``.nv-meta/index.sqlite`` in the folder (``stoker``/``energon prepare-media``)."""
+        from stoker.media.lookup import get_media_metadata
+
+        return get_media_metadata(self.base_dir, posixpath.normpath(key))
+
 
 class WebdatasetFileStore(FileStore):
     """The tar members of a prepared dataset, found through its ``index.sqlite``."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path = str(path)
         store = open_store(path)
         _require_index(store, path)
         self._index = SqliteIndexReader(store.cached_local_path(INDEX_SQLITE) or "")
@@ -131,8 +158,8 @@ class WebdatasetFileStore(FileStore):
 class JsonlFileStore(FileStore):
     """The lines of an indexed JSONL file by number (``"12"`` or ``"12.json"``): raw JSON."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path = str(path)
         parent, name = split_location(path)
         self._reader = ShardReader(open_store(parent), [name], jsonl=True)
 
@@ -151,15 +178,29 @@ class JsonlFileStore(FileStore):
 
 
 class DecodeFileStore(FileStore):
-    """Another store's files decoded by ``decoder``, by the extension of their names."""
+    """Another store's files decoded by ``decoder``, by the extension of their names.
 
-    def __init__(self, inner: FileStore, *, decoder: SampleDecoder) -> None:
+    ``decoder`` is a :class:`~stoker.SampleDecoder`, or any object with Energon's
+    ``decode(fname, data)`` (a :class:`~stoker.cache_pool.FileStoreDecoder`).
+    """
+
+    def __init__(self, inner: FileStore, *, decoder: SampleDecoder | FileStoreDecoder) -> None:
         self._inner = inner
         self.decoder = decoder
 
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
         data, info = self._inner[key]
-        return self.decoder.decode_file(key, data), info
+        return decode_file(self.decoder, key, data), info
+
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        return self._inner._get_raw(key)
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        inner = self._inner._decode_raw(data, **kwargs)
+        return decode_file(self.decoder, str(kwargs["fname"]), inner)
+
+    def _cache_name(self, key: str) -> str:
+        return self._inner._cache_name(key)
 
     def get_path(self) -> str:
         return self._inner.get_path()
@@ -178,6 +219,17 @@ class PrimaryFileStore(FileStore):
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
         return self._inner[self._resolve(key)]
 
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        return self._inner._get_raw(self._resolve(key))
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        if "fname" in kwargs:
+            kwargs = {**kwargs, "fname": self._resolve(str(kwargs["fname"]))}
+        return self._inner._decode_raw(data, **kwargs)
+
+    def _cache_name(self, key: str) -> str:
+        return self._inner._cache_name(self._resolve(key))
+
     def get_path(self) -> str:
         return self._inner.get_path()
 
@@ -187,6 +239,16 @@ class PrimaryFileStore(FileStore):
     def _resolve(self, key: str) -> str:
         """``.mp4`` means the current sample's part ``mp4``."""
         return self._current_key + key if key.startswith(".") else key
+
+
+def decode_file(decoder: Any, fname: str, data: Any) -> Any:
+    """``decoder``'s decoding of one file: stoker's ``decode_file``, unless a subclass (or an
+    Energon-style decoder) defines ``decode(fname, data)``."""
+    own = getattr(type(decoder), "decode", None)
+    stoker_decode = getattr(own, "__module__", "") == "stoker.pipeline.decode"
+    if stoker_decode and hasattr(decoder, "decode_file"):
+        return decoder.decode_file(fname, data)
+    return decoder.decode(fname, data)
 
 
 def open_aux(ref: AuxRef) -> FileStore:

@@ -20,6 +20,7 @@ from typing import Any
 import torch.utils.data
 from torch.utils.data import _utils
 
+from stoker.cache_pool import CachePool, use_cache_pool
 from stoker.loader_state import LoaderState
 from stoker.pipeline.refs import Buffers
 from stoker.pipeline.stream import Position
@@ -83,15 +84,23 @@ def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int
 class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
-    def __init__(self, dataset: Loadable, resume: Resume, releases: list[Any]) -> None:
+    def __init__(
+        self,
+        dataset: Loadable,
+        resume: Resume,
+        releases: list[Any],
+        cache_pool: CachePool | None = None,
+    ) -> None:
         super().__init__()
         self.dataset, self.resume, self.releases = dataset, resume, releases
+        self.cache_pool = cache_pool
 
     def __iter__(self) -> Iterator[Item]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         transport = WorkerTransport(self.releases[worker])
         activate(transport)  # batches are built in the worker's reused shared-memory slots
+        use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         try:
             for item in worker_items(self.dataset, worker, self.resume):
                 if item[2] == BATCH:
@@ -119,6 +128,7 @@ class _Live:
         self._transport: MainTransport | None = None
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         if workers == 0 or loader.in_process:
+            use_cache_pool(loader.cache_pool)
             self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
             return
         self._transport = MainTransport(multiprocessing.get_context(), workers)
@@ -127,7 +137,7 @@ class _Live:
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             self._torch_iter = iter(
                 torch.utils.data.DataLoader(
-                    _WorkerDataset(dataset, resume, self._transport.queues),
+                    _WorkerDataset(dataset, resume, self._transport.queues, loader.cache_pool),
                     batch_size=None,
                     num_workers=workers,
                     prefetch_factor=loader.prefetch_factor,
@@ -199,8 +209,11 @@ class Loader(LoaderState):
         pin_memory: bool = False,
         timeout: float = 0.0,
         in_process: bool = False,
+        cache_pool: CachePool | None = None,
     ) -> None:
         self.dataset = dataset
+        #: Energon's cache pool for cookers that ask for ``cache=`` (None: read directly).
+        self.cache_pool = cache_pool
         self.prefetch_factor = prefetch_factor
         self.pin_memory = pin_memory
         self.timeout = timeout

@@ -59,6 +59,14 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
         """Cook a crude sample with ``cooker`` (its ``cook(sample, **aux)``)."""
         return cooker.cook(sample, **aux)
 
+    @property
+    def cache(self) -> Any:
+        """The loader's cache pool (``get_loader(..., cache_pool=...)``; else one that reads
+        directly), as cookers with ``need_cache`` get it (Energon's ``TaskEncoder.cache``)."""
+        from stoker.cache_pool import current_cache_pool
+
+        return current_cache_pool()
+
     @stateless
     def encode_sample(self, sample: T_sample) -> Any:
         """Encode one sample (identity by default)."""
