@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from stoker.cli.main import cli
-from stoker.format.sample_types import SAMPLE_TYPES
+from stoker.cli.wizard import SAMPLE_TYPE_MENU
 from tests.conftest import snapshot
 
 STOKER = [sys.executable, "-m", "stoker.cli.main"]
@@ -66,7 +66,7 @@ def test_already_prepared(dataset_dir: Path) -> None:
 
 def test_interactive_wizard(dataset_dir: Path) -> None:
     # split ratio, create dataset.yaml?, type number, field map?, then one part per field
-    text_type = list(SAMPLE_TYPES).index("TextSample")
+    text_type = [name for _, name in SAMPLE_TYPE_MENU].index("TextSample")
     answers = f"8,1,1\ny\n{text_type}\ny\nmd\ntxt\n"
     result = CliRunner().invoke(cli, ["prepare", str(dataset_dir), "--no-progress"], input=answers)
     assert result.exit_code == 0, result.output
@@ -77,7 +77,7 @@ def test_interactive_wizard(dataset_dir: Path) -> None:
 
 
 def test_interactive_crude_and_refused_overwrite(dataset_dir: Path) -> None:
-    crude_number = len(SAMPLE_TYPES)  # listed after the typed samples
+    crude_number = len(SAMPLE_TYPE_MENU) - 1  # listed after the typed samples
     result = CliRunner().invoke(
         cli, ["prepare", str(dataset_dir), "--no-progress", "--split-ratio", "1,0,0"],
         input=f"y\n{crude_number}\n",
@@ -114,3 +114,33 @@ def test_cli_never_imports_torch(dataset_dir: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_wizard_numbers_sample_types_as_energon(dataset_dir: Path) -> None:
+    # Megatron-LM's README tells users to type "9 (VQASample)"; 6 (the bare Sample) is refused.
+    assert SAMPLE_TYPE_MENU[9] == ("VQASample", "VQASample")
+    assert SAMPLE_TYPE_MENU[-1][1] == "CrudeWebdataset" and len(SAMPLE_TYPE_MENU) == 12
+    answers = "1,0,0\ny\n6\n9\ny\ntxt\ntxt\n\n\n"
+    result = CliRunner().invoke(cli, ["prepare", str(dataset_dir), "--no-progress"], input=answers)
+    assert result.exit_code == 0, result.output
+    assert "9. VQASample\n" in result.output and "11. Crude sample" in result.output
+    assert "Sample is the base class" in result.output and result.output.rstrip().endswith("Done")
+    dataset_yaml = yaml.safe_load((dataset_dir / ".nv-meta/dataset.yaml").read_text())
+    assert dataset_yaml["sample_type"]["__class__"] == "VQASample"
+    assert dataset_yaml["field_map"] == {"image": "txt", "context": "txt"}
+
+
+def test_energon_module_paths_prepare_interactively(dataset_dir: Path) -> None:
+    # Energon's own invocation, through the command object the alias serves for
+    # megatron.energon.tools.prepare.command: an already prepared dataset, prepared again.
+    from stoker.cli.energon_tools import prepare_command
+
+    first = ["--non-interactive", "--split-ratio=1,0,0", "--no-progress"]
+    assert CliRunner().invoke(prepare_command, [str(dataset_dir), *first]).exit_code == 0
+    text_type = [name for _, name in SAMPLE_TYPE_MENU].index("TextSample")
+    result = CliRunner().invoke(
+        prepare_command, [str(dataset_dir)], input=f"y\n1,0,0\ny\n{text_type}\nY\ntxt\n"
+    )
+    assert result.exit_code == 0 and "Done" in result.stdout, result.output
+    refused = CliRunner().invoke(prepare_command, [str(dataset_dir), "--non-interactive"])
+    assert refused.exit_code == 1  # Energon's exit status for a refused run

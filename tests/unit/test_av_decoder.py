@@ -67,20 +67,16 @@ def test_stream_queries() -> None:
         audio_only.get_video()
 
 
-@pytest.mark.parametrize(
-    ("ranges", "unit", "match"),
-    [
-        ([(2.5, 3.0)], "seconds", "past the end of the video"),
-        ([(60, 61)], "frames", "past the end"),
-    ],
-)
-def test_range_past_the_end_is_a_sample_error(
-    ranges: list[tuple[float, float]], unit: str, match: str
-) -> None:
-    with pytest.raises(SampleError, match=match):
-        AVDecoder(mp4()).get_video_clips(ranges, unit)  # type: ignore[arg-type]
-    with pytest.raises(SampleError, match="past the end of the audio"):
-        AVDecoder(mp4()).get_audio_clips([(3.0, 4.0)])
+def test_range_past_the_end_is_left_out_as_in_energon() -> None:
+    decoder = AVDecoder(mp4())  # 60 frames at 30 fps, 2 s of audio
+    clips, times = decoder.get_video_clips([(0.0, 0.1), (2.5, 3.0), (1.9, 9.0)])
+    assert [frame_numbers(c) for c in clips] == [[0, 1, 2, 3], [57, 58, 59]]
+    assert len(times) == 2 and times[1][1] == pytest.approx(2.0)
+    by_frames, _ = decoder.get_video_clips([(60, 61), (58, 70)], "frames")
+    assert [frame_numbers(c) for c in by_frames] == [[58, 59]]
+    audio, audio_times = decoder.get_audio_clips([(3.0, 4.0), (1.5, 9.0)])
+    assert len(audio) == 1 and audio_times[0][0] == pytest.approx(1.5)
+    assert decoder.get_clips(video_clip_ranges=[(5.0, 6.0)]).video_clips == []
 
 
 def test_limits_refuse_before_decoding() -> None:

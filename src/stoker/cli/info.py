@@ -8,7 +8,7 @@ import click
 
 from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_errors
 from stoker.format.info import InfoReport, dataset_info
-from stoker.format.meta import DEFAULT_SPLIT_CONFIG
+from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 
 
 @click.command(name="info", context_settings=CONTEXT_SETTINGS)
@@ -19,9 +19,15 @@ from stoker.format.meta import DEFAULT_SPLIT_CONFIG
     show_default=True,
     help="Split config file in .nv-meta to count the split parts of.",
 )
+@click.option(
+    "--dataset-config",
+    default=DEFAULT_DATASET_YAML,
+    show_default=True,
+    help="Dataset config file in .nv-meta to read the sample type from.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @reports_errors
-def command(path: str, split_config: str, as_json: bool) -> None:
+def command(path: str, split_config: str, dataset_config: str, as_json: bool) -> None:
     """Summarise the prepared dataset at PATH: samples, bytes, splits, sample type.
 
     PATH is a prepared folder of tar shards, or an indexed .jsonl file. Only the metadata
@@ -34,7 +40,7 @@ def command(path: str, split_config: str, as_json: bool) -> None:
       stoker info ./shards --split-config split_small.yaml
       stoker info ./texts.jsonl --json
     """
-    report = dataset_info(path, split_config=split_config)
+    report = dataset_info(path, split_config=split_config, dataset_config=dataset_config)
     if as_json:
         echo_json(report)
     else:
@@ -47,8 +53,9 @@ def format_info(report: InfoReport) -> list[str]:
     if report.kind == "jsonl":
         rows.append(("size", human_bytes(report.bytes)))
         return _aligned(rows)
+    samples = f"{report.samples:,} sample{'' if report.samples == 1 else 's'}"
     rows += [
-        ("size", f"{human_bytes(report.bytes)} in {report.shards:,} shards"),
+        ("size", f"{samples}, {human_bytes(report.bytes)} in {report.shards:,} shards"),
         ("prepared by", _writer(report.writer)),
         ("index uuid", report.index_uuid or "none"),
         ("index.sqlite", "yes" if report.has_sqlite_index else "no"),

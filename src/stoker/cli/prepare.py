@@ -218,3 +218,4 @@ def _print_report(report: PrepareReport, as_json: bool) -> None:
         click.echo(f"Wrote {report.dataset_yaml}.")
     else:
         click.echo("No dataset.yaml written; add one (or run again with --sample-type).")
+    click.echo("Done")

@@ -57,7 +57,7 @@ def command(
     progress: bool,
     as_json: bool,
 ) -> None:
-    """Store the metadata of the media files of the prepared dataset at PATH.
+    """Store the metadata of the media files of the prepared dataset (or plain folder) at PATH.
 
     Images get width, height, format and mode; video and audio get duration, frame count,
     fps, frame size, audio sample rate, channels and sample count. The records go into the
@@ -65,6 +65,10 @@ def command(
     too), replacing earlier ones. Shards are probed in parallel; the index is rewritten under a
     temporary name and swapped in at the end, so an interrupted run changes nothing. Files that
     cannot be probed (corrupt, unsupported codec) are reported and skipped.
+
+    PATH may also be a plain folder of media files (one used as a filesystem:// aux source in a
+    metadataset): the records then go into PATH/.nv-meta/index.sqlite, keyed by the path
+    relative to PATH, as Energon's prepare-media writes them.
 
     Task encoders read the records with sample.get_media_metadata("mp4") or
     stoker.get_media_metadata(path, "key.mp4"), e.g. to group clips by duration
@@ -74,6 +78,7 @@ def command(
     Examples:
       stoker prepare-media ./clips --media-metadata-by-extension
       stoker prepare-media ./clips --media-metadata-by-glob '*.mp4,*.wav'
+      stoker prepare-media ./raw_videos --media-metadata-by-extension   # a plain folder
       stoker prepare ./clips --non-interactive --split-ratio 1,0,0 --media-metadata-by-header
     """
     from stoker.media.extract import MediaFilter
@@ -82,6 +87,8 @@ def command(
     media = MediaFilter.parse(glob=by_glob, header=by_header, extension=by_extension)
     report = prepare_media(path, media, num_workers=num_workers, progress=progress and not as_json)
     print_media_report(report, as_json)
+    if not as_json:
+        click.echo("Done")
 
 
 def print_media_report(report: Any, as_json: bool) -> None:
@@ -89,8 +96,9 @@ def print_media_report(report: Any, as_json: bool) -> None:
     if as_json:
         echo_json(report)
         return
+    source = f"{report.shards} shards" if report.shards else "the folder"
     click.echo(
-        f"Stored metadata of {report.files} media files from {report.shards} shards "
+        f"Stored metadata of {report.files} media files from {source} "
         f"({report.strategy.lower()} filter) in {report.seconds:.2f} s."
     )
     if report.failed:

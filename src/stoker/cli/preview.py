@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 @click.argument("path", type=str)
 @click.option("--split-part", default="train", show_default=True, help="Split part to read.")
 @click.option(
+    "--split-parts",
+    metavar="PARTS",
+    help="Preview these split parts in turn, comma-separated, e.g. 'train,val,test' "
+    "(Energon's flag; empty parts are skipped). Overrides --split-part.",
+)
+@click.option(
     "-n",
     "--num-samples",
     type=click.IntRange(1),
@@ -71,6 +77,7 @@ if TYPE_CHECKING:
 def command(
     path: str,
     split_part: str,
+    split_parts: str | None,
     num_samples: int,
     offset: int,
     html_out: str | None,
@@ -92,30 +99,42 @@ def command(
     Examples:
       stoker preview ./shards
       stoker preview ./shards --split-part val -n 20 --offset 100
+      stoker preview ./shards --split-parts train,val,test -n 2
       stoker preview ./shards -n 50 --html preview.html
       stoker preview ./shards --image-decode torchrgb --json
       stoker preview ./texts.jsonl -n 3
     """
-    from stoker.preview import preview_dataset, render_html
+    from stoker.preview import EmptySplitError, preview_dataset, render_html
 
-    report = preview_dataset(
-        path,
-        split_part=split_part,
-        num_samples=num_samples,
-        offset=offset,
-        image_decode=image_decode,  # type: ignore[arg-type]  # SampleDecoder checks it
-        split_config=split_config,
-        dataset_config=dataset_config,
-        trust_sample_loader=trust_sample_loader,
-        thumbnails=html_out is not None,
-    )
+    parts = [p.strip() for p in split_parts.split(",") if p.strip()] if split_parts else []
+    reports: list[PreviewReport] = []
+    for part in parts or [split_part]:
+        try:
+            report = preview_dataset(
+                path,
+                split_part=part,
+                num_samples=num_samples,
+                offset=offset,
+                image_decode=image_decode,  # type: ignore[arg-type]  # SampleDecoder checks it
+                split_config=split_config,
+                dataset_config=dataset_config,
+                trust_sample_loader=trust_sample_loader,
+                thumbnails=html_out is not None,
+            )
+        except EmptySplitError:
+            if not parts:
+                raise
+            click.echo(f"Dataset {part} is empty. Skipping.", err=True)
+            continue
+        if not as_json:
+            click.echo("\n".join(([""] if reports else []) + format_preview(report)))
+        reports.append(report)
     if as_json:
-        echo_json(report)
-    else:
-        click.echo("\n".join(format_preview(report)))
+        echo_json(reports if parts else reports[0])
     if html_out is not None:
-        _write(html_out, render_html(report))
-        click.echo(f"wrote {len(report.samples)} samples to {html_out}", err=True)
+        _write(html_out, render_html(reports))
+        count = sum(len(report.samples) for report in reports)
+        click.echo(f"wrote {count} samples to {html_out}", err=True)
 
 
 def format_preview(report: PreviewReport) -> list[str]:

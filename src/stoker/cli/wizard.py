@@ -14,6 +14,30 @@ from stoker.format.splits import parse_split_ratio
 
 MODULE = BUILTIN_MODULES[1]  # Energon's name, so that Energon reads the file too
 MAX_PARTS_FOR_FIELD_MAP = 10
+BASE_SAMPLE = "Sample"
+
+#: The sample-type menu as Energon's ``prepare`` numbers it (its public ``Sample`` subclasses by
+#: name, then crude), so that instructions such as "type 9 (VQASample)" work here too.
+#: (label shown, class written to dataset.yaml)
+SAMPLE_TYPE_MENU: tuple[tuple[str, str], ...] = (
+    *(
+        (name, name)
+        for name in (
+            "CaptioningSample",
+            "ImageClassificationSample",
+            "ImageSample",
+            "InterleavedSample",
+            "MultiChoiceVQASample",
+            "OCRSample",
+            BASE_SAMPLE,
+            "SimilarityInterleavedSample",
+            "TextSample",
+            "VQASample",
+            "VidQASample",
+        )
+    ),
+    ("Crude sample (plain dict for cooking)", CRUDE_CLASS),
+)
 
 SAMPLE_LOADER_TEMPLATE = '''\
 """Turns the raw parts of one sample into the fields of {sample_type}.
@@ -40,7 +64,9 @@ def part_filter(part: str) -> bool:
 def ask_split_ratio() -> str:
     """Ask for the train/val/test ratio until it parses."""
     while True:
-        text: str = click.prompt('Split ratio for train,val,test (e.g. "8,1,1" or "0.8,0.1,0.1")')
+        text: str = click.prompt(
+            'Please enter a desired train/val/test split like "0.5, 0.2, 0.3" or "8,1,1"'
+        )
         try:
             parse_split_ratio(text)
         except ConfigError as e:
@@ -51,17 +77,20 @@ def ask_split_ratio() -> str:
 
 def ask_dataset_yaml(pending: PendingPrepare) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
     """Ask for the sample type and field map; returns (dataset.yaml content, extra files)."""
-    if not click.confirm("Create a dataset.yaml now?", default=True):
+    if not click.confirm("Do you want to create a dataset.yaml interactively?", default=True):
         click.echo("No dataset.yaml written; you will need to add one before loading.")
         return None, {}
     sample_type = _ask_sample_type()
     if sample_type == CRUDE_CLASS:
-        click.echo("Crude samples are plain dicts; cook them with the task encoder's cookers.")
+        click.echo(
+            "CrudeWebdataset needs no field map: crude samples are plain dicts, cooked by a "
+            "Cooker of your TaskEncoder (you may add subflavors in the metadataset)."
+        )
         return {"__module__": MODULE, "__class__": CRUDE_CLASS}, {}
     spec = {"__module__": MODULE, "__class__": sample_type}
     parts = sorted(pending.part_names)
     use_map = len(parts) <= MAX_PARTS_FOR_FIELD_MAP and click.confirm(
-        "Map parts to fields with a field_map [Y], or write your own sample_loader.py [n]?",
+        "Do you want to set a simple field_map[Y] (or write your own sample_loader [n])?",
         default=True,
     )
     if use_map:
@@ -78,16 +107,22 @@ def ask_dataset_yaml(pending: PendingPrepare) -> tuple[dict[str, Any] | None, di
 
 
 def _ask_sample_type() -> str:
-    choices = [*SAMPLE_TYPES, CRUDE_CLASS]
-    click.echo("Sample types:")
-    for i, name in enumerate(choices):
-        label = "crude: plain dicts, cooked by the task encoder" if name == CRUDE_CLASS else ""
-        click.echo(f"  {i:>2}. {name} {label}".rstrip())
+    """The class picked from :data:`SAMPLE_TYPE_MENU`, by its number."""
+    click.echo("The following sample types are available:")
+    for i, (label, _) in enumerate(SAMPLE_TYPE_MENU):
+        click.echo(f"{i}. {label}")
     while True:
-        choice: int = click.prompt("Number of the sample type", type=int)
-        if 0 <= choice < len(choices):
-            return choices[choice]
-        click.echo(f"Please enter a number from 0 to {len(choices) - 1}.")
+        choice: int = click.prompt("Please enter a number to choose a class", type=int)
+        if not 0 <= choice < len(SAMPLE_TYPE_MENU):
+            click.echo(
+                f"Invalid choice. Please enter a number from 0 to {len(SAMPLE_TYPE_MENU) - 1}."
+            )
+            continue
+        name = SAMPLE_TYPE_MENU[choice][1]
+        if name == BASE_SAMPLE:
+            click.echo("Sample is the base class and has no data fields; choose a concrete type.")
+            continue
+        return name
 
 
 def _ask_field_map(fields: tuple[FieldSpec, ...], pending: PendingPrepare) -> dict[str, str]:
@@ -98,7 +133,7 @@ def _ask_field_map(fields: tuple[FieldSpec, ...], pending: PendingPrepare) -> di
         suffix = "" if field.required else ", optional: leave empty to skip"
         while True:
             value: str = click.prompt(
-                f"Part for {field.name!r} ({field.type}{suffix})",
+                f"Please enter a webdataset field name for {field.name!r} ({field.type}{suffix})",
                 default="" if not field.required else None,
                 show_default=False,
             )

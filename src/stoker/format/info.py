@@ -63,7 +63,12 @@ class InfoReport:
     splits: list[SplitInfo] = field(default_factory=list)
 
 
-def dataset_info(path: str, *, split_config: str = DEFAULT_SPLIT_CONFIG) -> InfoReport:
+def dataset_info(
+    path: str,
+    *,
+    split_config: str = DEFAULT_SPLIT_CONFIG,
+    dataset_config: str = DEFAULT_DATASET_YAML,
+) -> InfoReport:
     """Summarise the prepared dataset at ``path`` (a folder of shards or a ``.jsonl`` file).
 
     Raises:
@@ -97,8 +102,8 @@ def dataset_info(path: str, *, split_config: str = DEFAULT_SPLIT_CONFIG) -> Info
         has_sqlite_index=store.exists(INDEX_SQLITE),
         splits=split_infos(info, split, store.url(f"{META_DIR}/{split_config}")),
     )
-    if store.exists(f"{META_DIR}/{DEFAULT_DATASET_YAML}"):
-        _describe_dataset_yaml(store, report)
+    if store.exists(f"{META_DIR}/{dataset_config}"):
+        _describe_dataset_yaml(store, report, dataset_config)
     return report
 
 
@@ -124,13 +129,13 @@ def split_infos(info: DatasetInfo, split: SplitConfig, where: str) -> list[Split
     return out
 
 
-def _describe_dataset_yaml(store: Store, report: InfoReport) -> None:
+def _describe_dataset_yaml(store: Store, report: InfoReport, name: str) -> None:
     """Fill in the sample type, field map and subflavors from dataset.yaml, as written.
 
     Not validated here (``stoker lint`` does that), so that info also describes datasets whose
     sample type lives in the user's own module.
     """
-    path = f"{META_DIR}/{DEFAULT_DATASET_YAML}"
+    path = f"{META_DIR}/{name}"
     raw = load_yaml_or_json(store, path)
     if not isinstance(raw, dict):
         raise ConfigError("dataset.yaml must be a mapping.", path=store.url(path), hint=_LINT_HINT)

@@ -50,6 +50,7 @@ class MediaMetadataWriter:
         self._db.execute("DROP TABLE IF EXISTS media_filters")
         self._db.execute(MEDIA_METADATA_DDL)
         self._db.execute(MEDIA_FILTERS_DDL)
+        self._closed = False
 
     def add(self, rows: Iterable[MediaRow]) -> None:
         """Insert rows; a repeated entry key keeps the last (as Energon's INSERT OR REPLACE)."""
@@ -63,11 +64,15 @@ class MediaMetadataWriter:
         )
         self._db.execute("COMMIT")
         self._db.close()
+        self._closed = True
 
     def abort(self) -> None:
-        """Roll back and close: the index file keeps its old tables."""
+        """Roll back and close: the index file keeps its old tables (no-op once committed)."""
+        if self._closed:
+            return
         self._db.execute("ROLLBACK")
         self._db.close()
+        self._closed = True
 
 
 class MediaMetadataReader:

@@ -3,8 +3,10 @@
 Sample ``n`` of a stream plays at ``n / sample_rate`` seconds of the container's timeline.
 A range ``(start, end)`` in seconds holds ``round((end - start) * rate)`` samples from sample
 ``round(start * rate)`` on (fewer where the stream ends first); in samples it holds ``start`` to
-``end`` exclusive. Clips are ``(channels, samples)`` arrays in the codec's sample type
-(float32 for most compressed codecs, int16 for 16-bit PCM), as Energon returns them.
+``end`` exclusive. As in Energon, a range that starts past the end of the stream is left out of
+the result and one that ends past it stops there. Clips are ``(channels, samples)`` arrays in
+the codec's sample type (float32 for most compressed codecs, int16 for 16-bit PCM), as Energon
+returns them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ SampleSpan = tuple[int, int]  # [first sample, end sample)
 def sample_spans(
     index: StreamIndex, rate: int, ranges: Sequence[tuple[float, float]], unit: AudioUnit
 ) -> list[SampleSpan]:
-    """Each range as ``[first, end)`` sample numbers; a :class:`SampleError` past the end."""
+    """Each range as ``[first, end)`` sample numbers; ranges starting past the end are left out.
+
+    A range in seconds holds ``round((end - start) * rate)`` samples wherever it starts, so
+    ranges of one duration give clips of one length (unless cut by the end of the stream).
+    """
     if unit not in ("samples", "seconds"):
         raise SampleError(f"unknown audio_unit={unit!r}.", hint="Use 'seconds' or 'samples'.")
     scale = 1 if unit == "samples" else rate
@@ -40,13 +46,10 @@ def sample_spans(
     spans = []
     for start, end in ranges:
         first = max(round(start * scale), 0)
-        if first >= stream_end:
-            raise SampleError(
-                f"the clip starts at {start} {unit}, past the end of the audio "
-                f"({index.duration:.3f} s).",
-                hint="Clip ranges must start inside the audio; read get_metadata() first.",
-            )
-        last = stream_end if math.isinf(end) else min(round(end * scale), stream_end)
+        if first >= stream_end:  # no sample: left out of the result, as in Energon
+            continue
+        length = math.inf if math.isinf(end) else round((end - start) * scale)
+        last = int(min(first + length, stream_end))
         spans.append((first, max(first, last)))
     return spans
 

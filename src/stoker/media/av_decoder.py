@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from stoker.media.clips import Clips, Ranges, audio_clips, video_clips
 from stoker.media.container import open_container
 from stoker.media.limits import AVLimits
 from stoker.media.metadata import AVMetadata
-from stoker.media.probe import StreamIndex, av_metadata, index_streams
+from stoker.media.probe import StreamIndex, av_metadata, count_audio_samples, index_streams
 from stoker.media.video import VideoUnit
 from stoker.pipeline.errors import SampleError
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 WHOLE: Ranges = [(0.0, float("inf"))]
+_VIDEO_FIELDS = tuple(f.name for f in dataclasses.fields(AVMetadata) if f.name.startswith("video_"))
+_AUDIO_FIELDS = tuple(f.name for f in dataclasses.fields(AVMetadata) if f.name.startswith("audio_"))
 
 
 class AVDecoder:
@@ -63,6 +66,7 @@ class AVDecoder:
         self.threads = threads
         self._index: tuple[StreamIndex | None, StreamIndex | None] | None = None
         self._metadata: AVMetadata | None = None
+        self._audio_samples: int | None = None  # decoded and counted, on request
         self._held: InputContainer | None = None  # open inside keep_open() only
 
     def get_video(self) -> AVData:
@@ -140,17 +144,42 @@ class AVDecoder:
         data = self.get_clips(None, audio_clip_ranges, audio_unit=audio_unit)
         return data.audio_clips or [], data.audio_timestamps or []
 
-    def get_metadata(self, **_flags: bool) -> AVMetadata:
+    def get_metadata(
+        self,
+        get_video: bool = True,
+        get_video_duration: bool = True,
+        get_video_frame_count: bool = True,
+        get_video_frame_size: bool = True,
+        get_audio: bool = True,
+        get_audio_duration: bool = True,
+        get_audio_num_samples: bool = False,
+    ) -> AVMetadata:
         """Frame count, fps, duration and size of the video; rate, channels, duration of audio.
 
-        Everything comes from one demuxing pass (cached); Energon's ``get_*`` flags are accepted
-        and ignored, since nothing here needs decoding.
+        They come from one demuxing pass (cached), so the ``get_video_*``/``get_audio_duration``
+        flags cost nothing and are accepted for Energon compatibility. ``get_video=False`` or
+        ``get_audio=False`` leaves those fields None, as in Energon. ``audio_num_samples`` is
+        estimated from packet durations unless ``get_audio_num_samples`` is set: then the audio
+        is decoded once and its samples counted, exactly as Energon counts them.
         """
         if self._metadata is None:
             with self._open():
                 pass
         assert self._metadata is not None
-        return self._metadata
+        meta = dataclasses.replace(self._metadata)
+        if get_audio_num_samples and meta.audio_sample_rate is not None:
+            meta.audio_num_samples = self._exact_audio_samples()
+        if not get_video:
+            meta = dataclasses.replace(meta, **dict.fromkeys(_VIDEO_FIELDS))
+        if not get_audio:
+            meta = dataclasses.replace(meta, **dict.fromkeys(_AUDIO_FIELDS))
+        return meta
+
+    def _exact_audio_samples(self) -> int:
+        if self._audio_samples is None:
+            with self._open() as (container, _, _):
+                self._audio_samples = count_audio_samples(container)
+        return self._audio_samples
 
     def get_video_fps(self) -> float:
         """Frames per second of the video (its average rate)."""

@@ -116,9 +116,12 @@ def image_metadata(data: bytes) -> ImageMetadata:
 
 
 def av_file_metadata(data: bytes) -> MediaMetadata:
-    """Frame count, fps, duration, size, audio rate and channels (one demuxing pass)."""
+    """Frame count, fps, duration, size, audio rate, channels and exact audio sample count."""
     from stoker.media.container import open_container
-    from stoker.media.probe import av_metadata, index_streams
+    from stoker.media.probe import av_metadata, count_audio_samples, index_streams
 
     with open_container(data) as container:
-        return av_metadata(container, *index_streams(container))
+        meta = av_metadata(container, *index_streams(container))
+        if meta.audio_sample_rate is not None:  # decoded and counted, as Energon stores it
+            meta.audio_num_samples = count_audio_samples(container)
+        return meta

@@ -126,15 +126,22 @@ def write_media(
 def prepare_media(
     path: str, media: MediaFilter, *, num_workers: int | None = None, progress: bool = False
 ) -> MediaReport:
-    """Add media metadata to the prepared dataset at ``path``, replacing any earlier records."""
+    """Add media metadata to the prepared dataset at ``path``, replacing any earlier records.
+
+    A folder that is not a prepared dataset (no ``.nv-meta/.info.json``) is taken as a plain
+    folder of files, as Energon does: see :mod:`stoker.media.filesystem`.
+    """
+    if path.endswith((".jsonl", ".yaml", ".yml")):
+        raise ConfigError(
+            "prepare-media takes a prepared dataset of tar shards or a folder of media files.",
+            path=path,
+            hint="JSONL files and metadatasets keep no media metadata.",
+        )
     store = open_store(path)
     if not is_prepared(store):
-        raise ConfigError(
-            "the dataset is not prepared (no .nv-meta/.info.json).",
-            path=path,
-            hint="Run `stoker prepare PATH --media-metadata-by-extension ...` instead, which "
-            "prepares it and stores the media metadata in one go.",
-        )
+        from stoker.media.filesystem import prepare_folder_media
+
+        return prepare_folder_media(path, media, num_workers=num_workers, progress=progress)
     shards = list(read_info(store).shard_counts)
     source = store.cached_local_path(INDEX_SQLITE)
     if source is None:

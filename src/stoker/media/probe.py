@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from stoker.media.container import closing_iterator
 from stoker.media.metadata import AVMetadata
 from stoker.pipeline.errors import SampleError
 
@@ -100,6 +101,17 @@ def av_metadata(
             float(int(audio.durations.clip(min=0).sum()) * audio.time_base) * rate
         )
     return meta
+
+
+def count_audio_samples(container: InputContainer) -> int:
+    """The samples of the first audio stream, counted by decoding it all (as Energon does).
+
+    Exact where packet durations are not (encoder priming and padding, variable frame sizes).
+    """
+    stream = container.streams.audio[0]
+    container.seek(0)
+    with closing_iterator(container.decode(stream)) as decoded:
+        return sum(int(frame.samples) for frame in decoded)
 
 
 def require_frames(index: StreamIndex | None, kind: str) -> StreamIndex:

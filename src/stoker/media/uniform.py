@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Literal, overload
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from stoker.media.av_data import AVData
 from stoker.media.av_decoder import AVDecoder
+from stoker.media.metadata import AVMetadata
 from stoker.pipeline.errors import SampleError
 
 
@@ -31,7 +33,8 @@ def get_clips_uniform(
     """``num_clips`` clips of ``clip_duration_seconds`` each, evenly spaced, first at 0 s.
 
     The last clip ends at the end of the shorter of the requested streams. A duration of 0
-    asks for single frames, centred on frames, from the first frame to the last.
+    asks for single frames, centred on frames, from the first frame to the last. Audio clips
+    all hold ``round(clip_duration_seconds * sample_rate)`` samples.
     """
     if not request_video and not request_audio:
         raise ValueError("get_clips_uniform: pass request_video=True and/or request_audio=True.")
@@ -72,15 +75,30 @@ def _uniform(
     if clip_duration_seconds == 0:
         half_frame = 0.5 / av_decoder.get_video_fps()
         first, last = half_frame, total - half_frame
-    ranges = [
-        (float(t), float(t) + clip_duration_seconds)
-        for t in np.linspace(first, max(first, last), num_clips)
-    ]
+    starts = np.linspace(first, max(first, last), num_clips)
+    ranges = [(float(t), float(t) + clip_duration_seconds) for t in starts]
+    audio = _audio_sample_ranges(meta, starts, clip_duration_seconds) if request_audio else None
     return av_decoder.get_clips(
         video_clip_ranges=ranges if request_video else None,
-        audio_clip_ranges=ranges if request_audio else None,
+        audio_clip_ranges=audio,
+        audio_unit="samples",
         video_out_frame_size=video_out_frame_size,
     )
+
+
+def _audio_sample_ranges(
+    meta: AVMetadata, starts: npt.NDArray[np.float64], seconds: float
+) -> list[tuple[float, float]]:
+    """Sample ranges of one length for clips starting at ``starts``, all inside the audio.
+
+    Rounding each end on its own could make clips differ by a sample, and the last one could
+    end a sample past the stream; here every clip has ``round(seconds * rate)`` samples.
+    """
+    rate = meta.audio_sample_rate or 0
+    length = max(round(seconds * rate), 1)
+    total = meta.audio_num_samples or round((meta.audio_duration or 0.0) * rate)
+    firsts = [min(round(float(t) * rate), max(total - length, 0)) for t in starts]
+    return [(float(f), float(f + length)) for f in firsts]
 
 
 @overload

@@ -3,6 +3,8 @@
 Frame ``k`` is the k-th frame in presentation order. A range in seconds ``(start, end)`` holds
 the frame shown at ``start`` through the frame shown at ``end`` (both inclusive), so every range
 holds at least one frame; a range in frames ``(a, b)`` holds frames ``a`` to ``b`` inclusive.
+As in Energon, a range that ends past the last frame stops there, and a range that starts past
+it holds nothing and is left out of the returned clips (check the timestamps returned with them).
 Clips that follow each other inside one group of pictures are decoded without seeking again.
 """
 
@@ -39,7 +41,7 @@ class FrameSpan:
 def frame_spans(
     index: StreamIndex, ranges: Sequence[tuple[float, float]], unit: VideoUnit
 ) -> list[FrameSpan]:
-    """The frames each range holds; a :class:`SampleError` for a range past the end."""
+    """The frames each range holds; a range starting past the end has none and is left out."""
     if unit not in ("frames", "seconds"):
         raise SampleError(f"unknown video_unit={unit!r}.", hint="Use 'seconds' or 'frames'.")
     spans = []
@@ -50,8 +52,8 @@ def frame_spans(
         else:
             first, last = max(index.at_or_before(start), 0), index.at_or_before(end)
             past = start >= float(index.end_pts * index.time_base)
-        if past:
-            raise _past_end(start, unit, index)
+        if past:  # no frame: the clip is left out of the result, as in Energon
+            continue
         spans.append(FrameSpan(first, max(first, last)))
     return spans
 
@@ -162,11 +164,3 @@ class _Cursor:
 
 def _frame_end(end: float) -> int:
     return 2**62 if math.isinf(end) else int(end)
-
-
-def _past_end(start: float, unit: str, index: StreamIndex) -> SampleError:
-    length = f"{len(index)} frames" if unit == "frames" else f"{index.duration:.3f} s"
-    return SampleError(
-        f"the clip starts at {start} {unit}, past the end of the video ({length}).",
-        hint="Clip ranges must start inside the video; read get_metadata() first.",
-    )

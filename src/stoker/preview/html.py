@@ -7,6 +7,7 @@ can be opened or sent on without the dataset.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from stoker.preview.report import PreviewReport, PreviewSample
 
@@ -25,19 +26,27 @@ img{max-width:256px;max-height:256px;margin:.3em .3em 0 0;border:1px solid #ddd}
 """
 
 
-def render_html(report: PreviewReport) -> str:
-    """A self-contained HTML page with one card per sample (all text escaped)."""
+def render_html(reports: PreviewReport | Sequence[PreviewReport]) -> str:
+    """A self-contained HTML page with one card per sample (all text escaped).
+
+    Several reports (split parts) go one after the other on the same page.
+    """
     esc = html.escape
-    title = f"{report.path} [{report.split_part}]"
-    heading = (
-        f"<h1>{esc(title)}</h1><p>{esc(report.sample_type)}, samples {report.offset} to "
-        f"{report.offset + len(report.samples) - 1} of {report.total}</p>"
-    )
-    cards = "\n".join(_card(sample) for sample in report.samples)
+    if isinstance(reports, PreviewReport):
+        reports = [reports]
+    title = ", ".join(f"{r.path} [{r.split_part}]" for r in reports)
+    sections = []
+    for report in reports:
+        sections.append(
+            f"<h1>{esc(report.path)} [{esc(report.split_part)}]</h1><p>"
+            f"{esc(report.sample_type)}, samples {report.offset} to "
+            f"{report.offset + len(report.samples) - 1} of {report.total}</p>\n"
+            + "\n".join(_card(sample) for sample in report.samples)
+        )
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>stoker preview: {esc(title)}</title><style>{_CSS}</style></head>\n"
-        f"<body>{heading}\n{cards}\n</body></html>\n"
+        f"<body>{chr(10).join(sections)}\n</body></html>\n"
     )
 
 

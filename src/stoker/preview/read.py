@@ -25,6 +25,10 @@ from stoker.preview.summary import summarize
 from stoker.sources import DataSource, load_source
 
 
+class EmptySplitError(ConfigError):
+    """The split part holds no samples (``preview --split-parts`` skips it, as Energon does)."""
+
+
 def preview_dataset(
     path: str,
     *,
@@ -51,6 +55,10 @@ def preview_dataset(
         dataset_config=dataset_config,
         trust_sample_loader=trust_sample_loader,
     )
+    if source.total == 0:
+        raise EmptySplitError(
+            f"split {split_part!r} holds no samples.", path=path, hint="Preview another split."
+        )
     if offset >= source.total:
         raise ConfigError(
             f"{offset=} is past the end of split {split_part!r} ({source.total} samples).",

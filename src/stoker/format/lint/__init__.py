@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stoker.errors import StokerError, StorageError
 from stoker.format.lint.jsonl import lint_jsonl
-from stoker.format.lint.meta import check_dataset_yaml, check_split, check_sqlite
+from stoker.format.lint.meta import check_dataset_yaml, check_split, check_sqlite, select_splits
 from stoker.format.lint.offsets import IndexProblem, index_scan_problem, index_structure_problem
 from stoker.format.lint.report import MAX_REPORTED, Finding, LintReport, Severity
 from stoker.format.lint.shards import ShardCheck, check_shard, check_shards
@@ -39,8 +39,12 @@ def lint_dataset(
     dataset_yaml: str = DEFAULT_DATASET_YAML,
     progress: bool = False,
     num_workers: int | None = None,
+    split_parts: list[str] | None = None,
 ) -> LintReport:
     """Check the prepared dataset at ``path`` (a folder of shards or a ``.jsonl`` file).
+
+    With ``split_parts`` (Energon's ``--split-parts``), only the shards of those split parts
+    are scanned; a split part that ``split.yaml`` does not have is an error.
 
     Raises:
         StorageError: ``path`` does not exist or is not a prepared dataset.
@@ -67,7 +71,12 @@ def lint_dataset(
     except StokerError as e:
         report.findings.append(Finding.from_error(e, store))
         return report
-    checks = check_shards(store, info, report, num_workers, progress)
+    scanned = (
+        info
+        if split_parts is None
+        else select_splits(store, info, split_config, split_parts, report)
+    )
+    checks = check_shards(store, scanned, report, num_workers, progress)
     check_sqlite(store, info, report)
     check_split(store, info, split_config, checks, report)
     check_dataset_yaml(store, dataset_yaml, checks, report)

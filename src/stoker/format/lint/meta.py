@@ -75,6 +75,24 @@ def check_split(
         report.findings.append(Finding("error", e.problem, where, hint=e.hint))
 
 
+def select_splits(
+    store: Store, info: DatasetInfo, name: str, split_parts: list[str], report: LintReport
+) -> DatasetInfo:
+    """``info`` cut down to the shards of ``split_parts``; unknown parts become errors."""
+    try:
+        split = read_split_config(store, name)
+    except StokerError:
+        return info  # check_split reports it; scan everything meanwhile
+    selected: set[str] = set()
+    for part in split_parts:
+        try:
+            selected.update(split.shards(part))
+        except ConfigError as e:
+            report.findings.append(Finding("error", e.problem, f"{META_DIR}/{name}", hint=e.hint))
+    counts = {k: v for k, v in info.shard_counts.items() if k in selected}
+    return DatasetInfo(counts, info.writer)
+
+
 def _split_findings(
     split: SplitConfig, info: DatasetInfo, scans: dict[str, ShardIndex], where: str
 ) -> list[Finding]:
