@@ -19,7 +19,7 @@ from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotment
 from stoker.pipeline.stream import Position, StreamSpec
 from stoker.plan import StreamPlan, Topology
 from stoker.sources import DataSource
-from stoker.streams import DatasetStreams, Resume, batches_per_pass, source_counts
+from stoker.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
 from stoker.task import ErrorPolicy, TaskEncoder
 from stoker.worker_config import WorkerConfig
 
@@ -170,6 +170,13 @@ class LoaderDataset:
         :meth:`stoker.Loader.samples_per_dataset`)."""
         return source_counts(self, positions, epoch)
 
+    def position_size(self) -> int:
+        """A stream position is the references taken per source, then the outputs used."""
+        return len(self.sources) + 1
+
+    def stream_len(self, stream: int) -> int:
+        return stream_batches(self, stream)
+
     def __iter__(self) -> Iterator[Any]:
         from stoker.loader import Loader
 
@@ -178,4 +185,4 @@ class LoaderDataset:
 
     def __len__(self) -> int:
         """Batches per pass over a finite dataset (val), or ``virtual_epoch_length``."""
-        return batches_per_pass(self)
+        return rank_len(self)

@@ -15,14 +15,13 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.pipeline.batch import batch_list
-from stoker.pipeline.mix import MixSpec, MixStream, SubState, decode
+from stoker.pipeline.mix import MixSpec, MixStream, SubState, decode, encode
 from stoker.pipeline.stream import Position
 from stoker.plan import Topology
 from stoker.plan.rng import MIX_BATCH, keyed_rng
-from stoker.streams import DatasetStreams, Resume, StreamBatches, stream_batches
+from stoker.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
 from stoker.worker_config import WorkerConfig
 
 
@@ -31,7 +30,8 @@ class MixBatchDataset:
 
     Args:
         *dataset_weights: ``(dataset, weight)`` pairs: datasets from ``get_train_dataset``
-            (batched as each needs), with the same ``worker_config`` and ``virtual_workers``.
+            (batched as each needs) or wrappers of them, with the same ``worker_config`` and
+            ``virtual_workers``.
         batch_size: Sub-batches per output.
         batch_mix_fn: Joins the list of sub-batches into the output; may return a generator
             (several outputs) or raise :class:`~stoker.SkipSample`. Default: keep the list.
@@ -52,13 +52,13 @@ class MixBatchDataset:
 
     def __init__(
         self,
-        *dataset_weights: tuple[LoaderDataset, float],
+        *dataset_weights: tuple[Loadable, float],
         batch_size: int,
         batch_mix_fn: Callable[[list[Any]], Any] = batch_list,
         worker_config: WorkerConfig,
         virtual_epoch_length: int = 0,
     ) -> None:
-        self.datasets, self.weights = _check_pairs(dataset_weights)
+        self.datasets, self.weights = _check_pairs(dataset_weights, type(self).__name__)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"{batch_size=} must be an integer >= 1 (sub-batches per batch).")
         _check_topology(self.datasets, worker_config)
@@ -111,17 +111,21 @@ class MixBatchDataset:
         return totals
 
     def sizes(self) -> list[int]:
-        """Sources per dataset (the layout of a mixed stream's position)."""
-        return [len(dataset.sources) for dataset in self.datasets]
+        """Per dataset, its position size less one (the layout of a mixed stream's position)."""
+        return [dataset.position_size() - 1 for dataset in self.datasets]
+
+    def position_size(self) -> int:
+        return sum(n + 3 for n in self.sizes()) + 1
+
+    def stream_len(self, stream: int) -> int:
+        """All datasets' sub-batches of a pass of ``stream``, ``batch_size`` at a time."""
+        subs = sum(dataset.stream_len(stream) for dataset in self.datasets)
+        return -(-subs // self.batch_size)
 
     def __len__(self) -> int:
         """Outputs per pass on this rank: all datasets' sub-batches of a pass, ``batch_size`` at
         a time per stream (one epoch of each for repeating datasets; exact for 1:1 functions)."""
-        if self.virtual_epoch_length:
-            return self.virtual_epoch_length
-        streams = self.topology().rank_streams().tolist()
-        subs = [sum(stream_batches(ds, s) for ds in self.datasets) for s in streams]
-        return sum(-(-n // self.batch_size) for n in subs)
+        return rank_len(self)
 
     def __iter__(self) -> Iterator[Any]:
         from stoker.loader import Loader
@@ -136,17 +140,20 @@ class MixedStreams:
     def __init__(self, mix: MixBatchDataset, streams: Sequence[int], resume: Resume) -> None:
         sizes = mix.sizes()
         saved = {s: decode(p, resume.buffers.get(s), sizes) for s, p in resume.positions.items()}
-        self.parts: list[DatasetStreams] = []
+        self.parts: list[OpenStreams] = []
         for d, dataset in enumerate(mix.datasets):
             own = Resume(
                 positions={s: subs[d].position for s, (subs, _) in saved.items()},
                 buffers={s: h for s, (subs, _) in saved.items() if (h := subs[d].held)},
+                t=resume.t,
                 epoch=resume.epoch,
             )
             self.parts.append(dataset.open_streams(streams, own))
         self.batches: dict[int, StreamBatches] = {}
+        self.start: dict[int, Position] = {}
         for s in streams:
             start, skip = saved.get(s, ([SubState(part.start[s]) for part in self.parts], 0))
+            self.start[s] = encode(start, skip)[0]
             subs = [part.batches[s] for part in self.parts]
             self.batches[s] = iter(MixStream(mix.mix_spec(s, resume.epoch), subs, start, skip))
 
@@ -156,16 +163,16 @@ class MixedStreams:
 
 
 def _check_pairs(
-    pairs: Sequence[tuple[LoaderDataset, float]],
-) -> tuple[list[LoaderDataset], tuple[float, ...]]:
+    pairs: Sequence[tuple[Loadable, float]], owner: str
+) -> tuple[list[Loadable], tuple[float, ...]]:
     if not pairs:
-        raise ConfigError("MixBatchDataset needs at least one (dataset, weight) pair.")
+        raise ConfigError(f"{owner} needs at least one (dataset, weight) pair.")
     datasets, weights = [], []
     for i, pair in enumerate(pairs):
-        ok = isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], LoaderDataset)
+        ok = isinstance(pair, tuple) and len(pair) == 2 and hasattr(pair[0], "open_streams")
         if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], int | float):
             raise ConfigError(
-                f"MixBatchDataset argument #{i} must be a (dataset, weight) pair, got {pair!r}.",
+                f"{owner} argument #{i} must be a (dataset, weight) pair, got {pair!r}.",
                 hint="Pass (get_train_dataset(..., batch_size=...), 0.5) for each dataset.",
             )
         if not math.isfinite(pair[1]) or pair[1] <= 0:
@@ -175,7 +182,7 @@ def _check_pairs(
     return datasets, tuple(weights)
 
 
-def _check_topology(datasets: Sequence[LoaderDataset], worker_config: WorkerConfig) -> None:
+def _check_topology(datasets: Sequence[Loadable], worker_config: WorkerConfig) -> None:
     """All datasets must run over the same streams as the mix."""
     first = datasets[0]
     for i, dataset in enumerate(datasets):
@@ -184,10 +191,10 @@ def _check_topology(datasets: Sequence[LoaderDataset], worker_config: WorkerConf
                 f"dataset #{i} of the mix has {dataset.worker_config}, the mix {worker_config}.",
                 hint="Make every dataset of a MixBatchDataset with the same WorkerConfig.",
             )
-        if dataset.virtual_workers != first.virtual_workers:
+        v, v0 = dataset.topology().virtual_workers, first.topology().virtual_workers
+        if v != v0:
             raise ConfigError(
-                f"dataset #{i} of the mix has virtual_workers={dataset.virtual_workers}, "
-                f"dataset #0 has {first.virtual_workers}.",
+                f"dataset #{i} of the mix has virtual_workers={v}, dataset #0 has {v0}.",
                 hint="Pass the same virtual_workers=... to every get_train_dataset of the mix.",
             )
         if dataset.virtual_epoch_length or dataset.limit is not None:

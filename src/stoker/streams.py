@@ -44,6 +44,8 @@ class OpenStreams(Protocol):
 
     #: Per stream: its batches.
     batches: dict[int, StreamBatches]
+    #: Per stream: the position it starts at (the resumed one, or the start of the pass).
+    start: dict[int, Position]
 
     def close(self) -> None:
         """Release the readers (open files, connections)."""
@@ -75,7 +77,25 @@ class Loadable(Protocol):
         """References each data source has contributed up to ``positions``."""
         ...
 
+    def position_size(self) -> int:
+        """The length of a stream position's list form (``Position.to_list()``)."""
+        ...
+
+    def stream_len(self, stream: int) -> int:
+        """Outputs one stream yields per pass (exact for 1:1 hooks without skipped samples)."""
+        ...
+
     def __len__(self) -> int: ...
+
+
+def rank_len(dataset: Loadable) -> int:
+    """Outputs this rank yields per pass: ``virtual_epoch_length`` if set, else the sum over its
+    streams, at most ``limit``."""
+    if dataset.virtual_epoch_length:
+        return dataset.virtual_epoch_length
+    streams = dataset.topology().rank_streams().tolist()
+    total = sum(dataset.stream_len(s) for s in streams)
+    return min(total, dataset.limit) if dataset.limit is not None else total
 
 
 class DatasetStreams:
@@ -142,10 +162,3 @@ def stream_batches(dataset: LoaderDataset, stream: int) -> int:
     return samples // size if dataset.batch_drop_last else -(-samples // size)
 
 
-def batches_per_pass(dataset: LoaderDataset) -> int:
-    """Batches this rank yields per pass: exact for 1:1 encoders without skipped samples."""
-    if dataset.virtual_epoch_length:
-        return dataset.virtual_epoch_length
-    streams = dataset.topology().rank_streams().tolist()
-    total = sum(stream_batches(dataset, s) for s in streams)
-    return min(total, dataset.limit) if dataset.limit is not None else total

@@ -1,0 +1,72 @@
+"""Energon's loader class names, ``SavableDataLoader`` and ``BasicDataLoader``, over stoker's
+:class:`~stoker.loader.Loader`.
+
+Every stoker loader can save and restore its position (each batch carries it), so the two differ
+only in the arguments they accept: Energon's checkpoint cadence, garbage-collection and watchdog
+settings are accepted and have nothing to tune in stoker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.cache_pool import CachePool
+from stoker.loader import Loader
+from stoker.streams import Loadable
+
+
+class BasicDataLoader(Loader):
+    """A loader over ``dataset`` (what :func:`stoker.get_loader` returns; Energon's signature).
+
+    Example:
+        >>> loader = BasicDataLoader(val_ds)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        dataset: Loadable,
+        gc_collect_every_n_steps: int = 10,
+        gc_freeze_at_start: bool = True,
+        prefetch_factor: int = 2,
+        cache_pool: CachePool | None = None,
+        watchdog_timeout_seconds: float | None = 60,
+        watchdog_initial_timeout_seconds: float | None = None,
+        fail_on_timeout: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
+                         **options)  # fmt: skip
+
+
+class SavableDataLoader(Loader):
+    """A loader whose position saves and restores (what :func:`stoker.get_savable_loader`
+    returns; Energon's signature).
+
+    ``checkpoint_every_sec``, ``checkpoint_every_min_n_samples`` and ``n_checkpoints`` tune how
+    often Energon's workers snapshot their state; stoker's state is the position each batch
+    carries, so :meth:`save_state_rank` is exact at any batch without them.
+
+    Example:
+        >>> loader = SavableDataLoader(train_ds)  # doctest: +SKIP
+        >>> state = loader.save_state_rank()  # doctest: +SKIP
+        >>> SavableDataLoader(train_ds).restore_state_rank(state)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        dataset: Loadable,
+        *,
+        checkpoint_every_sec: float = 60,
+        checkpoint_every_min_n_samples: int | None = None,
+        n_checkpoints: int | None = None,
+        gc_collect_every_n_steps: int = 10,
+        gc_freeze_at_start: bool = True,
+        prefetch_factor: int = 2,
+        cache_pool: CachePool | None = None,
+        watchdog_timeout_seconds: float | None = 60,
+        watchdog_initial_timeout_seconds: float | None = None,
+        fail_on_timeout: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
+                         **options)  # fmt: skip

@@ -1,0 +1,32 @@
+"""``BlendDataset``: items drawn from several datasets by weight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.mix_batch import MixBatchDataset
+from stoker.streams import Loadable
+from stoker.worker_config import WorkerConfig
+
+
+def only(items: list[Any]) -> Any:
+    """The one item of a blend's group of one."""
+    return items[0]
+
+
+class BlendDataset(MixBatchDataset):
+    """Each output is the next item of one of the datasets, chosen by weight (Energon's
+    signature): a mix of one whole item per output, so restores are exact and elastic too.
+
+    A dataset whose streams run out (one pass) drops out and the others go on; the blend ends
+    when all have. ``len()`` is the sum of the datasets' lengths, as in Energon.
+
+    Example:
+        >>> blend = BlendDataset((coco, 2), (laion, 8), worker_config=wc)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, *dataset_weights: tuple[Loadable, float], worker_config: WorkerConfig
+    ) -> None:
+        super().__init__(*dataset_weights, batch_size=1, batch_mix_fn=only,
+                         worker_config=worker_config)  # fmt: skip

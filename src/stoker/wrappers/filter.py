@@ -1,0 +1,39 @@
+"""``FilterDataset``: keep the items of a dataset for which a function is true."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from stoker.streams import Loadable, StreamBatches
+from stoker.worker_config import WorkerConfig
+from stoker.wrappers.base import Out, StreamContext, Wrapper, function_name
+
+
+class FilterDataset(Wrapper):
+    """The items of ``dataset`` for which ``filter_fn(item)`` is true (Energon's signature).
+
+    Example:
+        >>> ds = FilterDataset(ds, filter_fn=lambda s: len(s.caption) > 3,  # doctest: +SKIP
+        ...                    worker_config=wc)
+    """
+
+    def __init__(
+        self,
+        dataset: Loadable,
+        *,
+        filter_fn: Callable[[Any], bool],
+        filter_fn_config: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+        worker_config: WorkerConfig,
+    ) -> None:
+        super().__init__(dataset, worker_config=worker_config)
+        self.filter_fn = filter_fn
+        self.filter_fn_config = filter_fn_config
+
+    def describe(self) -> dict[str, Any]:
+        return {"filter_fn": function_name(self.filter_fn)}
+
+    def transform(self, ctx: StreamContext, items: StreamBatches) -> Iterator[Out]:
+        for item, position, held in items:
+            if self.filter_fn(item):
+                yield item, (position, held), [], None

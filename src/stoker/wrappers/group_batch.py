@@ -1,0 +1,91 @@
+"""``GroupBatchDataset``: batches of items that share a group key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.streams import Loadable
+from stoker.worker_config import WorkerConfig
+from stoker.wrappers.base import Failures, Mark, StreamContext, function_name
+from stoker.wrappers.batch import check_counted_inside
+from stoker.wrappers.replay import Marked, ReplayWrapper, Step
+
+
+class GroupBatchDataset(ReplayWrapper):
+    """Batches of items with the same ``sample_group_key(item) -> (key, batch_size)``.
+
+    Each key has its own bucket; a full bucket becomes ``batcher(items)``. ``fixed_batch_size``
+    gives every bucket that size (then the key function returns ``(key, None)``). At the end of
+    a finite stream the partial buckets are batched too, unless ``drop_last``. Restores replay
+    from the last point where every bucket was empty (see :mod:`stoker.wrappers.replay`).
+
+    Example:
+        >>> ds = GroupBatchDataset(ds, fixed_batch_size=4, batcher=generic_batch,  # doctest: +SKIP
+        ...                        sample_group_key=lambda s: (s.image.shape, None),
+        ...                        worker_config=wc)
+    """
+
+    def __init__(
+        self,
+        dataset: Loadable,
+        fixed_batch_size: int | None,
+        sample_group_key: Callable[[Any], tuple[Hashable, int | None]],
+        batcher: Callable[[list[Any]], Any],
+        *,
+        batcher_stateless: bool = False,
+        batcher_config: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+        drop_last: bool = False,
+        failure_tolerance: int = 100,
+        worker_config: WorkerConfig,
+    ) -> None:
+        super().__init__(dataset, worker_config=worker_config)
+        check_counted_inside(dataset, type(self).__name__)
+        self.fixed_batch_size = fixed_batch_size
+        self.sample_group_key = sample_group_key
+        self.batcher = batcher
+        self.batcher_stateless = batcher_stateless
+        self.batcher_config = batcher_config
+        self.drop_last = drop_last
+        self.failure_tolerance = failure_tolerance
+
+    def describe(self) -> dict[str, Any]:
+        return {"fixed_batch_size": self.fixed_batch_size, "batcher": function_name(self.batcher),
+                "sample_group_key": function_name(self.sample_group_key),
+                "drop_last": self.drop_last}  # fmt: skip
+
+    def _size(self, key: Hashable, size: int | None) -> int:
+        if (size is None) == (self.fixed_batch_size is None):
+            raise ConfigError(
+                f"sample_group_key gave batch size {size} for group {key!r} with "
+                f"fixed_batch_size={self.fixed_batch_size}: exactly one of them must be set.",
+                hint="Return (key, None) with a fixed_batch_size, else (key, batch_size).",
+            )
+        chosen = size if size is not None else self.fixed_batch_size
+        if not isinstance(chosen, int) or chosen < 1:
+            raise ConfigError(f"group {key!r} has batch size {chosen!r}; it must be >= 1.")
+        return chosen
+
+    def process(self, ctx: StreamContext, items: Iterator[Marked], first: int) -> Iterator[Step]:
+        name = f"GroupBatchDataset({function_name(self.batcher)})"
+        failures = Failures(self.worker_config, name, self.failure_tolerance)
+        buckets: dict[Hashable, tuple[int, list[Any]]] = {}
+        last: Mark = ctx.start
+        for item, last in items:
+            key, size = self.sample_group_key(item)
+            size, bucket = buckets.setdefault(key, (self._size(key, size), []))
+            bucket.append(item)
+            if len(bucket) >= size:
+                del buckets[key]
+                outputs = list(failures.run(self.batcher, bucket))
+                for i, batch in enumerate(outputs, start=1):
+                    yield batch, last, not buckets and i == len(outputs)
+        if self.drop_last:
+            return
+        while buckets:
+            key = next(iter(buckets))
+            _, bucket = buckets.pop(key)
+            outputs = list(failures.run(self.batcher, bucket))
+            for i, batch in enumerate(outputs, start=1):
+                yield batch, last, not buckets and i == len(outputs)

@@ -1,0 +1,64 @@
+"""``IterMapDataset``: a function from the iterator of a stream's items to an iterator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from stoker.streams import Loadable
+from stoker.worker_config import WorkerConfig
+from stoker.wrappers.base import Mark, StreamContext, function_name
+from stoker.wrappers.replay import Marked, ReplayWrapper, Step
+
+
+def _same(length: int) -> int:
+    return length
+
+
+class IterMapDataset(ReplayWrapper):
+    """``iter_map_fn(items) -> outputs`` over each stream's items (Energon's signature).
+
+    ``len_map_fn`` maps the inner length to this one's. A restore replays the stream's pass so
+    far through ``iter_map_fn`` (see :mod:`stoker.wrappers.replay`), so it must be
+    deterministic.
+
+    Example:
+        >>> def pairs(items):
+        ...     for a, b in zip(items, items):
+        ...         yield (a, b)
+        >>> ds = IterMapDataset(ds, pairs, len_map_fn=lambda n: n // 2,  # doctest: +SKIP
+        ...                     worker_config=wc)
+    """
+
+    def __init__(
+        self,
+        dataset: Loadable,
+        iter_map_fn: Callable[[Iterator[Any]], Iterator[Any]],
+        *,
+        len_map_fn: Callable[[int], int] = _same,
+        stateless_iter_fn: bool = False,
+        iter_map_fn_config: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+        worker_config: WorkerConfig,
+    ) -> None:
+        super().__init__(dataset, worker_config=worker_config)
+        self.iter_map_fn = iter_map_fn
+        self.len_map_fn = len_map_fn
+        self.stateless_iter_fn = stateless_iter_fn
+        self.iter_map_fn_config = iter_map_fn_config
+
+    def describe(self) -> dict[str, Any]:
+        return {"iter_map_fn": function_name(self.iter_map_fn)}
+
+    def stream_len(self, stream: int) -> int:
+        return self.len_map_fn(self.dataset.stream_len(stream))
+
+    def process(self, ctx: StreamContext, items: Iterator[Marked], first: int) -> Iterator[Step]:
+        last: list[Mark] = [ctx.start]
+
+        def inputs() -> Iterator[Any]:
+            for item, mark in items:
+                last[0] = mark
+                yield item
+
+        for output in self.iter_map_fn(inputs()):
+            yield output, last[0], False

@@ -1,0 +1,76 @@
+"""``ShuffleBufferDataset``: items of a dataset in a random order, from a buffer of ``size``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError
+from stoker.plan.rng import keyed_rng
+from stoker.streams import Loadable
+from stoker.worker_config import WorkerConfig
+from stoker.wrappers.base import Mark, StreamContext
+from stoker.wrappers.replay import Marked, ReplayWrapper, Step
+
+#: Purpose tag of the shuffle buffer's draws (distinct from the planner's tags).
+SHUFFLE_BUFFER = 101
+#: Draws computed at a time.
+_BLOCK = 1024
+
+
+class ShuffleBufferDataset(ReplayWrapper):
+    """Each output is a random one of the next ``size`` buffered items (Energon's signature).
+
+    The draws are keyed by (seed, stream, pass, output index), so a restore is exact; it replays
+    the pass so far (see :mod:`stoker.wrappers.replay`). ``get_train_dataset(...,
+    shuffle_buffer_size=...)`` shuffles sample references with no replay: prefer it.
+
+    Example:
+        >>> ds = ShuffleBufferDataset(ds, 100, worker_config=wc)  # doctest: +SKIP
+    """
+
+    def __init__(self, dataset: Loadable, size: int, *, worker_config: WorkerConfig) -> None:
+        super().__init__(dataset, worker_config=worker_config)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"ShuffleBufferDataset {size=} must be an integer >= 1.")
+        self.size = size
+
+    def describe(self) -> dict[str, Any]:
+        return {"size": self.size}
+
+    def process(self, ctx: StreamContext, items: Iterator[Marked], first: int) -> Iterator[Step]:
+        draws = _Draws(self.worker_config.seed_offset, ctx.stream, ctx.epoch)
+        buffer: list[Any] = []
+        last: Mark = ctx.start
+        index = first
+        for item, last in items:
+            buffer.append(item)
+            if len(buffer) >= self.size:
+                yield _take(buffer, draws.at(index)), last, not buffer
+                index += 1
+        while buffer:
+            yield _take(buffer, draws.at(index)), last, not buffer
+            index += 1
+
+
+def _take(buffer: list[Any], u: float) -> Any:
+    """Remove and return the item at ``u`` (in [0, 1)) of the buffer."""
+    i = min(int(u * len(buffer)), len(buffer) - 1)
+    buffer[i], buffer[-1] = buffer[-1], buffer[i]
+    return buffer.pop()
+
+
+class _Draws:
+    """Uniform draws in [0, 1) by output index, computed a block at a time."""
+
+    def __init__(self, seed: int, stream: int, epoch: int) -> None:
+        self.key = (seed, SHUFFLE_BUFFER, stream, epoch)
+        self.block, self.values = -1, np.empty(0)
+
+    def at(self, index: int) -> float:
+        block = index // _BLOCK
+        if block != self.block:
+            self.block, self.values = block, keyed_rng(*self.key, block).random(_BLOCK)
+        return float(self.values[index % _BLOCK])
