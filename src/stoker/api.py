@@ -42,6 +42,7 @@ _EXTRA_KWARGS = (
     "allowed_modules",
     "error_policy",
     "trust_sample_loader",
+    "sample_type",
 )
 
 
@@ -83,8 +84,11 @@ def get_train_dataset(
         repeat: Loop forever over epochs (False: one epoch per ``for`` loop).
         **kwargs: ``parallel_shard_iters`` (default 16), ``dataset_config``, ``split_config``,
             ``subflavors``, ``virtual_workers`` (streams the plan is defined over; fix it to
-            resume on other cluster sizes), ``allowed_modules``, ``error_policy``,
-            ``trust_sample_loader`` (run a ``sample_loader.py`` shipped with the data).
+            resume on other cluster sizes), ``allowed_modules`` (modules whose classes a
+            dataset.yaml may name besides Sample/factory subclasses; also the comma-separated
+            ``STOKER_ALLOWED_MODULES``), ``error_policy``, ``trust_sample_loader`` (run a
+            ``sample_loader.py`` shipped with the data; also ``STOKER_TRUST_SAMPLE_LOADER=1``),
+            ``sample_type`` (the samples must be of this class or a subclass, as in Energon).
     """
     return _dataset(
         path,
@@ -214,6 +218,7 @@ def _dataset(
     parallel_shard_iters: int | None = None,
     error_policy: ErrorPolicy | None = None,
     trust_sample_loader: bool = False,
+    sample_type: type | None = None,
     **options: Any,
 ) -> LoaderDataset:
     _apply_deprecated_decoder_kwargs(options, options["task_encoder"])
@@ -232,6 +237,7 @@ def _dataset(
         subflavors=subflavors,
         allowed_modules=allowed_modules,
         trust_sample_loader=trust_sample_loader,
+        sample_type=sample_type,
     )
     return LoaderDataset(
         sources=sources,

@@ -27,18 +27,24 @@ def load_sources(
     subflavors: dict[str, Any] | None = None,
     allowed_modules: tuple[str, ...] = (),
     trust_sample_loader: bool = False,
+    sample_type: type | None = None,
 ) -> tuple[list[DataSource], BlendSpec]:
-    """The sources behind ``path`` and how to blend them (one source for a plain dataset)."""
+    """The sources behind ``path`` and how to blend them (one source for a plain dataset).
+
+    ``sample_type``: every dataset's samples must be of this class or a subclass (Energon's
+    check); joined datasets are not checked (their joiner makes the samples).
+    """
     options: dict[str, Any] = {
-        "allowed_modules": allowed_modules,
+        "allowed_modules": tuple(allowed_modules),
         "trust_sample_loader": trust_sample_loader,
     }
+    typed: dict[str, Any] = {**options, "sample_type": sample_type}
     if isinstance(path, Metadataset):
         path = path.path
     if isinstance(path, Blender):
         sources = [
             load_source(p, split_part=split_part, split_config=split_config,
-                        dataset_config=dataset_config, subflavors=subflavors, **options)
+                        dataset_config=dataset_config, subflavors=subflavors, **typed)
             for p, _ in path.datasets
         ]  # fmt: skip
         if not training:
@@ -51,12 +57,12 @@ def load_sources(
             split_config=split_config,
             dataset_config=dataset_config,
             subflavors=subflavors,
-            **options,
+            **typed,
         )
         return [source], BlendSpec()
     plan = flatten(load_metadataset(path), split_part, training=training)
     sources = [
-        _leaf_source(leaf, dataset_config, split_config, subflavors, options)
+        _leaf_source(leaf, dataset_config, split_config, subflavors, options, sample_type)
         for leaf in plan.leaves
     ]
     _warn_duplicates(plan.leaves, path)
@@ -77,6 +83,7 @@ def _leaf_source(
     split_config: str,
     subflavors: dict[str, Any] | None,
     options: dict[str, Any],
+    sample_type: type | None = None,
 ) -> DataSource:
     if leaf.join is not None:  # subsets of joins count joined samples (joins.py)
         merged = dataclasses.replace(leaf, subflavors={**leaf.subflavors, **(subflavors or {})})
@@ -88,6 +95,7 @@ def _leaf_source(
             split_config=leaf.split_config or split_config,
             dataset_config=leaf.dataset_config or dataset_config,
             subflavors={**leaf.subflavors, **(subflavors or {})},
+            sample_type=sample_type,
             **options,
         )
     if leaf.subset is not None and leaf.join is None:
