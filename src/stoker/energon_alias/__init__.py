@@ -5,7 +5,7 @@ where their users cannot change the import. After :func:`install`, ``import mega
 and every public submodule path real clients use (``megatron.energon.task_encoder.base``,
 ``.flavors.webdataset``, ``.epathlib``, ``.tools.prepare``, ...) resolve to stoker's objects.
 ``python -m stoker.energon_alias SCRIPT [ARGS]`` runs a script with the alias installed, in the
-main process and in its dataloader workers (forked or spawned).
+main process and in its dataloader workers (forked or spawned: see ``hook``).
 
 Example:
     >>> import stoker, stoker.energon_alias
@@ -23,14 +23,15 @@ import logging
 import os
 import sys
 
+from stoker.energon_alias import hook
 from stoker.energon_alias.modules import AliasFinder, AliasModule, EnergonNameError
 from stoker.energon_alias.table import ROOT
 from stoker.errors import StokerError
 
 __all__ = ["ENV_VAR", "EnergonNameError", "install", "is_installed", "uninstall"]
 
-#: Set to ``1`` by :func:`install` (and the launcher) so that processes started from this one
-#: (spawned dataloader workers, torchrun ranks) install the alias when they import stoker.
+#: Set to ``1`` by :func:`install` so that Python processes started from this one by other means
+#: than multiprocessing (``subprocess``) install the alias when they import stoker.
 ENV_VAR = "STOKER_ENERGON_ALIAS"
 
 _log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ def install() -> None:
     real = _real_package_installed()
     _state["env"] = os.environ.get(ENV_VAR)
     sys.meta_path.insert(0, _finder)
+    hook.patch()
     if real:
         # Said once per program: processes started from this one inherit ENV_VAR and stay quiet.
         level = logging.INFO if _state["env"] == "1" else logging.WARNING
@@ -75,6 +77,7 @@ def uninstall() -> None:
     if not is_installed():
         return
     sys.meta_path.remove(_finder)
+    hook.unpatch()
     for name in [n for n, m in sys.modules.items() if isinstance(m, AliasModule)]:
         del sys.modules[name]
     megatron = sys.modules.get("megatron")

@@ -78,7 +78,7 @@ _WRAPPERS = {
 }
 _CONFIG = "stoker.energon_alias.config"
 _EPATH = "stoker:EPath|stoker.storage.epath:EPath"
-_PROFILE = "stoker.storage.epath:DEFAULT_PROFILE_NAME|stoker.storage.msc:DEFAULT_PROFILE_NAME"
+_PROFILE = "stoker:DEFAULT_PROFILE_NAME|stoker.storage.msc:DEFAULT_PROFILE_NAME"
 
 # Module path (relative to megatron.energon) -> names served as `stoker.<same name>`.
 _SAME_NAME: dict[str, str] = {
@@ -161,7 +161,11 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         )
     },
     "epathlib": {"EPath": _EPATH, "DEFAULT_PROFILE_NAME": _PROFILE},
-    "epathlib.epath": {"EPath": _EPATH, "DEFAULT_PROFILE_NAME": _PROFILE},
+    "epathlib.epath": {
+        "EPath": _EPATH,
+        "DEFAULT_PROFILE_NAME": _PROFILE,
+        "NVDATASET_CACHE_DIR": "stoker.storage.epath:NVDATASET_CACHE_DIR",
+    },
     "source_info": {"add_source_info": "stoker.aux:add_source_info"},
     "metadataset.loader_interface": {
         "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",
@@ -184,6 +188,11 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "media.metadata": {
         "serialize_media_metadata": "stoker.media.metadata:serialize_media_metadata",
         "deserialize_media_metadata": "stoker.media.metadata:deserialize_media_metadata",
+    },
+    "sample_utils": {
+        "format_sample_compact": "stoker:format_sample_compact",
+        "format_sample_detailed": "stoker:format_sample_detailed",
+        "default_get_batch_keys": "stoker:default_get_batch_keys",
     },
     "tools": {},
     "tools.prepare": {"command": "stoker.cli.prepare:command"},
@@ -237,6 +246,10 @@ HINTS: dict[str, str] = {
     "MediaFilterStrategy": "use stoker.media.extract.MediaFilter",
     "FlexState": "stoker's state is a plain dict: loader.save_state_rank()",
     "command": "run the `stoker` CLI (`stoker --help`)",
+    "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
+    "format_sample_compact": "print the sample, or look at samples with `stoker preview`",
+    "format_sample_detailed": "print the sample, or look at samples with `stoker preview`",
+    "default_get_batch_keys": "stoker fills __keys__ on batches itself",
     f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
     "inside your TaskEncoder.encode_sample",
     f"{ROOT}.tools.mount": "stoker has no FUSE mount; read samples with `stoker preview`",

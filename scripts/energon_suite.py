@@ -1,0 +1,107 @@
+"""Run Energon's own test suite against stoker, through ``stoker.energon_alias``.
+
+Each test file of ENERGON_CHECKOUT/tests runs in its own pytest process with
+``-p stoker.energon_alias.pytest_plugin``, so ``import megatron.energon...`` inside the tests is
+served by stoker (the tests are read from the checkout, never copied). Prints one line per test
+(PASS / FAIL / ERROR / SKIP, with the first line of the reason) and a summary.
+
+Usage:
+    python scripts/energon_suite.py /path/to/energon-checkout [-k EXPR] [--timeout 900] [FILE...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Outcome:
+    test: str
+    status: str  # PASS, FAIL, ERROR, SKIP
+    reason: str
+
+
+def run_file(checkout: Path, test_file: Path, extra: list[str], timeout: float) -> list[Outcome]:
+    """Run one test file under the alias; one Outcome per test (or one for the whole file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.xml"
+        command = [
+            sys.executable,
+            *("-m", "pytest", "-p", "stoker.energon_alias.pytest_plugin"),
+            *("-p", "no:cacheprovider", "-q", "--tb=line", "-o", "addopts="),
+            *("--rootdir", str(checkout), f"--junitxml={report}", *extra),
+            str(test_file.relative_to(checkout)),
+        ]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            done = subprocess.run(
+                command, cwd=checkout, env=env, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return [Outcome(test_file.name, "ERROR", f"timed out after {timeout:.0f} s")]
+        if not report.exists():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
+            return [Outcome(test_file.name, "ERROR", f"pytest exited {done.returncode}: {tail[0]}")]
+        return parse_report(report)
+
+
+def parse_report(report: Path) -> list[Outcome]:
+    """The outcomes in a pytest JUnit XML report."""
+    outcomes = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+        status, reason = "PASS", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                status = {"failure": "FAIL", "error": "ERROR", "skipped": "SKIP"}[child.tag]
+                reason = first_line(child.get("message") or child.text or "")
+                if reason == "collection failure":  # the cause is the last "E   " line
+                    errors = [ln[1:] for ln in (child.text or "").splitlines() if ln[:2] == "E "]
+                    reason = first_line(errors[-1] if errors else reason)
+                break
+        outcomes.append(Outcome(name, status, reason))
+    return outcomes
+
+
+def first_line(text: str, width: int = 200) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkout", type=Path, help="Energon's source checkout (has tests/)")
+    parser.add_argument("files", nargs="*", help="test files to run (default: all test_*.py)")
+    parser.add_argument("-k", dest="keyword", help="pytest -k expression")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per test file")
+    args = parser.parse_args()
+    checkout = args.checkout.resolve()
+    tests = sorted((checkout / "tests").glob("test_*.py"))
+    if args.files:
+        tests = [t for t in tests if t.name in {Path(f).name for f in args.files}]
+    extra = ["-k", args.keyword] if args.keyword else []
+    outcomes: list[Outcome] = []
+    for test_file in tests:
+        start = time.monotonic()
+        found = run_file(checkout, test_file, extra, args.timeout)
+        for outcome in found:
+            reason = f"  ({outcome.reason})" if outcome.reason else ""
+            print(f"{outcome.status:5} {outcome.test}{reason}", flush=True)
+        print(f"      [{test_file.name}: {time.monotonic() - start:.0f} s]", flush=True)
+        outcomes.extend(found)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("PASS", "FAIL", "ERROR", "SKIP")}
+    print(" ".join(f"{k.lower()}={v}" for k, v in counts.items()), f"total={len(outcomes)}")
+    return 0 if counts["FAIL"] == counts["ERROR"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
