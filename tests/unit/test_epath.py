@@ -216,7 +216,11 @@ def test_msc_config_search_order_json_and_environment_variables(
     monkeypatch.setenv("LAKE_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("LAKE_KEY", "key-from-env")
     profile = resolve_profile("lake")
-    assert (profile.kind, profile.base_path, profile.where) == ("s3", "bucket/prefix", str(home_json))
+    assert (profile.kind, profile.base_path, profile.where) == (
+        "s3",
+        "bucket/prefix",
+        str(home_json),
+    )
     assert profile.settings is not None
     assert profile.settings.endpoint_url == "http://127.0.0.1:9"
     assert profile.settings.access_key_id == "key-from-env" and profile.settings.region == "eu-1"
