@@ -1,7 +1,7 @@
 """Energon's cache-pool API: background fetches onto a bounded local cache, shared references,
 direct reads when a fetch cannot start, raw and pickle methods, ``to_cache``, and the simple pools.
 
-A loader with ``cache_pool=`` in real worker processes: tests/integration/test_cache_pool_workers.py.
+A loader with ``cache_pool=`` in real workers: tests/integration/test_cache_pool_workers.py.
 """
 
 from __future__ import annotations
