@@ -63,3 +63,12 @@ class UpperTextWebdataset(DefaultDecoderWebdatasetFactory[CaptionedText]):
 def not_a_sample() -> str:
     """A callable that is neither a Sample nor a factory: a dataset.yaml may not name it."""
     return "called"
+
+
+def text_factory(path: Any, **kwargs: Any) -> Any:
+    """A plain function a dataset.yaml names as its class: allowed only explicitly."""
+    from stoker.flavors import StandardWebdatasetFactory
+    from stoker.samples import TextSample
+
+    kwargs.pop("decoder", None)
+    return StandardWebdatasetFactory(path, sample_type=TextSample, **kwargs)

@@ -186,7 +186,7 @@ def make_factory(source: DataSource, decoder: Any) -> Any:
     }
     if source.trust_sample_loader:
         kwargs["trust_sample_loader"] = True
-    if issubclass(ref.cls, DefaultDecoderWebdatasetFactory):
+    if isinstance(ref.cls, type) and issubclass(ref.cls, DefaultDecoderWebdatasetFactory):
         kwargs["decoder"] = decoder
     from stoker.flavors.base import as_epath
 
