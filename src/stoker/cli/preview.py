@@ -6,6 +6,7 @@ library module :mod:`stoker.preview`, which decodes samples, is imported when th
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,7 +131,7 @@ def command(
             click.echo("\n".join(([""] if reports else []) + format_preview(report)))
         reports.append(report)
     if as_json:
-        echo_json(reports if parts else reports[0])
+        echo_json([dataclasses.asdict(r) for r in reports] if parts else reports[0])
     if html_out is not None:
         _write(html_out, render_html(reports))
         count = sum(len(report.samples) for report in reports)
