@@ -189,6 +189,15 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "serialize_media_metadata": "stoker.media.metadata:serialize_media_metadata",
         "deserialize_media_metadata": "stoker.media.metadata:deserialize_media_metadata",
     },
+    "media.extractor": {
+        "MediaFilterConfig": "stoker:MediaFilterConfig|stoker.media.extract:MediaFilterConfig",
+        "MediaFilterStrategy": "stoker:MediaFilterStrategy"
+        "|stoker.media.extract:MediaFilterStrategy",
+    },
+    "media.filesystem_prepare": {
+        "prepare_filesystem_dataset": "stoker:prepare_filesystem_dataset"
+        "|stoker.media.prepare:prepare_filesystem_dataset",
+    },
     "sample_utils": {
         "format_sample_compact": "stoker:format_sample_compact",
         "format_sample_detailed": "stoker:format_sample_detailed",
@@ -242,8 +251,10 @@ HINTS: dict[str, str] = {
     "TraversedDatasetReference": "use stoker.traverse_metadataset",
     "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
     "WatchdogDataset": "stoker's loader has its own timeout: get_loader(..., timeout=...)",
-    "MediaFilterConfig": "use stoker.media.extract.MediaFilter",
-    "MediaFilterStrategy": "use stoker.media.extract.MediaFilter",
+    "MediaFilterConfig": "use stoker.media.extract.MediaFilter (same fields, string strategy)",
+    "MediaFilterStrategy": "use the strategy's name: MediaFilter('EXTENSION' | 'HEADER' | 'GLOB')",
+    "prepare_filesystem_dataset": "use `stoker prepare-media` (stoker.media.prepare.prepare_media)",
+    f"{ROOT}.av.av_reader": "Energon-internal; stoker.AVDecoder indexes the container itself",
     "FlexState": "stoker's state is a plain dict: loader.save_state_rank()",
     "command": "run the `stoker` CLI (`stoker --help`)",
     "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
@@ -263,4 +274,4 @@ HINTS: dict[str, str] = {
     f"{ROOT}.state": "Energon-internal state classes; stoker's state is a plain dict",
 }
 
-GENERIC_HINT = "see docs/energon.md for stoker's equivalents"
+GENERIC_HINT = "not in stoker (yet); docs/energon.md lists what stoker offers instead"
