@@ -20,7 +20,6 @@ import stoker.energon_alias as alias
 from stoker.energon_alias import status
 from stoker.energon_alias.modules import AliasModule
 from stoker.energon_alias.table import ENERGON_ALL, MODULES, ROOT
-from stoker.errors import StokerError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "energon.md"
 
@@ -130,7 +129,7 @@ def test_missing_name_fails_with_what_to_use(installed: None) -> None:
     with pytest.raises(ImportError, match=r"'SampleIndex'.*Energon-internal counter"):
         from megatron.energon.wrappers.base import SampleIndex  # noqa: F401
     with pytest.raises(ModuleNotFoundError, match=r"megatron\.energon\.transforms.*torchvision"):
-        import megatron.energon.transforms  # noqa: F401
+        import megatron.energon.transforms
     import megatron.energon
 
     assert not hasattr(megatron.energon, "no_such_name")  # names Energon lacks: AttributeError
