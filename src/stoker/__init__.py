@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         NoCachePool,
     )
     from stoker.cooking import Cooker, basic_sample_keys, cooker
+    from stoker.dataclass_helpers import edataclass
     from stoker.dataset import LoaderDataset
     from stoker.errors import ConfigError, FormatError, StokerError, StorageError
     from stoker.file_cache_pool import FileCacheLazy, FileStoreCachePool
@@ -82,7 +83,13 @@ if TYPE_CHECKING:
     from stoker.pipeline.bins import first_fit_decreasing
     from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
     from stoker.pipeline.decode import SampleDecoder, register_decoder
-    from stoker.pipeline.errors import ErrorPolicy, SampleError, SkipSample
+    from stoker.pipeline.errors import (
+        ErrorPolicy,
+        SampleError,
+        SkipSample,
+        log_exception,
+        reraise_exception,
+    )
     from stoker.samples import (
         CaptioningSample,
         CrudeSample,
@@ -100,7 +107,14 @@ if TYPE_CHECKING:
         VQASample,
     )
     from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
-    from stoker.task import DefaultTaskEncoder, IgnoreSample, TaskEncoder, get_stateless, stateless
+    from stoker.task import (
+        AugmentTaskEncoder,
+        DefaultTaskEncoder,
+        IgnoreSample,
+        TaskEncoder,
+        get_stateless,
+        stateless,
+    )
     from stoker.worker_config import WorkerConfig
 
 __version__ = "0.1.0"
@@ -130,6 +144,10 @@ _EXPORTS: dict[str, str] = {
     "VQAWebdataset": "stoker.flavors",
     "get_dataset_from_config": "stoker.flavors",
     "AVData": "stoker.media.av_data",
+    "AugmentTaskEncoder": "stoker.task",
+    "edataclass": "stoker.dataclass_helpers",
+    "log_exception": "stoker.pipeline.errors",
+    "reraise_exception": "stoker.pipeline.errors",
     "AVDecoder": "stoker.media.av_decoder",
     "AVLimits": "stoker.media.limits",
     "AVMetadata": "stoker.media.metadata",
@@ -233,6 +251,7 @@ __all__ = [
     "AVMetadata",
     "BaseCoreDatasetFactory",
     "BaseWebdatasetFactory",
+    "AugmentTaskEncoder",
     "Batch",
     "Blender",
     "CachePool",
@@ -308,6 +327,7 @@ __all__ = [
     "batch_stack",
     "concat_pad",
     "cooker",
+    "edataclass",
     "first_fit_decreasing",
     "generic_batch",
     "generic_concat",
@@ -323,8 +343,10 @@ __all__ = [
     "get_val_datasets",
     "homogeneous_concat_mix",
     "load_dataset",
+    "log_exception",
     "prepare_dataset",
     "register_decoder",
+    "reraise_exception",
     "stateless",
 ]
 

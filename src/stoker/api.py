@@ -30,7 +30,7 @@ from stoker.metadataset import Metadataset
 from stoker.mix_batch import MixBatchDataset
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
-from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder
+from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.worker_config import WorkerConfig
 
 _EXTRA_KWARGS = (
@@ -54,7 +54,7 @@ def get_train_dataset(
     batch_size: int | None,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
-    group_batches: bool = False,
+    group_batches: bool | None = None,
     shuffle_buffer_size: int | None,
     max_samples_per_sequence: int | None,
     virtual_epoch_length: int = 0,
@@ -73,8 +73,7 @@ def get_train_dataset(
             ``pack_selected_samples``, choosing from this many buffered samples (None: off).
             See ``docs/packing.md``.
         group_batches: Batch by ``task_encoder.batch_group_criterion(sample) -> (key, size)``
-            (stoker only; Energon turns grouping on when the method is overridden, stoker needs
-            this explicit switch).
+            (None: when the task encoder overrides it, as in Energon; True/False: force).
         shuffle_buffer_size: Window over sample references that is shuffled (0/None: off).
         max_samples_per_sequence: Longest run of consecutive samples read from one shard.
         virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
@@ -117,7 +116,7 @@ def get_val_dataset(
     batch_size: int,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
-    group_batches: bool = False,
+    group_batches: bool | None = None,
     limit: int | None = None,
     task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
     **kwargs: Any,
@@ -222,6 +221,7 @@ def _dataset(
     **options: Any,
 ) -> LoaderDataset:
     _apply_deprecated_decoder_kwargs(options, options["task_encoder"])
+    options["group_batches"] = uses_grouping(options["task_encoder"], options["group_batches"])
     unknown = sorted(set(options) - set(LoaderDataset.__dataclass_fields__))
     if unknown:
         raise ConfigError(
@@ -247,6 +247,6 @@ def _dataset(
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),
         virtual_workers_defaulted=virtual_workers is None,
         parallel_shard_iters=parallel_shard_iters or 16,
-        error_policy=error_policy or ErrorPolicy(),
+        error_policy=error_policy or ErrorPolicy.from_handler(worker_config.global_error_handler),
         **options,
     )

@@ -1,24 +1,28 @@
-"""``Batch``: Energon's base class of batch dataclasses (``from_samples``, ``derive_from``)."""
+"""``Batch``: Energon's base class of batch dataclasses (``from_samples``, ``derive_from``,
+``extend``), a keyword-only, slotted dataclass (``edataclass``) as in Energon."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 
+from stoker.dataclass_helpers import edataclass
 from stoker.pipeline.batch import batch_pad_stack
 from stoker.pipeline.image import FloatImage
-from stoker.samples import Sample, SourceInfo, pin_memory
+from stoker.samples import Extendable, Sample, SourceInfo, pin_memory
 
 B = TypeVar("B", bound="Batch")
 
 
-@dataclass(kw_only=True)
-class Batch:
+@edataclass
+class Batch(Extendable):
     """Base class of batch dataclasses: the metadata of the samples it holds.
+
+    Subclasses may use plain ``@dataclass`` and re-declare the metadata fields (e.g.
+    ``__subflavors__: list[dict]`` without a default), as with Energon.
 
     Example:
         >>> @dataclass
@@ -39,24 +43,41 @@ class Batch:
 
     @classmethod
     def derive_from(cls: type[B], base_batch: Batch, **fields: Any) -> B:
-        """A batch of this class with ``fields``, keeping ``base_batch``'s metadata."""
+        """A batch of this class with ``fields``, keeping ``base_batch``'s metadata
+        (``__key__``, ``__restore_key__``, ``__subflavors__``, ``__sources__``).
+
+        Example:
+            >>> raw = Batch(__key__=["a"], __restore_key__=())
+            >>> Batch.derive_from(raw).__key__
+            ['a']
+        """
         meta = {f.name: getattr(base_batch, f.name) for f in dataclasses.fields(Batch)}
-        return cls(**{**meta, **fields})
+        twice = sorted(set(meta) & set(fields))
+        if twice:
+            raise TypeError(
+                f"{cls.__name__}.derive_from takes the metadata {twice} from the base batch; "
+                "set them on the result instead, or build the batch with the constructor."
+            )
+        return cls(**meta, **fields)
 
     @classmethod
     def from_samples(cls: type[B], samples: Sequence[Sample], **fields: Any) -> B:
         """Batch ``samples``: tensors are padded and stacked, other fields become lists.
 
-        ``fields`` override computed fields.
+        ``fields`` override computed fields. As in Energon, ``__subflavors__`` lists the samples'
+        subflavors that are set (left at its default when none is), and ``__sources__`` joins
+        the samples' sources (left at its default when no sample has any).
         """
         init: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if f.name in fields:
                 init[f.name] = fields[f.name]
             elif f.name == "__sources__":
-                init[f.name] = tuple(s for sample in samples for s in sample.__sources__ or ())
+                if any(sample.__sources__ is not None for sample in samples):
+                    init[f.name] = tuple(s for sample in samples for s in sample.__sources__ or ())
             elif f.name == "__subflavors__":
-                init[f.name] = [sample.__subflavors__ for sample in samples]
+                if any(sample.__subflavors__ is not None for sample in samples):
+                    init[f.name] = [s.__subflavors__ for s in samples if s.__subflavors__]
             else:
                 values = [getattr(sample, f.name) for sample in samples]
                 if values and all(isinstance(v, (torch.Tensor, FloatImage)) for v in values):

@@ -8,6 +8,9 @@ Example:
     >>> s = TextSample(__key__="a", __restore_key__=("Webdataset", 0), text="hello")
     >>> TextSample.derive_from(s, text="bye").__key__
     'a'
+
+Samples are ``edataclass``-es (keyword-only, slotted dataclasses, as in Energon), so a subclass
+may re-declare a field without a default or add fields without defaults.
 """
 
 from __future__ import annotations
@@ -16,12 +19,45 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from stoker.dataclass_helpers import edataclass
+
 if TYPE_CHECKING:
     import torch
 
 S = TypeVar("S", bound="Sample")
+E = TypeVar("E", bound="Extendable")
 T = TypeVar("T")
 RestoreKey = tuple[Any, ...]
+
+
+class Extendable:
+    """Energon's ``extend``: an instance of a subclass from an instance of its base."""
+
+    __slots__ = ()
+
+    @classmethod
+    def extend(cls: type[E], src: Any, **fields: Any) -> E:
+        """A ``cls`` with all of ``src``'s fields plus ``fields`` (which override).
+
+        ``cls`` must be ``type(src)`` or a subclass of it.
+
+        Example:
+            >>> @edataclass
+            ... class Scored(TextSample):
+            ...     score: float
+            >>> base = TextSample(__key__="k", __restore_key__=(), text="t")
+            >>> Scored.extend(base, score=1.0).text
+            't'
+        """
+        if not issubclass(cls, type(src)):
+            raise TypeError(
+                f"cannot extend a {type(src).__name__} into {cls.__name__}: {cls.__name__} must "
+                f"be a subclass of {type(src).__name__}."
+            )
+        for f in dataclasses.fields(src):
+            if f.init:
+                fields.setdefault(f.name, getattr(src, f.name))
+        return cls(**fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,8 +70,8 @@ class SourceInfo:
     file_names: tuple[str, ...]
 
 
-@dataclass(slots=True, kw_only=True)
-class Sample:
+@edataclass
+class Sample(Extendable):
     """Base class of all sample types: the metadata every sample carries."""
 
     #: Uniquely identifies the sample in its dataset.
@@ -145,7 +181,7 @@ class CrudeSample(dict[str, Any]):
     """
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class CaptioningSample(Sample):
     """An image (C, H, W) and its caption."""
 
@@ -153,14 +189,14 @@ class CaptioningSample(Sample):
     caption: str
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class ImageSample(Sample):
     """An image (C, H, W), e.g. for reconstruction."""
 
     image: torch.Tensor
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class ImageClassificationSample(Sample):
     """An image (C, H, W) with its class label and/or label name."""
 
@@ -169,14 +205,14 @@ class ImageClassificationSample(Sample):
     label_name: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class TextSample(Sample):
     """Plain text."""
 
     text: str
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class VQASample(Sample):
     """Visual question answering: image, question (context), answers and their weights."""
 
@@ -186,7 +222,7 @@ class VQASample(Sample):
     answer_weights: torch.Tensor | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class MultiChoiceVQASample(Sample):
     """Multiple-choice VQA: image, question, candidate answers and the correct one's index."""
 
@@ -196,7 +232,7 @@ class MultiChoiceVQASample(Sample):
     correct_choice_idx: int = 0
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class OCRSample(Sample):
     """OCR: image, its text, and optional boxes (N, 4|5: x, y, w, h[, conf]) with texts."""
 
@@ -213,7 +249,7 @@ class OCRSample(Sample):
     chars_text: list[str] | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class VQAOCRSample(Sample):
     """VQA and OCR on the same image."""
 
@@ -226,14 +262,14 @@ class VQAOCRSample(Sample):
     words_text: list[str] | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class InterleavedSample(Sample):
     """A sequence of images (tensors) and texts (str) in order."""
 
     sequence: list[torch.Tensor | str]
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class SimilarityInterleavedSample(Sample):
     """Images and texts without alignment; a similarity matrix or indices match them."""
 
@@ -245,7 +281,7 @@ class SimilarityInterleavedSample(Sample):
     matched_text_indices: list[int] | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@edataclass
 class VidQASample(Sample):
     """Video question answering. ``video`` is the (lazily decodable) video part."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stoker.pipeline.build import SampleBuilder, fuses_float_images
+from stoker.pipeline.hook_index import batch_slots
 from stoker.pipeline.refs import Buffers
 from stoker.pipeline.stream import Position, SampleStream, SourceIO, batches
 from stoker.task import ErrorTracker
@@ -117,11 +118,13 @@ class DatasetStreams:
         #: Per stream: where it starts (the resumed position, or the start of the pass).
         self.start: dict[int, Position] = {}
         self.batches: dict[int, StreamBatches] = {}
+        order = dataset.topology().rank_streams().tolist()  # the rank's batch order
         for s in streams:
             spec = dataset.stream_spec(s)
             samples = SampleStream(spec, self.io, tracker, resume.positions.get(s), resume.epoch)
             self.start[s] = samples.start
-            self.batches[s] = batches(spec, samples, resume.buffers.get(s))
+            slots = batch_slots(order, s, resume.t)
+            self.batches[s] = batches(spec, samples, resume.buffers.get(s), slots)
 
     def close(self) -> None:
         for source_io in self.io:

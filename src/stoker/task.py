@@ -1,11 +1,12 @@
 """Task encoders: the user's hooks that turn samples into model inputs, with Energon's names.
 
 Order of the hooks: ``encode_sample`` (or ``preencode_sample`` -> pack -> ``postencode_sample``)
--> ``batch`` -> ``encode_batch``. Every hook has a defined default, and the loader turns features
-on by its own arguments (``packing_buffer_size``, grouping), never by looking at which methods a
-subclass overrides: ``select_samples_to_pack``, ``pack_selected_samples`` and
-``batch_group_criterion`` raise ``NotImplementedError`` when such a feature is on and the hook
-was not written.
+-> ``batch`` -> ``encode_batch``. Every hook has a defined default. As in Energon, some wiring
+follows from which hooks a subclass overrides (all of it decided in :func:`sample_hooks` and
+:func:`uses_grouping`): overriding ``batch_group_criterion`` turns grouped batching on, and an
+overridden ``preencode_sample`` takes the place of ``encode_sample``. Packing is on when
+``packing_buffer_size`` is given; ``select_samples_to_pack`` and ``pack_selected_samples`` raise
+``NotImplementedError`` if it is and they were not written.
 
 Example:
     >>> class Captions(TaskEncoder):
@@ -18,9 +19,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Hashable, Iterator, Sequence
+from types import MethodType
 from typing import Any, Generic, TypeVar
 
 from stoker.errors import StokerError
+from stoker.pipeline import hook_index
 from stoker.pipeline.batch import batch_samples, generic_batch
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import (
@@ -97,11 +100,12 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
         )
 
     def batch_group_criterion(self, sample: Any) -> tuple[Hashable, int | None]:
-        """(group key, batch size of that group) for grouped batching. Needed with grouping."""
-        raise NotImplementedError(
-            f"grouped batching is on, so {type(self).__name__} must implement "
-            "batch_group_criterion(sample) -> (group key, batch size)."
-        )
+        """(group key, batch size of that group, None: the loader's ``batch_size``).
+
+        Overriding it turns grouped batching on (Energon's rule, see :func:`uses_grouping`).
+        The default puts every sample in one group: ``(None, None)``.
+        """
+        return None, None
 
     @stateless
     def batch(self, samples: list[Any]) -> Any:
@@ -113,6 +117,34 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
     def encode_batch(self, batch: Any) -> Any:
         """Encode one batch (identity by default)."""
         return batch
+
+    @property
+    def current_batch_index(self) -> int:
+        """The rank's index of the batch being built while this hook runs (as in Energon).
+
+        Every batch of a rank gets the next number (0, 1, 2, ...), whatever worker builds it;
+        restored with the loader's state. Only readable inside a hook a loader calls.
+        """
+        return hook_index.current()[0]
+
+    @property
+    def current_sample_index(self) -> int:
+        """The rank-unique index of the current ``encode_sample`` call (as in Energon).
+
+        Each stream counts its calls; ``calls * streams + place`` makes them unique on the
+        rank. All outputs of one generator call share it. In ``batch``, ``encode_batch``,
+        ``batch_group_criterion`` and the packing hooks it equals :attr:`current_batch_index`.
+        """
+        return hook_index.current()[1]
+
+    def _is_overridden(self, bound_method: Any, bases: Sequence[type[Any]] | None = None) -> bool:
+        """Whether ``bound_method`` is defined outside ``bases`` (Energon's helper)."""
+        if not isinstance(bound_method, MethodType):
+            return True  # set on the instance
+        name = bound_method.__func__.__name__
+        return not any(
+            getattr(base, name, None) is bound_method.__func__ for base in bases or (TaskEncoder,)
+        )
 
     def _batch(
         self,
@@ -162,6 +194,87 @@ class DefaultTaskEncoder(TaskEncoder[T_sample, T_encoded_sample, T_raw_batch, T_
         return convert(batch, self._batch_type)
 
 
+class AugmentTaskEncoder(TaskEncoder[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
+    """Wraps a task encoder: ``decoder``, ``encode_sample``, ``batch`` and ``encode_batch`` go to
+    it; a subclass overrides what it changes (Energon's class, same forwarding).
+
+    Example:
+        >>> class Lower(AugmentTaskEncoder):
+        ...     def encode_sample(self, sample):
+        ...         return super().encode_sample(sample).lower()
+        >>> Lower(TaskEncoder()).encode_sample("ABC")
+        'abc'
+    """
+
+    def __init__(
+        self, task_encoder: TaskEncoder[T_sample, T_encoded_sample, T_raw_batch, T_batch]
+    ) -> None:
+        self._task_encoder = task_encoder
+
+    @property
+    def decoder(self) -> SampleDecoder | None:
+        return self._task_encoder.decoder
+
+    @decoder.setter
+    def decoder(self, value: SampleDecoder | None) -> None:
+        self._task_encoder.decoder = value
+
+    @property
+    def cookers(self) -> Sequence[Any]:  # type: ignore[override]
+        return self._task_encoder.cookers
+
+    def encode_sample(self, sample: T_sample) -> Any:
+        return self._task_encoder.encode_sample(sample)
+
+    def batch(self, samples: list[Any]) -> Any:
+        return self._task_encoder.batch(samples)
+
+    def encode_batch(self, batch: Any) -> Any:
+        return self._task_encoder.encode_batch(batch)
+
+
+def uses_grouping(
+    task_encoder: TaskEncoder[Any, Any, Any, Any], group_batches: bool | None = None
+) -> bool:
+    """Whether batches are grouped by ``batch_group_criterion``: the one place that decides.
+
+    ``group_batches`` (stoker's switch) wins when given; else, as in Energon, grouping is on
+    when the task encoder overrides ``batch_group_criterion`` (in its class or on the instance).
+
+    Example:
+        >>> class Buckets(TaskEncoder):
+        ...     def batch_group_criterion(self, sample):
+        ...         return len(sample), 4
+        >>> uses_grouping(Buckets()), uses_grouping(Buckets(), False), uses_grouping(TaskEncoder())
+        (True, False, False)
+    """
+    if group_batches is not None:
+        return bool(group_batches)
+    return task_encoder._is_overridden(task_encoder.batch_group_criterion)
+
+
+def sample_hooks(task_encoder: TaskEncoder[Any, Any, Any, Any], *, packing: bool) -> list[str]:
+    """The per-sample hooks a stream applies to each sample, in order (Energon's rules).
+
+    An overridden ``preencode_sample`` takes the place of ``encode_sample`` (Energon rejects
+    overriding both; stoker runs ``encode_sample`` first then). Without packing, an overridden
+    ``postencode_sample`` follows; with packing, the packer calls it.
+
+    Example:
+        >>> sample_hooks(TaskEncoder(), packing=False)
+        ['encode_sample']
+    """
+    overridden = task_encoder._is_overridden
+    hooks = ["encode_sample"]
+    if overridden(task_encoder.preencode_sample):
+        if not overridden(task_encoder.encode_sample, (TaskEncoder, DefaultTaskEncoder)):
+            hooks = []
+        hooks.append("preencode_sample")
+    if not packing and overridden(task_encoder.postencode_sample):
+        hooks.append("postencode_sample")
+    return hooks
+
+
 def convert(value: Any, target: type[Any] | None) -> Any:
     """``value`` (dataclass, NamedTuple or dict) as ``target``, fields matched by name."""
     if target is None or isinstance(value, target):
@@ -184,8 +297,10 @@ def iter_encoded(
     sample: Any,
     *,
     tracker: ErrorTracker | None = None,
+    hooks: Sequence[str] = ("encode_sample",),
 ) -> Iterator[Any]:
-    """``task_encoder.encode_sample(sample)`` as an iterator of its 0..n outputs.
+    """``task_encoder.encode_sample(sample)`` (or the chain of ``hooks``, see
+    :func:`sample_hooks`) as an iterator of its 0..n outputs.
 
     A returned value gives one output, a generator its items; :class:`SkipSample` ends the
     outputs (counted by ``tracker``). Other exceptions propagate as a :class:`SampleError`
@@ -195,7 +310,15 @@ def iter_encoded(
         >>> list(iter_encoded(TaskEncoder(), "s"))
         ['s']
     """
-    return iter_hook(task_encoder.encode_sample, sample, stage="encode_sample", tracker=tracker)
+    values = iter_hook(getattr(task_encoder, hooks[0]), sample, stage=hooks[0], tracker=tracker)
+    for name in hooks[1:]:
+        hook = getattr(task_encoder, name)
+        values = (
+            out
+            for value in list(values)
+            for out in iter_hook(hook, value, stage=name, tracker=tracker)
+        )
+    return values
 
 
 def iter_hook(
@@ -220,6 +343,7 @@ def iter_hook(
 
 
 __all__ = [
+    "AugmentTaskEncoder",
     "DefaultTaskEncoder",
     "ErrorPolicy",
     "ErrorTracker",
@@ -231,6 +355,8 @@ __all__ = [
     "get_stateless",
     "iter_encoded",
     "iter_hook",
+    "sample_hooks",
     "sample_seed",
     "stateless",
+    "uses_grouping",
 ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.pipeline.errors import ErrorHandler, log_exception, reraise_exception
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WorkerConfig:
     """Data-parallel topology of the loader, as in Energon.
 
@@ -21,11 +23,17 @@ class WorkerConfig:
         seed_offset: Changes every random choice of the loader (another sample order).
         worker_debug_path: Accepted for Energon compatibility; stoker logs through ``logging``.
         worker_log_level: Accepted for Energon compatibility.
+        global_error_handler: ``handler(exception, sample, sources)`` called when a sample fails
+            to load or encode (Energon's): :func:`~stoker.log_exception` (the default) logs and
+            skips, :func:`~stoker.reraise_exception` stops; another handler raises to stop or
+            returns to skip. An ``error_policy=`` given to ``get_*_dataset`` takes precedence.
+        restore_error_handler: Accepted for Energon compatibility (a restore re-raises).
+
+    As in Energon, two configs are equal when rank, world size and workers are.
 
     Example:
-        >>> WorkerConfig(rank=0, world_size=1, num_workers=2)
-        WorkerConfig(rank=0, world_size=1, num_workers=2, data_parallel_group=None, seed_offset=0, \
-worker_debug_path=None, worker_log_level=0)
+        >>> WorkerConfig(rank=0, world_size=1, num_workers=2).config()
+        {'rank': 0, 'world_size': 1, 'num_workers': 2, 'data_parallel_group': None}
     """
 
     rank: int
@@ -35,6 +43,8 @@ worker_debug_path=None, worker_log_level=0)
     seed_offset: int = 0
     worker_debug_path: str | None = None
     worker_log_level: int = 0
+    global_error_handler: ErrorHandler = log_exception
+    restore_error_handler: ErrorHandler = reraise_exception
 
     def __post_init__(self) -> None:
         if self.world_size < 1:
@@ -66,8 +76,64 @@ worker_debug_path=None, worker_log_level=0)
     def __reduce__(self) -> tuple[Any, ...]:
         # Process groups cannot cross process boundaries; dataloader workers do not need one.
         fields = (self.rank, self.world_size, self.num_workers, None, self.seed_offset,
-                  self.worker_debug_path, self.worker_log_level)  # fmt: skip
+                  self.worker_debug_path, self.worker_log_level, self.global_error_handler,
+                  self.restore_error_handler)  # fmt: skip
         return (WorkerConfig, fields)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WorkerConfig):
+            return NotImplemented
+        return self._topology() == other._topology()
+
+    def __hash__(self) -> int:
+        return hash(self._topology())
+
+    def _topology(self) -> tuple[int, int, int]:
+        return (self.rank, self.world_size, self.num_workers)
+
+    def config(self) -> dict[str, Any]:
+        """A dict describing the topology (Energon's ``config()``, e.g. for logs and checks)."""
+        group = self.data_parallel_group
+        return {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "num_workers": self.num_workers,
+            "data_parallel_group": group.size() if group is not None else None,
+        }
+
+    def rank_worker_id(self) -> int:
+        """This process's dataloader worker id on its rank (0 in the main process)."""
+        import torch.utils.data
+
+        info = torch.utils.data.get_worker_info()
+        return 0 if info is None else int(info.id)
+
+    def global_worker_id(self, override_local_worker_id: int | None = None) -> int:
+        """``rank * num_workers + worker id`` (Energon's numbering of all workers)."""
+        local = (
+            self.rank_worker_id() if override_local_worker_id is None else override_local_worker_id
+        )
+        return self.rank * self.num_workers + local
+
+    def worker_seed(self, override_local_worker_id: int | None = None) -> int:
+        """A 32-bit seed for this worker, from its global id and ``seed_offset`` (as Energon)."""
+        worker = (
+            self.rank if self.num_workers == 0 else self.global_worker_id(override_local_worker_id)
+        )
+        digest = hashlib.sha1(f"{worker},{self.seed_offset}".encode()).digest()
+        return int.from_bytes(digest, "big") & 0xFFFFFFFF
+
+    def global_rank(self) -> int:
+        """This rank in the default process group (``rank`` without a data-parallel group)."""
+        if self.data_parallel_group is None:
+            return self.rank
+        import torch.distributed as dist
+
+        return int(dist.get_global_rank(self.data_parallel_group, self.rank))
+
+    def should_log(self, level: int) -> bool:
+        """Whether ``worker_log_level`` asks for messages of ``level`` (Energon's)."""
+        return level <= self.worker_log_level
 
     def fingerprint(self) -> dict[str, int]:
         """The fields that shape the sample order (for checkpoint fingerprints)."""

@@ -232,9 +232,9 @@ def test_grouping_drop_last_drops_only_partial_buckets(texts: Path) -> None:
     assert all(len(b["ids"]) == Grouping.SIZES[b["groups"][0]] for b in batches)
 
 
-def test_grouping_is_explicit(texts: Path) -> None:
-    """Overriding batch_group_criterion alone does not turn grouping on."""
-    with make_loader(texts, Grouping(), repeat=False, batch_size=5) as loader:
+def test_grouping_can_be_turned_off(texts: Path) -> None:
+    """group_batches=False turns off the grouping an overridden batch_group_criterion implies."""
+    with make_loader(texts, Grouping(), repeat=False, batch_size=5, group_batches=False) as loader:
         sizes = [len(b["ids"]) for b in loader]
     assert set(sizes[:-1]) == {5}
 

@@ -4,12 +4,19 @@ A sample that fails to decode, map or encode raises :class:`SampleError` (or any
 user hook). The stage running it hands the failure to an :class:`ErrorTracker`, which either
 re-raises it with the sample's key and sources, or logs and counts it and moves on, up to a
 limit of consecutive failures (a broken dataset should stop the run, not spin forever).
+
+Energon's error handlers map onto the policy: :func:`log_exception` is ``mode="skip"``,
+:func:`reraise_exception` is ``mode="raise"`` (the original exception), and any other
+``handler(exception, sample, sources)`` is called for each failure: it may raise to stop the run,
+or return to skip the sample (see :meth:`ErrorPolicy.from_handler`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,6 +69,35 @@ class SampleError(StokerError):
         return f"{where}, part {self.part!r}" if where else f"part {self.part!r}"
 
 
+#: Energon's error handler signature: ``handler(exception, sample, sources)``.
+ErrorHandler = Callable[[Exception, Any, "list[Any] | None"], None]
+
+
+def reraise_exception(e: Exception, sample: Any, sources: list[Any] | None = None) -> None:
+    """Error handler that stops the run with the original exception (Energon's name).
+
+    The exception gets a note naming the sample's key and sources.
+
+    Example:
+        >>> from stoker import WorkerConfig
+        >>> wc = WorkerConfig(rank=0, world_size=1, num_workers=0,
+        ...                   global_error_handler=reraise_exception)
+    """
+    key, where = describe_sample(sample)
+    if sys.version_info >= (3, 11):
+        e.add_note(f"stoker: while processing sample {key!r} (sources: {where}).")
+    raise e
+
+
+def log_exception(e: Exception, sample: Any, sources: list[Any] | None = None) -> None:
+    """Error handler that logs the failure with the sample's key and sources, and lets the
+    loader skip the sample (Energon's name and default handler; logger ``stoker``)."""
+    key, where = describe_sample(sample)
+    logger.warning(
+        "skipped sample %r (sources: %s): %s: %s", key, where, type(e).__name__, e, exc_info=e
+    )
+
+
 @dataclass(frozen=True)
 class ErrorPolicy:
     """What to do with a sample whose decoding or encoding fails.
@@ -71,6 +107,8 @@ class ErrorPolicy:
             ``"raise"`` stops with a :class:`SampleError` naming the sample.
         max_consecutive_failures: In skip mode, raise after this many failures in a row
             (0 disables the limit).
+        handler: Called as ``handler(exception, sample, sources)`` for each failure instead of
+            logging (Energon's ``global_error_handler``): it raises to stop, or returns to skip.
 
     Example:
         >>> ErrorPolicy(mode="raise").mode
@@ -79,12 +117,27 @@ class ErrorPolicy:
 
     mode: Literal["skip", "raise"] = "skip"
     max_consecutive_failures: int = 100
+    handler: ErrorHandler | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("skip", "raise"):
             raise StokerError(f"invalid error policy {self.mode=}; use 'skip' or 'raise'.")
         if self.max_consecutive_failures < 0:
             raise StokerError(f"{self.max_consecutive_failures=} must be >= 0.")
+
+    @staticmethod
+    def from_handler(handler: ErrorHandler | None) -> ErrorPolicy:
+        """The policy for an Energon error handler (``WorkerConfig.global_error_handler``).
+
+        Example:
+            >>> ErrorPolicy.from_handler(log_exception) == ErrorPolicy()
+            True
+        """
+        if handler is None or handler is log_exception:
+            return ErrorPolicy()
+        if handler is reraise_exception:
+            return ErrorPolicy(mode="raise", handler=reraise_exception)
+        return ErrorPolicy(handler=handler)
 
 
 def describe_sample(sample: Any) -> tuple[str | None, str]:
@@ -107,15 +160,33 @@ def describe_sample(sample: Any) -> tuple[str | None, str]:
 
 
 def wrap_failure(error: Exception, sample: Any, stage: str) -> SampleError:
-    """A :class:`SampleError` for ``error`` raised by ``stage`` on ``sample``, naming both."""
+    """A :class:`SampleError` for ``error`` raised by ``stage`` on ``sample``, naming both.
+
+    The error keeps ``sample`` and the original exception for an error handler (in private
+    attributes that do not cross process boundaries).
+    """
     if isinstance(error, SampleError) and error.key is not None:
         return error
     key, sources = describe_sample(sample)
-    return SampleError(
+    wrapped = SampleError(
         f"{stage} failed with {type(error).__name__}: {error} (sources: {sources}).",
         key=key,
         hint="Fix the data or the hook, or pass ErrorPolicy(mode='skip') to skip such samples.",
     )
+    vars(wrapped).update(_sample=sample, _original=error)
+    return wrapped
+
+
+def sources_of(sample: Any) -> list[Any] | None:
+    """The ``__sources__`` of a sample, a dict sample or a list of them (Energon's
+    ``get_source_info``), or None."""
+    if isinstance(sample, list):
+        found = [s for item in sample for s in sources_of(item) or ()]
+        return found or None
+    sources = sample.get("__sources__") if isinstance(sample, dict) else None
+    if sources is None and not isinstance(sample, dict):
+        sources = getattr(sample, "__sources__", None)
+    return list(sources) if sources else None
 
 
 class ErrorTracker:
@@ -152,10 +223,14 @@ class ErrorTracker:
         if fatal and not isinstance(error, SampleError):
             raise error
         wrapped = wrap_failure(error, sample, stage)
+        subject = vars(wrapped).pop("_sample", sample)
+        original = vars(wrapped).pop("_original", error)
+        if self.policy.handler is not None:
+            self.policy.handler(original, subject, sources_of(subject))  # raises to stop
         if self.policy.mode == "raise":
             raise wrapped from error
         self.consecutive += 1
-        self.skipped[f"{stage}: {type(error).__name__}"] += 1
+        self.skipped[f"{stage}: {type(original).__name__}"] += 1
         logger.warning("skipped a sample: %s", wrapped.message)
         limit = self.policy.max_consecutive_failures
         if limit and self.consecutive >= limit:

@@ -2,8 +2,8 @@
 
 ``batch_group_criterion(sample) -> (key, batch_size)`` puts each sample in its key's bucket; a
 bucket full to its batch size (``None``: the loader's ``batch_size``) becomes a batch
-(``batch`` + ``encode_batch``). When a finite stream ends, the partial buckets are batched too,
-oldest first, unless ``batch_drop_last``.
+(``batch`` + ``encode_batch``, by :class:`~stoker.pipeline.batching.BatchMaker`). When a finite
+stream ends, the partial buckets are batched too, oldest first, unless ``batch_drop_last``.
 
 State: the references of the samples in the partial buckets, oldest bucket first
 (:meth:`Grouper.state`); keys and sizes are not saved but recomputed from the re-read samples.
@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
-from stoker.pipeline.errors import ErrorTracker
+from stoker.pipeline import hook_index
+from stoker.pipeline.batching import SKIPPED, BatchMaker
+from stoker.pipeline.errors import ErrorTracker, SkipSample
 from stoker.pipeline.refs import Ref, RefSource
-from stoker.task import TaskEncoder
 
 if TYPE_CHECKING:
     from stoker.pipeline.stream import Position
@@ -36,14 +37,15 @@ class Grouper:
 
     def __init__(
         self,
-        encoder: TaskEncoder[Any, Any, Any, Any],
+        maker: BatchMaker,
         batch_size: int | None,
         drop_last: bool,
         upstream: RefSource,
         tracker: ErrorTracker,
         state: dict[str, Any] | None = None,
     ) -> None:
-        self.encoder, self.batch_size, self.drop_last = encoder, batch_size, drop_last
+        self.maker, self.encoder = maker, maker.encoder
+        self.batch_size, self.drop_last = batch_size, drop_last
         self.upstream, self.tracker = upstream, tracker
         self.saved = state
         #: Partial buckets in the order they were opened (a full bucket is removed).
@@ -68,23 +70,36 @@ class Grouper:
             bucket.refs.append(ref)
             if len(bucket.samples) >= bucket.size:
                 del self.buckets[key]
-                yield self._batch(bucket), position
+                batch = self.maker.make(bucket.samples)
+                if batch is not SKIPPED:
+                    yield batch, position
         while self.buckets and not self.drop_last:
             key = next(iter(self.buckets))
-            yield self._batch(self.buckets.pop(key)), position
+            batch = self.maker.make(self.buckets.pop(key).samples)
+            if batch is not SKIPPED:
+                yield batch, position
         self.buckets.clear()
 
     def _bucket_of(self, sample: Any, *, strict: bool = False) -> tuple[Hashable, _Bucket] | None:
         """The (key, bucket) ``sample`` goes to, opened if new; None if the criterion failed."""
+        index = self.maker.slots.batch_index()
+        hook_index.push(index, index)
         try:
             key, size = self.encoder.batch_group_criterion(sample)
         except NotImplementedError:
             raise
+        except SkipSample:
+            if strict:
+                raise
+            self.tracker.skip(sample, "batch_group_criterion")
+            return None
         except Exception as e:
             if strict:
                 raise
             self.tracker.failed(e, sample, "batch_group_criterion")
             return None
+        finally:
+            hook_index.pop()
         size = self.batch_size if size is None else size
         if size is None or size < 1:
             raise ConfigError(
@@ -101,9 +116,6 @@ class Grouper:
                 hint="Give every sample of a group the same batch size.",
             )
         return key, bucket
-
-    def _batch(self, bucket: _Bucket) -> Any:
-        return self.encoder.encode_batch(self.encoder.batch(bucket.samples))
 
     def _restore(self) -> None:
         state, self.saved = self.saved, None

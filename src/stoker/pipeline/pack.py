@@ -1,6 +1,7 @@
 """Sequence packing: buffer encoded samples, let the task encoder pick groups, pack each group.
 
-Each sample read is passed through ``preencode_sample`` into a buffer. When the buffer holds
+Each encoded sample (``preencode_sample``'s outputs where it is overridden, see
+:func:`stoker.task.sample_hooks`) goes into a buffer. When the buffer holds
 ``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
 through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
 Samples no group takes stay in the buffer for the next round: none is dropped. At the end of a
@@ -20,7 +21,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import StokerError
+from stoker.pipeline import hook_index
 from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
+from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.refs import Ref, RefSource, chunks, flat, pick
 from stoker.task import TaskEncoder, iter_hook
 
@@ -29,7 +32,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("stoker")
 
-#: A buffered sample's reference: the upstream reference plus which preencode output it is.
+#: A buffered sample's reference: the upstream reference plus 0 (stoker states before the
+#: stream applied ``preencode_sample`` held which of its outputs the sample was here).
 _MEMBER = 4
 Entry = tuple[Any, Ref]  # (sample, member reference)
 
@@ -44,6 +48,7 @@ class Packer:
         upstream: RefSource,
         tracker: ErrorTracker,
         state: dict[str, Any] | None = None,
+        slots: BatchSlots | None = None,
     ) -> None:
         if buffer_size < 1:
             raise StokerError(f"{buffer_size=} must be >= 1.")
@@ -51,6 +56,7 @@ class Packer:
         self.upstream, self.tracker = upstream, tracker
         self.start: Position = upstream.start
         self.saved = state
+        self.slots = slots or BatchSlots()
         self.buffer: list[Entry] = []
         self.groups: collections.deque[list[Entry]] = collections.deque()
         self.used = 0  # outputs of the first group already handed out
@@ -107,18 +113,21 @@ class Packer:
     # --- stages -------------------------------------------------------------------------------
 
     def _add(self, sample: Any, ref: Ref) -> bool:
-        """Preencode ``sample`` into the buffer; whether anything was added."""
-        outputs = self._run(self.encoder.preencode_sample, sample, "preencode_sample")
-        self.buffer.extend((out, (*ref, k)) for k, out in enumerate(outputs))
-        return bool(outputs)
+        """Put ``sample`` into the buffer; whether anything was added."""
+        self.buffer.append((sample, (*ref, 0)))
+        return True
 
     def _select(self) -> None:
         """One round: move the groups the task encoder selects from the buffer to ``groups``."""
         samples = [sample for sample, _ in self.buffer]
+        index = self.slots.batch_index()
+        hook_index.push(index, index)
         try:
             groups = list(self.encoder.select_samples_to_pack(samples))
         except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
             return
+        finally:
+            hook_index.pop()
         slots: dict[int, list[int]] = collections.defaultdict(list)
         for i, sample in enumerate(samples):
             slots[id(sample)].append(i)
@@ -161,6 +170,8 @@ class Packer:
     def _run(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
         """A hook's outputs; a failure is the tracker's to raise or skip (strict: raise)."""
         tracker = None if strict else self.tracker
+        index = self.slots.batch_index()
+        hook_index.push(index, index)
         try:
             return list(iter_hook(hook, value, stage=stage, tracker=tracker))
         except Exception as e:
@@ -168,6 +179,8 @@ class Packer:
                 raise
             tracker.failed(e, value[0] if isinstance(value, list) else value, stage)
             return []
+        finally:
+            hook_index.pop()
 
     # --- restore --------------------------------------------------------------------------------
 
@@ -184,14 +197,10 @@ class Packer:
         self.used = int(state["used"])
 
     def _reread_members(self, refs: Sequence[Ref]) -> list[Any]:
-        """Buffered samples by member reference: re-read upstream, preencode again."""
+        """Buffered samples by member reference, re-read upstream."""
         upstream_refs = sorted({ref[:-1] for ref in refs})
-        read = self.upstream.reread(upstream_refs)
-        outputs = {
-            ref: self._run(self.encoder.preencode_sample, sample, "preencode_sample", strict=True)
-            for ref, sample in zip(upstream_refs, read, strict=True)
-        }
-        return [pick(outputs[ref[:-1]], ref[-1], "preencode_sample") for ref in refs]
+        read = dict(zip(upstream_refs, self.upstream.reread(upstream_refs), strict=True))
+        return [pick([read[ref[:-1]]], ref[-1], "the packing buffer") for ref in refs]
 
     def _report_left_over(self) -> None:
         for sample, ref in self.buffer:

@@ -21,16 +21,19 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import StokerError
+from stoker.pipeline import hook_index
+from stoker.pipeline.batching import SKIPPED, BatchMaker
 from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.errors import ErrorPolicy, SkipSample
 from stoker.pipeline.group import Grouper
+from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.plan import global_to_shard
 from stoker.sources import DataSource
-from stoker.task import ErrorTracker, TaskEncoder, iter_encoded
+from stoker.task import ErrorTracker, TaskEncoder, iter_encoded, sample_hooks
 
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
 #: comes soon; larger after, so remote reads coalesce over whole shard slices (fewer requests).
@@ -87,6 +90,9 @@ class SampleStream:
         self.spec, self.io, self.tracker = spec, io, tracker
         self.epoch = epoch
         self.start = start or Position(tuple(spec.schedule.start(epoch)))
+        #: Where this stream's batches fall on the rank (for the hooks' batch/sample indices).
+        self.slots = BatchSlots()
+        self.hooks = sample_hooks(spec.task_encoder, packing=spec.packing_buffer_size is not None)
 
     def __iter__(self) -> Iterator[tuple[Any, Position]]:
         for output, position, _ in self.with_refs():
@@ -105,7 +111,8 @@ class SampleStream:
             for d in choices.tolist():
                 ref, shard_id, index = refs[d][taken[d]]
                 taken[d] += 1
-                for used, output in enumerate(self._encode(d, shard_id, index, ref), start=1):
+                outputs = self._encode(d, shard_id, index, ref, calls=sum(counts))
+                for used, output in enumerate(outputs, start=1):
                     if used > skip:
                         yield output, Position(tuple(counts), used), (d, counts[d], used - 1)
                 skip = 0
@@ -157,7 +164,8 @@ class SampleStream:
                 counts.tolist(), global_refs.tolist(), shard_ids.tolist(), indices.tolist(),
                 strict=True,
             ):  # fmt: skip
-                outputs[(d, c)] = list(self._encode(d, shard_id, index, ref, strict))
+                # The call number is exact for one dataset; for blends it is the dataset's own.
+                outputs[(d, c)] = list(self._encode(d, shard_id, index, ref, c, strict))
         return [
             pick(outputs[(d, c)], j, f"encode_sample of dataset {d} at {c}") for d, c, j in refs
         ]
@@ -177,15 +185,23 @@ class SampleStream:
         return np.concatenate(parts)
 
     def _encode(
-        self, d: int, shard_id: int, index: int, ref: int, tracker: ErrorTracker | None = None
+        self,
+        d: int,
+        shard_id: int,
+        index: int,
+        ref: int,
+        calls: int,
+        tracker: ErrorTracker | None = None,
     ) -> Iterator[Any]:
+        """The encoded outputs of one reference, the stream's ``calls``-th."""
         tracker = tracker or self.tracker
         source, io = self.spec.sources[d], self.io[d]
         raw: RawSample | None = None
+        hook_index.push(self.slots.batch_index(), self.slots.sample_index(calls))
         try:
             raw = io.reader.read(shard_id, index)
             sample = io.builder.build(raw, ref)
-            outputs = list(iter_encoded(self.spec.task_encoder, sample))
+            outputs = list(iter_encoded(self.spec.task_encoder, sample, hooks=self.hooks))
         except SkipSample:  # e.g. raised by a cooker: a deliberate skip, not a failure
             tracker.skip(describe(source, raw, shard_id, index), "cooking")
             return iter(())
@@ -195,6 +211,8 @@ class SampleStream:
                 e.offset = raw.offset if raw is not None else None
             tracker.failed(e, describe(source, raw, shard_id, index))
             return iter(())
+        finally:
+            hook_index.pop()
         tracker.succeeded()
         return iter(outputs)
 
@@ -207,30 +225,41 @@ def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: in
 
 
 def batches(
-    spec: StreamSpec, stream: SampleStream, buffers: Buffers | None = None
+    spec: StreamSpec,
+    stream: SampleStream,
+    buffers: Buffers | None = None,
+    slots: BatchSlots | None = None,
 ) -> Iterator[tuple[Any, Position, Buffers | None]]:
     """A stream's batches, each with the position after it and what the stages buffer then.
 
     The stages: optional packing (:class:`Packer`), then grouped (:class:`Grouper`) or fixed-size
-    batching (``task_encoder.batch`` + ``encode_batch``). ``buffers`` restores the stages.
+    batching (``task_encoder.batch`` + ``encode_batch``). ``buffers`` restores the stages;
+    ``slots`` says where the stream's batches fall on the rank (see :mod:`hook_index`).
     """
     buffers = buffers or {}
+    if slots is not None:
+        stream.slots = slots
+    maker = BatchMaker(spec.task_encoder, stream.slots, stream.tracker)
     source: RefSource = stream
     packer: Packer | None = None
     if spec.packing_buffer_size is not None:
         packer = Packer(
-            spec.task_encoder, spec.packing_buffer_size, stream, stream.tracker, buffers.get("pack")
+            spec.task_encoder,
+            spec.packing_buffer_size,
+            stream,
+            stream.tracker,
+            buffers.get("pack"),
+            stream.slots,
         )
         source = packer
     if spec.group_batches:
         grouper = Grouper(
-            spec.task_encoder, spec.batch_size, spec.drop_last, source, stream.tracker,
-            buffers.get("group"),
-        )  # fmt: skip
+            maker, spec.batch_size, spec.drop_last, source, stream.tracker, buffers.get("group")
+        )
         for batch, position in grouper:
             yield batch, position, _buffers(packer, grouper)
         return
-    for batch, position in _fixed_batches(spec, source):
+    for batch, position in _fixed_batches(spec, source, maker):
         yield batch, position, _buffers(packer, None)
 
 
@@ -246,19 +275,25 @@ def _buffers(packer: Packer | None, grouper: Grouper | None) -> Buffers | None:
     return held or None
 
 
-def _fixed_batches(spec: StreamSpec, source: RefSource) -> Iterator[tuple[Any, Position]]:
-    """Group samples into batches of ``spec.batch_size`` (or none: each sample alone)."""
-    encoder = spec.task_encoder
+def _fixed_batches(
+    spec: StreamSpec, source: RefSource, maker: BatchMaker
+) -> Iterator[tuple[Any, Position]]:
+    """Group samples into batches of ``spec.batch_size`` (or none: each sample alone, as
+    encoded: Energon calls neither ``batch`` nor ``encode_batch`` then)."""
     if spec.batch_size is None:
         for sample, position, _ in source.with_refs():
-            yield encoder.encode_batch(sample), position
+            maker.slots.made += 1
+            yield sample, position
         return
     pending: list[Any] = []
     last: Position | None = None
     for sample, last, _ in source.with_refs():
         pending.append(sample)
         if len(pending) == spec.batch_size:
-            yield encoder.encode_batch(encoder.batch(pending)), last
-            pending = []
+            batch, pending = maker.make(pending), []
+            if batch is not SKIPPED:
+                yield batch, last
     if pending and not spec.drop_last and last is not None:
-        yield encoder.encode_batch(encoder.batch(pending)), last
+        batch = maker.make(pending)
+        if batch is not SKIPPED:
+            yield batch, last

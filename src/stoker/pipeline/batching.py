@@ -1,0 +1,97 @@
+"""One batch from its samples: ``batch`` then ``encode_batch``, with Energon's restore key and
+error handling, and the hook indices set (see :mod:`stoker.pipeline.hook_index`).
+
+The batch that ``batch`` returns gets ``__restore_key__ = ("BatchDataset", batch_index,
+*the samples' restore keys)`` when it has such a field or key (a ``Batch``, a sample type, a
+dataclass declaring it, or a dict holding ``"__restore_key__"``), as Energon sets it, whether the
+default or a custom ``batch`` made it. A hook may raise ``SkipSample`` to drop the batch; other
+failures go through the error policy (skipped and logged, or raised).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from stoker.errors import ConfigError
+from stoker.pipeline import hook_index
+from stoker.pipeline.errors import ErrorTracker, SkipSample
+
+if TYPE_CHECKING:
+    from stoker.pipeline.hook_index import BatchSlots
+    from stoker.task import TaskEncoder
+
+#: What :meth:`BatchMaker.make` returns for a batch that was skipped.
+SKIPPED: Any = object()
+
+#: The first element of the restore key of a batch (Energon's name for its batching stage).
+BATCH_KEY = "BatchDataset"
+
+
+def restore_key_of(sample: Any) -> Any:
+    """A sample's ``__restore_key__`` (attribute or dict key), or None."""
+    if isinstance(sample, dict):
+        return sample.get("__restore_key__")
+    return getattr(sample, "__restore_key__", None)
+
+
+def set_restore_key(batch: Any, key: tuple[Any, ...]) -> None:
+    """Set ``batch.__restore_key__`` (or the dict key) where the batch has one (as Energon)."""
+    if isinstance(batch, dict):
+        if "__restore_key__" in batch:
+            batch["__restore_key__"] = key
+        return
+    if hasattr(batch, "__restore_key__"):
+        with contextlib.suppress(AttributeError, TypeError):  # frozen: left as it is
+            batch.__restore_key__ = key
+
+
+class BatchMaker:
+    """Makes one stream's batches and counts them (its :class:`BatchSlots`)."""
+
+    def __init__(
+        self,
+        encoder: TaskEncoder[Any, Any, Any, Any],
+        slots: BatchSlots,
+        tracker: ErrorTracker,
+    ) -> None:
+        self.encoder, self.slots, self.tracker = encoder, slots, tracker
+
+    def make(self, samples: list[Any]) -> Any:
+        """The encoded batch of ``samples``, or :data:`SKIPPED`."""
+        index = self.slots.batch_index()
+        hook_index.push(index, index)
+        try:
+            batch = self.encoder.batch(samples)
+            set_restore_key(batch, (BATCH_KEY, index, *(restore_key_of(s) for s in samples)))
+            batch = _one(self.encoder.encode_batch(batch))
+        except SkipSample:
+            self.tracker.skip(samples, "batch")
+            return SKIPPED
+        except Exception as e:
+            self.tracker.failed(e, samples, "batch")
+            return SKIPPED
+        finally:
+            hook_index.pop()
+        if batch is SKIPPED:
+            return SKIPPED
+        self.slots.made += 1
+        return batch
+
+
+def _one(result: Any) -> Any:
+    """The batch ``encode_batch`` returned or, from a generator, yielded (at most one)."""
+    if not inspect.isgenerator(result):
+        return result
+    batches = list(result)
+    if len(batches) > 1:
+        raise ConfigError(
+            f"encode_batch yielded {len(batches)} batches for one batch.",
+            hint="Yield at most one batch per call (stoker saves positions per batch), or split "
+            "the samples into several batches in batch_group_criterion / batch_size.",
+        )
+    return batches[0] if batches else SKIPPED
+
+
+__all__ = ["BATCH_KEY", "SKIPPED", "BatchMaker", "restore_key_of", "set_restore_key"]
