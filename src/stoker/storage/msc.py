@@ -247,7 +247,10 @@ def _first(paths: list[str]) -> str | None:
 
 
 def _signature(path: str | None) -> tuple[Any, ...]:
+    """What the profile depends on: the file's content (small; a rewrite within one mtime tick
+    still counts) and, for ``${VAR}``, the environment."""
     if path is None:
         return ()
-    st = os.stat(path)
-    return (path, st.st_mtime_ns, st.st_size, tuple(sorted(os.environ.items())))
+    with open(path, "rb") as f:
+        content = f.read()
+    return (path, content, tuple(sorted(os.environ.items())))

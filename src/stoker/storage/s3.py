@@ -153,13 +153,11 @@ class S3Store(Store):
 
     def is_dir(self, path: str) -> bool:
         key = self._key(path)
-        if not key:
-            self._call("HEAD bucket", path, lambda c: c.head_bucket(Bucket=self.bucket))
-            return True
+        prefix = key + "/" if key else ""  # a bucket is a folder while it holds an object
         found = self._call(
             "LIST",
             path,
-            lambda c: c.list_objects_v2(Bucket=self.bucket, Prefix=key + "/", MaxKeys=1),
+            lambda c: c.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1),
         )
         return int(found.get("KeyCount", 0)) > 0
 

@@ -8,7 +8,9 @@ with session tokens too), and every ranged GET is a plain request on the connect
 client's own HTTP session (its TLS verification, proxies and timeouts). ``Range``, ``If-Match``
 and ``If-None-Match`` are ordinary headers, which a presigned URL does not need signed. Where
 that session lacks the (private) parts used to reach its pool, requests go through its public
-``send``, which parses the long URL again on every request (about 0.4 ms more).
+``send``, which parses the long URL again on every request (about 0.4 ms more). A server that
+refuses presigned URLs (403 before any presigned GET worked: some gateways and emulators accept
+only signed headers) gets botocore's ``get_object`` from then on.
 
 Errors look like botocore's: an answer other than 2xx raises :class:`S3HttpError`, whose
 ``response`` has the ``Error.Code`` of the XML body, so the callers' error handling and
@@ -69,6 +71,8 @@ class Getter:
         self._session = client._endpoint.http_session
         self._urls: OrderedDict[tuple[str, str], _Target] = OrderedDict()
         self._lock = threading.Lock()
+        #: None until the first answer to a presigned GET tells whether the server takes them.
+        self._presigned_ok: bool | None = None
 
     def _url(self, bucket: str, key: str, fresh: bool = False) -> _Target:
         now = self._clock()
@@ -106,8 +110,17 @@ class Getter:
         Raises:
             S3HttpError: any other answer (its XML error code in ``response``).
         """
+        if self._presigned_ok is False:
+            return self._get_signed(bucket, key, headers)
         found = self._url(bucket, key)
         response = self._send(found, headers)
+        if response.status == 403 and self._presigned_ok is None:
+            _discard(response)  # maybe the server takes no presigned URLs: ask with headers
+            signed = self._get_signed(bucket, key, headers)
+            self._presigned_ok = False
+            return signed
+        if response.status < 400:
+            self._presigned_ok = True
         if response.status == 403 and self._clock() - found.made > 5:
             # The URL may have outlived its credentials (temporary ones renew): presign again.
             _discard(response)
@@ -128,6 +141,25 @@ class Getter:
                 message.group(1).decode() if message else "",
             )
         return response
+
+    def _get_signed(self, bucket: str, key: str, headers: dict[str, str]) -> Any:
+        """The same GET through botocore's ``get_object`` (signed headers)."""
+        names = {"Range": "Range", "If-Match": "IfMatch", "If-None-Match": "IfNoneMatch"}
+        args = {names[k]: v for k, v in headers.items() if k in names}
+        try:
+            answer = self._client.get_object(Bucket=bucket, Key=key, **args)
+        except Exception as e:
+            response = getattr(e, "response", None)
+            if not isinstance(response, dict):
+                raise
+            error = response.get("Error") or {}
+            status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+            raise S3HttpError(
+                status,
+                str(error.get("Code", status)),
+                str(error.get("Message", "")),
+            ) from e
+        return answer["Body"]._raw_stream
 
     def _send(self, found: _Target, headers: dict[str, str]) -> Any:
         """The urllib3 response (body not read) of a GET of ``found`` with ``headers``."""
