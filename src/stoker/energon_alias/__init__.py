@@ -57,9 +57,9 @@ def install() -> None:
     loaded = sys.modules.get(ROOT)
     if loaded is not None and not isinstance(loaded, AliasModule):
         raise StokerError(
-            f"the real {ROOT} was imported before stoker.energon_alias.install()",
-            hint="call install() before anything imports megatron.energon, "
-            "or run the program with `python -m stoker.energon_alias SCRIPT`",
+            f"the real {ROOT} was imported before stoker.energon_alias.install().",
+            hint="Call install() before anything imports megatron.energon, "
+            "or run the program with `python -m stoker.energon_alias SCRIPT`.",
         )
     real = _real_package_installed()
     _state["env"] = os.environ.get(ENV_VAR)
