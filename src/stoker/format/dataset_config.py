@@ -318,8 +318,9 @@ ALLOWED_MODULES_ENV = "STOKER_ALLOWED_MODULES"
 
 
 def _installed(module: str) -> bool:
+    """Whether the top-level package of ``module`` is installed (nothing is imported here)."""
     try:
-        return module != "" and importlib.util.find_spec(module) is not None
+        return module != "" and importlib.util.find_spec(module.partition(".")[0]) is not None
     except (ImportError, ValueError):
         return False
 
