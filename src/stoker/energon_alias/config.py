@@ -1,4 +1,4 @@
-"""The names of the files inside a prepared dataset, under Energon's constant names.
+"""Energon's constants: the files inside a prepared dataset, and the API version stoker mirrors.
 
 ``megatron.energon.flavors.webdataset.config`` serves these (see :mod:`stoker.energon_alias`);
 the values come from stoker's own format module, so they cannot drift apart.
@@ -22,3 +22,7 @@ INDEX_SQLITE_FILENAME = posixpath.basename(meta.INDEX_SQLITE)
 INDEX_UUID_FILENAME = posixpath.basename(meta.INDEX_UUID)
 SPLIT_YAML_FILENAME = meta.DEFAULT_SPLIT_CONFIG
 JOIN_INDEX_FILENAME = "join_index.bin"  # written next to a join's metadataset by Energon
+
+#: ``megatron.energon.__version__`` under the alias: the Energon API stoker mirrors, for clients
+#: that choose code paths by Energon's version (stoker's own is ``stoker.__version__``).
+ENERGON_VERSION = "7.4.1"

@@ -141,6 +141,7 @@ _SAME_NAME: dict[str, str] = {
 
 # Module path -> names served from another place in stoker.
 _ELSEWHERE: dict[str, dict[str, str]] = {
+    "": {"__version__": f"{_CONFIG}:ENERGON_VERSION"},
     "task_encoder.base": {
         t: f"stoker.task:{t}" for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
     },
