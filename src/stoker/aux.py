@@ -29,6 +29,7 @@ from stoker.pipeline.errors import SampleError
 from stoker.pipeline.read import ShardReader
 from stoker.samples import SourceInfo
 from stoker.storage import Store, open_store, split_location
+from stoker.storage.epath import EPath
 
 if TYPE_CHECKING:  # decoding needs torch; importing this module must not
     from stoker.cache_pool import FileStoreDecoder
@@ -94,7 +95,7 @@ class FileStore(abc.ABC):
 class SystemFileStore(FileStore):
     """The files of a folder (``filesystem://`` in a metadataset); names are relative paths."""
 
-    def __init__(self, base_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, base_dir: str | os.PathLike[str] | EPath | None = None) -> None:
         self.base_dir = str(base_dir) if base_dir is not None else "/"
         self._store = open_store(self.base_dir)
         self._absolute = base_dir is None  # names are absolute paths, as in Energon
@@ -123,7 +124,7 @@ class SystemFileStore(FileStore):
 class WebdatasetFileStore(FileStore):
     """The tar members of a prepared dataset, found through its ``index.sqlite``."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str] | EPath) -> None:
         self.path = path = str(path)
         store = open_store(path)
         _require_index(store, path)
@@ -158,7 +159,7 @@ class WebdatasetFileStore(FileStore):
 class JsonlFileStore(FileStore):
     """The lines of an indexed JSONL file by number (``"12"`` or ``"12.json"``): raw JSON."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str] | EPath) -> None:
         self.path = path = str(path)
         parent, name = split_location(path)
         self._reader = ShardReader(open_store(parent), [name], jsonl=True)
@@ -177,27 +178,21 @@ class JsonlFileStore(FileStore):
         return self.path
 
 
-class DecodeFileStore(FileStore):
-    """Another store's files decoded by ``decoder``, by the extension of their names.
+class FileStoreWrapper(FileStore):
+    """A store over another store (``_inner``): same files, same path, same media metadata;
+    subclasses change how names resolve or how data decodes (Energon's base of both)."""
 
-    ``decoder`` is a :class:`~stoker.SampleDecoder`, or any object with Energon's
-    ``decode(fname, data)`` (a :class:`~stoker.cache_pool.FileStoreDecoder`).
-    """
-
-    def __init__(self, inner: FileStore, *, decoder: SampleDecoder | FileStoreDecoder) -> None:
+    def __init__(self, inner: FileStore) -> None:
         self._inner = inner
-        self.decoder = decoder
 
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
-        data, info = self._inner[key]
-        return decode_file(self.decoder, key, data), info
+        return self._inner[key]
 
     def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
         return self._inner._get_raw(key)
 
     def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
-        inner = self._inner._decode_raw(data, **kwargs)
-        return decode_file(self.decoder, str(kwargs["fname"]), inner)
+        return self._inner._decode_raw(data, **kwargs)
 
     def _cache_name(self, key: str) -> str:
         return self._inner._cache_name(key)
@@ -209,11 +204,31 @@ class DecodeFileStore(FileStore):
         return self._inner.get_media_metadata(key)
 
 
-class PrimaryFileStore(FileStore):
+class DecodeFileStore(FileStoreWrapper):
+    """Another store's files decoded by ``decoder``, by the extension of their names.
+
+    ``decoder`` is a :class:`~stoker.SampleDecoder`, or any object with Energon's
+    ``decode(fname, data)`` (a :class:`~stoker.cache_pool.FileStoreDecoder`).
+    """
+
+    def __init__(self, inner: FileStore, *, decoder: SampleDecoder | FileStoreDecoder) -> None:
+        super().__init__(inner)
+        self.decoder = decoder
+
+    def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
+        data, info = self._inner[key]
+        return decode_file(self.decoder, key, data), info
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        inner = self._inner._decode_raw(data, **kwargs)
+        return decode_file(self.decoder, str(kwargs["fname"]), inner)
+
+
+class PrimaryFileStore(FileStoreWrapper):
     """A store where names starting with ``.`` are parts of the current sample (``".jpg"``)."""
 
     def __init__(self, inner: FileStore, current_key: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._current_key = current_key
 
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
@@ -229,9 +244,6 @@ class PrimaryFileStore(FileStore):
 
     def _cache_name(self, key: str) -> str:
         return self._inner._cache_name(self._resolve(key))
-
-    def get_path(self) -> str:
-        return self._inner.get_path()
 
     def get_media_metadata(self, key: str) -> Any:
         return self._inner.get_media_metadata(self._resolve(key))

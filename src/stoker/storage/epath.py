@@ -361,7 +361,7 @@ def _split_dss(dataset: str) -> tuple[str, str]:
 
 
 def _dss_local(internal_path: PurePosixPath) -> str:
-    cache = NVDATASET_CACHE_DIR or os.environ.get("NVDATASET_CACHE_DIR")
+    cache = os.environ.get("NVDATASET_CACHE_DIR") or NVDATASET_CACHE_DIR
     if cache is None:
         raise ValueError("dss:// paths need the environment variable NVDATASET_CACHE_DIR.")
     if len(internal_path.parts) < 2:
@@ -388,7 +388,8 @@ class _Upload(io.BytesIO):
         super().close()
 
 
-#: Energon's module-level DSS cache folder (the environment variable wins when set).
+#: Energon's module-level DSS cache folder, read at import; the environment variable, read at
+#: each use, wins (so that a changed variable counts, as Energon's tests expect).
 NVDATASET_CACHE_DIR: EPath | None = (
     EPath(os.environ["NVDATASET_CACHE_DIR"]) if "NVDATASET_CACHE_DIR" in os.environ else None
 )
