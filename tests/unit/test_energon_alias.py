@@ -114,6 +114,14 @@ def test_submodule_paths_resolve_to_stoker_objects(installed: None) -> None:
     assert megatron.energon.task_encoder.base.stateless is stoker.stateless  # child attribute
 
 
+def test_a_name_wins_over_the_submodule_of_the_same_name(installed: None) -> None:
+    import megatron.energon.edataclass  # noqa: F401  (binds the submodule on its parent)
+    from megatron.energon import edataclass
+    from megatron.energon.edataclass import edataclass as defined_there
+
+    assert edataclass is defined_there is stoker.edataclass
+
+
 def test_star_import_and_dir_list_what_stoker_provides(installed: None) -> None:
     import megatron.energon
 

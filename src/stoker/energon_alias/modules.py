@@ -69,10 +69,10 @@ class AliasModule(types.ModuleType):
             if name == "__all__":
                 return self._available()
             raise AttributeError(f"module {path!r} has no attribute {name!r}")
-        child = f"{path}.{name}"
-        if child in MODULES or child in HINTS:
-            return importlib.import_module(child)
         target = MODULES.get(path, {}).get(name)
+        child = f"{path}.{name}"
+        if target is None and (child in MODULES or child in HINTS):
+            return importlib.import_module(child)
         if target is None:
             if name in HINTS:
                 raise EnergonNameError(missing_message(path, name), name=path)
@@ -83,6 +83,13 @@ class AliasModule(types.ModuleType):
             raise EnergonNameError(missing_message(path, name), name=path) from None
         setattr(self, name, value)
         return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Loading a submodule binds it on its parent; where the parent serves a name of the same
+        # spelling (``megatron.energon.edataclass``), the name wins, as in Energon.
+        if isinstance(value, AliasModule) and name in MODULES.get(self.__name__, {}):
+            return
+        super().__setattr__(name, value)
 
     def __dir__(self) -> list[str]:
         children = {m.rpartition(".")[2] for m in MODULES if m.rpartition(".")[0] == self.__name__}
