@@ -216,3 +216,17 @@ def test_docs_code_blocks_run(tmp_path: Path) -> None:
             timeout=300,
         )
         assert done.returncode == 0, f"{block}\n{done.stderr}"
+
+
+def test_serves_megatron_when_no_distribution_provides_it() -> None:
+    """Without site-packages (no megatron-core, no Energon) `megatron` is an empty package."""
+    src = Path(stoker.__file__).resolve().parents[1]
+    code = (
+        f"import sys; sys.path.insert(0, {str(src)!r})\n"
+        "import stoker.energon_alias as a; a.install()\n"
+        "import megatron.energon.task_encoder.base as base\n"
+        "import megatron; print(megatron.__path__, base.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "megatron.energon.task_encoder.base"]
