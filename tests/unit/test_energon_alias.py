@@ -230,3 +230,15 @@ def test_serves_megatron_when_no_distribution_provides_it() -> None:
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]", "megatron.energon.task_encoder.base"]
+
+
+def test_import_megatron_energon_stays_light() -> None:
+    code = (
+        "import sys, stoker.energon_alias as a; a.install()\n"
+        "import megatron.energon, megatron.energon.task_encoder.base\n"
+        "print('torch' in sys.modules, 'numpy' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != alias.ENV_VAR}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
