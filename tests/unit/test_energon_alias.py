@@ -242,3 +242,16 @@ def test_import_megatron_energon_stays_light() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_says_once_that_it_wins_over_the_installed_package(
+    installed: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    alias.uninstall()
+    if not alias._real_package_installed():
+        pytest.skip("megatron-energon is not installed (dependency group interop)")
+    with caplog.at_level("INFO", logger="stoker.energon_alias"):
+        alias.install()
+        alias.install()  # already installed: silent
+    said = [r for r in caplog.records if "stoker serves its imports instead" in r.getMessage()]
+    assert len(said) == 1
