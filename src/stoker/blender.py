@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stoker.errors import ConfigError
 from stoker.metadataset import Metadataset, is_metadataset, load_metadataset
+from stoker.storage.epath import EPath
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class Blender:
         ...                        shuffle_buffer_size=100, max_samples_per_sequence=100)
     """
 
-    datasets: Sequence[tuple[str, float]]
+    datasets: Sequence[tuple[str, float]]  #: paths may also be pathlib.Path or EPath
 
     def __post_init__(self) -> None:
         if not self.datasets:
@@ -35,9 +37,16 @@ class Blender:
                 )
         if not any(weight > 0 for _, weight in self.datasets):
             raise ConfigError("a Blender needs at least one positive weight.")
+        paths = tuple((location(path), weight) for path, weight in self.datasets)
+        object.__setattr__(self, "datasets", paths)
 
 
-def load_dataset(path: str) -> Metadataset | str:
+def location(path: str | os.PathLike[str] | EPath) -> str:
+    """A path given as ``str``, ``pathlib.Path`` or :class:`~stoker.EPath`, as a string."""
+    return path if isinstance(path, str) else str(path)
+
+
+def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
     """Check ``path`` and return what ``get_*_dataset`` accept: a parsed metadataset or the path.
 
     Example:
@@ -45,6 +54,7 @@ def load_dataset(path: str) -> Metadataset | str:
         >>> sorted(mds.splits)  # doctest: +SKIP
         ['train', 'val']
     """
+    path = location(path)
     if is_metadataset(path):
         return load_metadataset(path)
     from stoker.format.meta import read_info

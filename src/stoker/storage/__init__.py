@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from stoker.storage.base import Store
 from stoker.storage.local import LocalStore
 
 __all__ = ["LocalStore", "Store", "open_store", "split_location"]
+
+if TYPE_CHECKING:
+    from stoker.storage.epath import EPath
 
 
 def split_location(location: str) -> tuple[str, str]:
@@ -19,7 +23,7 @@ def split_location(location: str) -> tuple[str, str]:
     return (parent or ("/" if location.startswith("/") else ".")), name
 
 
-def open_store(location: str) -> Store:
+def open_store(location: str | os.PathLike[str] | EPath) -> Store:
     """The store rooted at ``location``: a local folder or a ``file://``, ``s3://``, ``msc://`` URL,
     or a URL of any other protocol fsspec knows (``gs://``, ``az://``, ``http(s)://``, ...).
 
@@ -36,6 +40,7 @@ def open_store(location: str) -> Store:
         >>> store.exists(".nv-meta/.info.json")  # doctest: +SKIP
         True
     """
+    location = str(location)  # a pathlib.Path or an EPath (whose str is its URL) as well
     if location.startswith("file://"):
         location = location[len("file://") :]
     if location.startswith("s3://"):
