@@ -127,9 +127,9 @@ def _checked_aux(leaf: Leaf, source: DataSource) -> dict[str, AuxRef]:
 
 
 def _warn_duplicates(leaves: list[Leaf], path: str) -> None:
-    seen: set[tuple[str, str]] = set()
-    for leaf in leaves:
-        key = (leaf.path, leaf.split_part)
+    seen: set[tuple[str, str, str | None]] = set()
+    for leaf in leaves:  # the same data under another dataset.yaml is another dataset
+        key = (leaf.path, leaf.split_part, leaf.dataset_config)
         if key in seen:
             warnings.warn(
                 f"{path}: dataset {leaf.path!r} (split {leaf.split_part!r}) is named more than "

@@ -208,10 +208,15 @@ def test_bridge_style_chatml_factory_named_by_dataset_yaml(
             for c, k in zip(batch.conversation, batch.__key__, strict=True)
         )
         assert batch.__subflavors__[0] == {"source": "chat"}
-    factory = from_config(dataset, "chat.yaml", sample_type=ChatMLSample)
+    factory = from_config(
+        dataset, "chat.yaml", sample_type=ChatMLSample, subflavors={"x": 1},
+        worker_config=wc(num_workers),
+    )  # fmt: skip
     assert type(factory).__name__ == "ChatMLWebdataset"
-    first = next(iter(get_loader(factory.build())))
-    assert first.conversation == '{"i": 0}' and first.__key__ == KEYS[0]
+    samples = list(get_loader(factory.build()))
+    assert sorted(s.__key__ for s in samples) == sorted(KEYS)
+    first = next(s for s in samples if s.__key__ == KEYS[0])
+    assert first.conversation == '{"i": 0}' and first.__subflavors__ == {"source": "chat", "x": 1}
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -314,3 +319,30 @@ def test_joined_factory(dataset: pathlib.Path) -> None:
     samples = list(get_loader(joined.build()))
     assert [s.__key__ for s in samples] == KEYS
     assert samples[0].text == {"i": 0}  # the later dataset's field wins (from_joined)
+
+
+def test_metadataset_blends_datasets_named_by_factory_classes(
+    dataset: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    blend = tmp_path / "blend.yaml"
+    blend.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        "    blend:\n"
+        f"      - {{weight: 1, path: {dataset}, dataset_config: upper.yaml}}\n"
+        f"      - {{weight: 1, path: {dataset}, dataset_config: custom.yaml,"
+        " subflavors: {plain: true}}\n"
+    )
+    ds = get_train_dataset(
+        str(blend), worker_config=wc(2), batch_size=4, shuffle_buffer_size=None,
+        max_samples_per_sequence=None, sample_type=CaptionedText,
+    )  # fmt: skip
+    with get_loader(ds) as loader:
+        samples = [
+            (text, flavors)
+            for batch, _ in zip(loader, range(10), strict=False)
+            for text, flavors in zip(batch.text, batch.__subflavors__, strict=True)
+        ]
+    upper = [flavors for text, flavors in samples if text.isupper()]
+    plain = [flavors for text, flavors in samples if not text.isupper()]
+    assert upper and plain  # both datasets, each loaded by its own class
+    assert all(f == {"plain": True} for f in plain) and all(not f for f in upper)

@@ -46,6 +46,8 @@ class DefaultGenericWebdatasetFactory(BaseWebdatasetFactory[T_sample], Generic[T
         **kwargs: :class:`BaseWebdatasetFactory`'s arguments.
     """
 
+    takes_subflavors = True
+
     def __init__(
         self,
         path: Any,

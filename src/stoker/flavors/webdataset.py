@@ -52,6 +52,9 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         part_filter: Which parts of a sample to read (a callable on the part name).
     """
 
+    #: The constructor takes ``subflavors=`` (workers get the current ones).
+    takes_subflavors = False
+
     def __init__(
         self,
         path: Any,
@@ -123,6 +126,8 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         """The source ``build()`` loads: samples come from this class's ``load_sample``,
         through an instance made in each dataloader worker from the same arguments."""
         args, kwargs = self._init_call
+        if self.takes_subflavors:  # as updated since construction (get_dataset_from_config)
+            kwargs = {**kwargs, "subflavors": dict(self.subflavors)}
         cls = type(self)
         ref = FactoryRef(f"{cls.__module__}:{cls.__qualname__}", kwargs, args, cls, False)
         config = DatasetConfig(None, None, subflavors=dict(self.subflavors), factory=ref)
