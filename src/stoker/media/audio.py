@@ -56,8 +56,11 @@ def sample_spans(
 
 def decode_samples(
     container: InputContainer, index: StreamIndex, spans: Sequence[SampleSpan], limits: AVLimits
-) -> list[npt.NDArray[Any]]:
-    """One ``(channels, samples)`` array per span, decoded from the first audio stream."""
+) -> list[tuple[int, npt.NDArray[Any]]]:
+    """``(first sample, (channels, samples) array)`` per span, from the first audio stream.
+
+    The first sample is later than the span's where the audio starts later (encoder delay).
+    """
     stream = container.streams.audio[0]
     rate = int(stream.sample_rate)
     channels = max(int(stream.codec_context.channels), 1)
@@ -69,14 +72,16 @@ def decode_samples(
 
 def _decode_span(
     container: InputContainer, stream: Any, index: StreamIndex, span: SampleSpan, rate: int
-) -> npt.NDArray[Any]:
+) -> tuple[int, npt.NDArray[Any]]:
     first, end = span
     chunks: list[npt.NDArray[Any]] = []
+    began = first
     # Closed here, while the container is open: never left to the garbage collector.
     with contextlib.closing(_frames_from(container, stream, index, first / rate, rate)) as frames:
         for offset, samples in frames:
             lo, hi = max(first - offset, 0), min(end - offset, samples.shape[1])
             if hi > lo:
+                began = offset + lo if not chunks else began
                 chunks.append(samples[:, lo:hi])
             if offset + samples.shape[1] >= end:
                 break
@@ -85,7 +90,7 @@ def _decode_span(
             f"no audio decoded for samples {first}..{end}.",
             hint="The file is corrupt or truncated; fix or drop it.",
         )
-    return np.concatenate(chunks, axis=1)
+    return began, np.concatenate(chunks, axis=1)
 
 
 def _frames_from(

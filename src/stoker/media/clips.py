@@ -59,7 +59,6 @@ def audio_clips(
     rate = int(first_stream(container, "audio").sample_rate)
     index = require_frames(index, "audio")
     spans = sample_spans(index, rate, ranges, unit)
-    arrays = decode_samples(container, index, spans, limits)
-    starts = [first for first, _ in spans]
-    times = [(s / rate, (s + a.shape[1]) / rate) for s, a in zip(starts, arrays, strict=True)]
-    return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays], times
+    decoded = decode_samples(container, index, spans, limits)
+    times = [(s / rate, (s + a.shape[1]) / rate) for s, a in decoded]
+    return [torch.from_numpy(np.ascontiguousarray(a)) for _, a in decoded], times

@@ -67,6 +67,13 @@ def prepare_folder_media(
     if not store.is_dir(""):
         raise ConfigError("no such folder.", path=path, hint="Pass a folder of media files.")
     names = media_files(store, media)
+    if not names and any(n.endswith((".tar", ".tgz")) for n in store.list_files("")):
+        raise ConfigError(
+            "the dataset is not prepared, and the folder holds no media files of its own.",
+            path=path,
+            hint=f"Prepare the shards first (`stoker prepare {path} "
+            "--media-metadata-by-extension ...` does both in one go).",
+        )
     if not names:
         raise ConfigError(
             "no media files found to process.",

@@ -78,12 +78,35 @@ def _uniform(
     starts = np.linspace(first, max(first, last), num_clips)
     ranges = [(float(t), float(t) + clip_duration_seconds) for t in starts]
     audio = _audio_sample_ranges(meta, starts, clip_duration_seconds) if request_audio else None
-    return av_decoder.get_clips(
+    data = av_decoder.get_clips(
         video_clip_ranges=ranges if request_video else None,
         audio_clip_ranges=audio,
         audio_unit="samples",
         video_out_frame_size=video_out_frame_size,
     )
+    if audio:
+        _realign_short(av_decoder, data, audio)
+    return data
+
+
+def _realign_short(av_decoder: AVDecoder, data: AVData, ranges: list[tuple[float, float]]) -> None:
+    """Clips cut short by where the audio starts or ends, read again inside the audio.
+
+    Container durations include encoder delay and padding that decode to nothing (AAC, MP3),
+    so the true extent is only known once decoded; such a clip moves to start where the audio
+    starts, or to end where it ends, and holds the same number of samples as the others.
+    """
+    clips, times = data.audio_clips or [], data.audio_timestamps or []
+    rate = av_decoder.get_audio_samples_per_second()
+    for i, (clip, (first, end)) in enumerate(zip(clips, ranges, strict=True)):
+        length = round(end - first)
+        if clip.shape[1] >= length:
+            continue
+        began, ended = round(times[i][0] * rate), round(times[i][1] * rate)
+        start = began if began > first else max(ended - length, 0)
+        again, when = av_decoder.get_audio_clips([(start, start + length)], "samples")
+        if again:
+            clips[i], times[i] = again[0], when[0]
 
 
 def _audio_sample_ranges(
