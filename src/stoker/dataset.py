@@ -12,12 +12,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from stoker.errors import ConfigError
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
 from stoker.pipeline.stream import Position, StreamSpec
 from stoker.plan import StreamPlan, Topology
+from stoker.plan.slices import blend_stream_sizes, rotations
 from stoker.sources import DataSource
 from stoker.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
 from stoker.task import ErrorPolicy, TaskEncoder
@@ -108,16 +107,16 @@ class LoaderDataset:
             or self.shuffle_over_epochs_multiplier,
             ordered=ordered,
             excluded=source.excluded,
+            rotation=int(rotations([s.total for s in self.sources], self.virtual_workers)[dataset]),
         )
 
     def schedule(self, stream: int) -> StreamSchedule:
         """The blend of all sources for one stream."""
         allotments: list[int] = []
         if self.blend.kind == "epochized":
-            v = self.virtual_workers
-            totals = np.array([s.total for s in self.sources], dtype=np.int64)[:, None]
-            edges = np.arange(v + 1, dtype=np.int64)[None, :] * totals // v
-            allotments = stream_allotments(np.diff(edges, axis=1), self.blend.factors, stream)
+            totals = [s.total for s in self.sources]
+            sizes = blend_stream_sizes(totals, self.virtual_workers)
+            allotments = stream_allotments(sizes, self.blend.factors, stream)
         return StreamSchedule(
             [self.plan(stream, d) for d in range(len(self.sources))],
             self.blend,

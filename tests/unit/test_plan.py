@@ -35,8 +35,10 @@ def test_keyed_rng_rejects_negative() -> None:
 
 
 def test_stream_ranges_are_balanced() -> None:
-    assert [stream_range(10, v, 4) for v in range(4)] == [(0, 2), (2, 5), (5, 7), (7, 10)]
-    assert [stream_range(2, v, 3) for v in range(3)] == [(0, 0), (0, 1), (1, 2)]
+    assert [stream_range(10, v, 4) for v in range(4)] == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert [stream_range(2, v, 3) for v in range(3)] == [(0, 1), (1, 2), (2, 2)]
+    # a blend rotates the extra samples of each dataset past those of the datasets before it
+    assert [stream_range(2, v, 3, rotation=2) for v in range(3)] == [(0, 1), (1, 1), (1, 2)]
 
 
 def test_slices_cut_at_shard_boundaries_and_msps() -> None:
@@ -172,7 +174,7 @@ def test_out_of_range_positions_raise() -> None:
     plan = StreamPlan([4], 0, 1, seed=0)
     with pytest.raises(ValueError, match="epoch_length=4"):
         plan.refs(0, 2, 5)
-    empty = StreamPlan([1], 0, 2, seed=0)
+    empty = StreamPlan([1], 1, 2, seed=0)
     assert empty.epoch_length(0) == 0
     assert empty.refs(0, 0, 0).size == 0
     with pytest.raises(ValueError, match="no samples"):

@@ -40,8 +40,8 @@ def epoch_slice_order(
     check_multiplier(multiplier)
     if epoch < 0:
         raise ConfigError(f"{epoch=} must be >= 0.")
-    if num_slices == 0:
-        return np.zeros(0, np.int64)
+    if num_slices <= 1:  # every draw gives these; skip the generator (few samples per stream)
+        return np.zeros(num_slices, np.int64)
     if multiplier == -1:
         rng = keyed_rng(seed, SLICE_ORDER, dataset_id, stream, epoch)
         return rng.integers(0, num_slices, size=num_slices, dtype=np.int64)

@@ -3,8 +3,12 @@
 Samples are numbered globally across the split's shards in order (``shard_counts`` gives the
 samples per shard). Excluded samples (sorted global indices) are removed: position ``i`` of the
 *compacted* space is the ``i``-th non-excluded global index. With ``N`` non-excluded samples,
-stream ``v`` of ``V`` owns the compacted range ``[v * N // V, (v + 1) * N // V)`` (sizes differ by
-at most one; a range may be empty).
+the ``V`` streams own consecutive ranges in stream order: each holds ``N // V`` samples, and the
+``N % V`` streams ``rotation, rotation + 1, ...`` (mod ``V``) one more (:func:`stream_sizes`).
+Consecutive streams sit on different ranks, so the extra samples spread over ranks and workers
+(±1), and a blend rotates each dataset's extras by the samples of the datasets before it (as
+Energon does): with fewer samples than streams, every stream still gets samples from some
+dataset.
 
 A stream's range is cut into *slices*: at every shard boundary, then each shard piece of length
 ``L`` into ``ceil(L / msps)`` nearly equal slices of at most ``max_samples_per_sequence`` (msps)
@@ -71,15 +75,62 @@ def compact_shard_offsets(counts: Int64Array, excluded: Int64Array) -> Int64Arra
     return offsets - np.searchsorted(excluded, offsets, side="left").astype(np.int64)
 
 
-def stream_range(num_samples: int, stream: int, virtual_workers: int) -> tuple[int, int]:
-    """The compacted range ``[v * N // V, (v + 1) * N // V)`` of ``stream`` (balanced ±1).
+def stream_sizes(num_samples: int, virtual_workers: int, rotation: int = 0) -> Int64Array:
+    """Samples per stream: ``N // V`` each, plus one for the ``N % V`` streams from ``rotation``.
+
+    Example:
+        >>> stream_sizes(10, 4).tolist(), stream_sizes(10, 4, rotation=3).tolist()
+        ([3, 3, 2, 2], [3, 2, 2, 3])
+    """
+    base, extra = divmod(num_samples, virtual_workers)
+    sizes = np.full(virtual_workers, base, dtype=np.int64)
+    sizes[(rotation + np.arange(extra, dtype=np.int64)) % virtual_workers] += 1
+    return sizes
+
+
+def rotations(totals: npt.ArrayLike, virtual_workers: int) -> Int64Array:
+    """Per dataset of a blend: the samples of the datasets before it, mod ``V`` (where its
+    extra samples start, see :func:`stream_sizes`).
+
+    Example:
+        >>> rotations([55, 7, 55], 100).tolist()
+        [0, 55, 62]
+    """
+    sizes = np.asarray(totals, dtype=np.int64)
+    before = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    return before % virtual_workers
+
+
+def blend_stream_sizes(totals: npt.ArrayLike, virtual_workers: int) -> Int64Array:
+    """``(D, V)``: the samples each stream holds of each dataset of a blend (rotated).
+
+    Example:
+        >>> blend_stream_sizes([3, 2], 4).tolist()
+        [[1, 1, 1, 0], [1, 0, 0, 1]]
+    """
+    sizes = np.asarray(totals, dtype=np.int64)
+    starts = rotations(sizes, virtual_workers).tolist()
+    rows = [stream_sizes(int(t), virtual_workers, r) for t, r in zip(sizes, starts, strict=True)]
+    return np.stack(rows) if rows else np.zeros((0, virtual_workers), np.int64)
+
+
+def stream_range(
+    num_samples: int, stream: int, virtual_workers: int, rotation: int = 0
+) -> tuple[int, int]:
+    """The compacted range of ``stream``: consecutive, of the size :func:`stream_sizes` gives.
 
     Example:
         >>> [stream_range(10, v, 4) for v in range(4)]
-        [(0, 2), (2, 5), (5, 7), (7, 10)]
+        [(0, 3), (3, 6), (6, 8), (8, 10)]
+        >>> [stream_range(2, v, 4, rotation=3) for v in range(4)]
+        [(0, 1), (1, 1), (1, 1), (1, 2)]
     """
-    lo = stream * num_samples // virtual_workers
-    return lo, (stream + 1) * num_samples // virtual_workers
+    base, extra = divmod(num_samples, virtual_workers)
+    rho = rotation % virtual_workers
+    # streams before ``stream`` that hold an extra sample: [rho, rho + extra) cut at V, wrapped
+    before = min(max(stream - rho, 0), extra) + min(stream, max(rho + extra - virtual_workers, 0))
+    lo = stream * base + before
+    return lo, lo + base + int((stream - rho) % virtual_workers < extra)
 
 
 def cut_slices(

@@ -75,6 +75,7 @@ class StreamPlan:
         shuffle_over_epochs_multiplier: int = 1,
         ordered: bool = False,
         excluded: npt.ArrayLike | None = None,
+        rotation: int = 0,
     ) -> None:
         _check_args(stream, virtual_workers, seed, dataset_id, max_samples_per_sequence)
         if parallel_shard_iters < 1:
@@ -83,7 +84,9 @@ class StreamPlan:
         counts = as_counts(shard_counts)
         excluded_ = as_excluded(excluded, int(counts.sum()))
         offsets = compact_shard_offsets(counts, excluded_)
-        lo, hi = stream_range(int(offsets[-1]), stream, virtual_workers)
+        if rotation < 0:
+            raise ConfigError(f"{rotation=} must be >= 0 (samples of the datasets before).")
+        lo, hi = stream_range(int(offsets[-1]), stream, virtual_workers, rotation)
         self._starts, self._lengths = cut_slices(offsets, lo, hi, max_samples_per_sequence)
         self._shift = exclusion_shift(excluded_)
         self._key = (seed, dataset_id, stream)
@@ -92,7 +95,7 @@ class StreamPlan:
         self._window = 0 if ordered else shuffle_buffer_size
         self._ordered = ordered
         self._num_samples = hi - lo
-        self._chunks = functools.lru_cache(maxsize=4)(self._build_chunks)
+        self._chunks_of = functools.lru_cache(maxsize=4)(self._build_chunks)
         self._group_starts = functools.lru_cache(maxsize=2)(self._build_group_starts)
         # Consecutive blocks share their boundary window: keep the last few permutations.
         self._window_perm = functools.lru_cache(maxsize=8)(self._build_window_perm)
@@ -139,6 +142,8 @@ class StreamPlan:
             raise ConfigError(
                 "the stream has no samples; it has no infinite view (fewer streams?)."
             )
+        if self.num_slices == 1:  # every epoch reads the one slice whole
+            return divmod(p, self._num_samples)
         if self._multiplier == -1:
             while self._epoch_starts[-1] <= p:
                 epoch = len(self._epoch_starts) - 1
@@ -156,6 +161,8 @@ class StreamPlan:
             raise ConfigError(f"need p_lo <= p_hi, got {p_lo=}, {p_hi=}.")
         if p_hi == p_lo:
             return np.zeros(0, np.int64)
+        if self.num_slices == 1 and p_hi - p_lo > self._num_samples:
+            return self._one_slice_refs(p_lo, p_hi)
         epoch, offset = self.position(p_lo)
         parts, remaining = [], p_hi - p_lo
         while remaining > 0:
@@ -187,6 +194,25 @@ class StreamPlan:
             multiplier=self._multiplier,
         )
 
+    def _chunks(self, epoch: int) -> Chunks:
+        # One slice (or none) is read the same way in every epoch: build its chunk once.
+        return self._chunks_of(0 if self.num_slices <= 1 else epoch)
+
+    def _one_slice_refs(self, p_lo: int, p_hi: int) -> Int64Array:
+        """``refs_at`` over many epochs of one slice (few samples per stream): every epoch has
+        the same length and interleave, only its shuffle windows differ."""
+        length = self._num_samples
+        first, last = p_lo // length, (p_hi - 1) // length
+        if self._window <= 1 or length <= 1:
+            sources = np.arange(p_lo, p_hi, dtype=np.int64) % length
+        else:
+            sources = np.concatenate([
+                self._window_sources(e, max(p_lo - e * length, 0),
+                                     min(p_hi - e * length, length), length)
+                for e in range(first, last + 1)
+            ])  # fmt: skip
+        return compact_to_global(self._chunks(0).lookup(sources), self._shift)
+
     def _build_chunks(self, epoch: int) -> Chunks:
         return Chunks.build(self.slice_order(epoch), self._starts, self._lengths, self._width)
 
@@ -209,6 +235,8 @@ class StreamPlan:
         return out
 
     def _build_window_perm(self, epoch: int, window: int, size: int) -> Int64Array:
+        if size <= 1:  # what the generator would give, without its cost
+            return np.arange(size, dtype=np.int64)
         seed, dataset_id, stream = self._key
         rng = keyed_rng(seed, WINDOW, dataset_id, stream, epoch, window)
         return rng.permutation(size).astype(np.int64, copy=False)
