@@ -162,8 +162,15 @@ def test_preview_split_parts_in_turn(tmp_path: Path) -> None:
     assert "Dataset test is empty. Skipping." in result.output
     as_json = CliRunner().invoke(cli, ["preview", str(data), "--split-parts=val", "--json"])
     assert [r["split_part"] for r in json.loads(as_json.stdout)] == ["val"]
+    # Energon's preview: one sample, then "Continue?"; "n" ends this split part.
     energon = CliRunner().invoke(preview_command, [str(data), "--split-parts=train"], input="n\n")
-    assert energon.exit_code == 0 and "s0_00000" in energon.output
+    assert energon.exit_code == 0, energon.output
+    assert "Sample 0\n - __key__ (<class 'str'>): 's0_00000'\n" in energon.output
+    assert " - text (<class 'str'>): 'caption s0_0'" in energon.output
+    assert "Sample 1" not in energon.output and "Exiting Preview" in energon.output
+    walk = CliRunner().invoke(preview_command, [str(data)], input="y\nn\ny\n")
+    assert walk.output.count("Exiting Preview") == 2  # train, then val (two samples each)
+    assert "Dataset test is empty. Skipping." in walk.output
 
 
 # --- prepare-media on a plain folder, with the real Energon on either side ---------------------

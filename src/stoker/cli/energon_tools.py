@@ -4,7 +4,8 @@ Tests and scripts written for Energon call its click commands directly (``CliRun
 megatron.energon.tools.prepare.command, [...])``). ``stoker.energon_alias`` serves these objects
 at those paths. They are stoker's commands (same arguments and flags as Energon's), except that a
 failure exits with status 1, as Energon's ``ClickException`` does (stoker's own CLI uses 2 for
-"the input is wrong"). Usage errors (unknown flags) exit with 2 in both.
+"the input is wrong"), and ``preview`` shows samples one at a time as Energon's does
+(:mod:`stoker.cli.energon_preview`). Usage errors (unknown flags) exit with 2 in both.
 
 =================================================  =====================================
 Energon module path                                object here
@@ -36,7 +37,7 @@ from typing import Any
 
 import click
 
-from stoker.cli import checkpoint, info, lint, prepare, prepare_media, preview
+from stoker.cli import checkpoint, energon_preview, info, lint, prepare, prepare_media
 from stoker.cli.common import CONTEXT_SETTINGS
 
 #: stoker's exit status for bad input, and Energon's for any failure.
@@ -83,7 +84,7 @@ prepare_command = energon_command(prepare.command)
 prepare_media_command = energon_command(prepare_media.command)
 lint_command = energon_command(lint.command)
 info_command = energon_command(info.command)
-preview_command = energon_command(preview.command)
+preview_command = energon_command(energon_preview.command)
 checkpoint_command = energon_command(checkpoint.command)
 command_redist = checkpoint_command.commands["redist"]  # type: ignore[attr-defined]
 command_info = checkpoint_command.commands["info"]  # type: ignore[attr-defined]

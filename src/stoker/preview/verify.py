@@ -11,6 +11,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from tqdm import tqdm
 
 from stoker.errors import StokerError
@@ -28,6 +31,44 @@ from stoker.sources import load_source
 _BLOCK = 1024
 
 
+def iter_built(
+    path: str,
+    *,
+    split_part: str,
+    split_config: str = DEFAULT_SPLIT_CONFIG,
+    dataset_config: str = DEFAULT_DATASET_YAML,
+    trust_sample_loader: bool = False,
+) -> Iterator[tuple[RawSample, Any]]:
+    """Every sample of the split in order: ``(raw, sample)``, or ``(raw, Problem)``.
+
+    A sample that fails to decode or map gives a :class:`Problem`; dataset-level problems
+    (config, storage) raise. Samples are built as the loader builds them.
+    """
+    source = load_source(
+        path,
+        split_part=split_part,
+        split_config=split_config,
+        dataset_config=dataset_config,
+        trust_sample_loader=trust_sample_loader,
+    )
+    builder = SampleBuilder(source, SampleDecoder())
+    reader = source.reader()
+    count = int(source.counts.sum())
+    try:
+        position = 0
+        while position < source.total:
+            refs = kept_refs(count, source.excluded, position, _BLOCK)
+            if not refs:
+                break
+            shard_ids, indices = global_to_shard(source.counts, refs)
+            for s, i, ref in zip(shard_ids, indices, refs, strict=True):
+                raw = reader.read(int(s), int(i))
+                yield raw, _build(builder, raw, ref)
+            position += len(refs)
+    finally:
+        reader.close()
+
+
 def verify_split(
     path: str,
     *,
@@ -42,48 +83,34 @@ def verify_split(
     Dataset-level problems (config, storage) raise; at most :data:`MAX_REPORTED` samples are
     listed, but all are counted in the first value.
     """
-    source = load_source(
+    checked = 0
+    findings: list[Finding] = []
+    samples = iter_built(
         path,
         split_part=split_part,
         split_config=split_config,
         dataset_config=dataset_config,
         trust_sample_loader=trust_sample_loader,
     )
-    builder = SampleBuilder(source, SampleDecoder())
-    reader = source.reader()
-    count, checked = int(source.counts.sum()), 0
-    findings: list[Finding] = []
-    bar = tqdm(
-        total=source.total, desc=f"Decoding {split_part}", unit="sample", disable=not progress
-    )
-    try:
-        position = 0
-        while position < source.total:
-            refs = kept_refs(count, source.excluded, position, _BLOCK)
-            shard_ids, indices = global_to_shard(source.counts, refs)
-            for s, i, ref in zip(shard_ids, indices, refs, strict=True):
-                raw = reader.read(int(s), int(i))
-                problem = _build_problem(builder, raw, ref)
-                if problem is not None and len(findings) < MAX_REPORTED:
-                    findings.append(Finding("error", problem, raw.shard, raw.key, raw.offset))
-                checked += 1
-            position += len(refs)
-            bar.update(len(refs))
-            if not refs:
-                break
-    finally:
-        reader.close()
-        bar.close()
+    with tqdm(desc=f"Decoding {split_part}", unit="sample", disable=not progress) as bar:
+        for raw, sample in samples:
+            if isinstance(sample, Problem) and len(findings) < MAX_REPORTED:
+                findings.append(Finding("error", sample, raw.shard, raw.key, raw.offset))
+            checked += 1
+            bar.update()
     return checked, findings
 
 
-def _build_problem(builder: SampleBuilder, raw: RawSample, ref: int) -> str | None:
+class Problem(str):
+    """Why a sample could not be built (a ``str``, told apart from text samples by type)."""
+
+
+def _build(builder: SampleBuilder, raw: RawSample, ref: int) -> Any:
     try:
-        builder.build(raw, ref)
+        return builder.build(raw, ref)
     except SampleError as e:
-        return f"the sample cannot be loaded: {e.problem}"
+        return Problem(f"the sample cannot be loaded: {e.problem}")
     except StokerError:
         raise  # a dataset-level problem: every sample would fail
     except Exception as e:  # a user sample_loader's bug, shown on its sample
-        return f"the sample cannot be loaded: {type(e).__name__}: {e}"
-    return None
+        return Problem(f"the sample cannot be loaded: {type(e).__name__}: {e}")
