@@ -312,13 +312,14 @@ def iter_encoded(
     """
     values = iter_hook(getattr(task_encoder, hooks[0]), sample, stage=hooks[0], tracker=tracker)
     for name in hooks[1:]:
-        hook = getattr(task_encoder, name)
-        values = (
-            out
-            for value in list(values)
-            for out in iter_hook(hook, value, stage=name, tracker=tracker)
-        )
+        values = _then(getattr(task_encoder, name), values, name, tracker)
     return values
+
+
+def _then(hook: Any, values: Iterator[Any], stage: str, tracker: ErrorTracker | None) -> Any:
+    """The outputs of ``hook`` on each of ``values``, made as they are taken."""
+    for value in values:
+        yield from iter_hook(hook, value, stage=stage, tracker=tracker)
 
 
 def iter_hook(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,35 @@ def test_current_batch_and_sample_index_as_energon(images: Path, workers: int) -
     assert [b.batch_index for b in again] == [[t, t] for t in range(10, 16)]
     for name in ("sample_index", "rand_num", "__key__", "__restore_key__"):
         assert [getattr(b, name) for b in again] == [getattr(b, name) for b in after], name
+
+
+class TwoEach(TaskEncoder[Any, Any, Any, Any]):
+    """A generator hook: two outputs per sample, made as they are batched."""
+
+    def encode_sample(self, sample: CaptioningSample) -> Iterator[IndexedCaption]:
+        for _ in range(2):
+            yield IndexedCaption.extend(
+                sample,
+                batch_index=self.current_batch_index,
+                sample_index=self.current_sample_index,
+                rand_num=0,
+            )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_generator_outputs_see_the_batch_they_go_to(images: Path, workers: int) -> None:
+    dataset = get_train_dataset(
+        str(images), batch_size=3, task_encoder=TwoEach(), worker_config=config(workers), **TRAIN
+    )
+    batches = [batch for _, batch in zip(range(8), get_loader(dataset), strict=False)]
+    streams = max(workers, 1)
+    assert [b.batch_index for b in batches] == [[t] * 3 for t in range(8)]
+    # Both outputs of one call share its index: output o of a stream is call o // 2.
+    expected = [
+        [((3 * (t // streams) + i) // 2) * streams + t % streams for i in range(3)]
+        for t in range(8)
+    ]
+    assert [b.sample_index for b in batches] == expected
 
 
 class Buckets(DefaultTaskEncoder[Any, Any, Any, Any]):

@@ -193,28 +193,46 @@ class SampleStream:
         calls: int,
         tracker: ErrorTracker | None = None,
     ) -> Iterator[Any]:
-        """The encoded outputs of one reference, the stream's ``calls``-th."""
+        """The encoded outputs of one reference, the stream's ``calls``-th.
+
+        Outputs are made as they are taken (a generator hook runs on as its outputs are
+        batched), each with the hook indices of the batch being built then, as in Energon.
+        """
         tracker = tracker or self.tracker
         source, io = self.spec.sources[d], self.io[d]
         raw: RawSample | None = None
-        hook_index.push(self.slots.batch_index(), self.slots.sample_index(calls))
+        sample_index = self.slots.sample_index(calls)
         try:
-            raw = io.reader.read(shard_id, index)
-            sample = io.builder.build(raw, ref)
-            outputs = list(iter_encoded(self.spec.task_encoder, sample, hooks=self.hooks))
+            hook_index.push(self.slots.batch_index(), sample_index)
+            try:
+                raw = io.reader.read(shard_id, index)
+                sample = io.builder.build(raw, ref)
+                outputs = iter_encoded(self.spec.task_encoder, sample, hooks=self.hooks)
+            finally:
+                hook_index.pop()
+            while True:
+                hook_index.push(self.slots.batch_index(), sample_index)
+                try:
+                    output = next(outputs, _END)
+                finally:
+                    hook_index.pop()
+                if output is _END:
+                    break
+                yield output
         except SkipSample:  # e.g. raised by a cooker: a deliberate skip, not a failure
             tracker.skip(describe(source, raw, shard_id, index), "cooking")
-            return iter(())
+            return
         except Exception as e:
             if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
                 e.path = f"{source.root}/{source.shards[shard_id]}"
                 e.offset = raw.offset if raw is not None else None
             tracker.failed(e, describe(source, raw, shard_id, index))
-            return iter(())
-        finally:
-            hook_index.pop()
+            return
         tracker.succeeded()
-        return iter(outputs)
+
+
+#: Marks the end of a hook's outputs.
+_END: Any = object()
 
 
 def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: int) -> str:
