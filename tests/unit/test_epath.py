@@ -273,3 +273,29 @@ def test_config_changes_are_seen_without_restarting(no_configs: Path) -> None:
     assert resolve_profile("p").base_path == "bucketA"
     config.write_text("profiles:\n  p: {base_path: bucketB}\n")  # same size, same tick
     assert resolve_profile("p").base_path == "bucketB"
+
+
+def test_other_protocols_use_the_same_remote_code_paths(tmp_path: Path) -> None:
+    """``memory://`` (fsspec, in this process) stands for any store that is not local."""
+    root = EPath("memory://epath-test/root")
+    f = root / "dir" / "a.txt"
+    f.write_text("héllo\nworld")
+    assert f.url == "memory://epath-test/root/dir/a.txt" and not f.is_local()
+    assert f.is_file() and not f.is_dir() and (root / "dir").is_dir() and f.size() == 12
+    with f.open("r") as text:
+        assert text.read() == "héllo\nworld"
+    with f.open("rb") as raw:
+        raw.seek(1)
+        assert raw.read(2) == "é".encode()
+    assert f.stat().content_length == 12 and f.stat().type == "file"
+    (tmp_path / "up.bin").write_bytes(b"up")
+    EPath(tmp_path / "up.bin").copy(root / "up.bin")
+    assert [p.relative_to(root) for p in root.walk()] == ["dir/a.txt", "up.bin"]
+    assert [p.name for p in root.glob("*/*.txt")] == ["a.txt"]
+    (root / "up.bin").copy(EPath(tmp_path / "down.bin"))
+    assert (tmp_path / "down.bin").read_bytes() == b"up"
+    with pytest.raises(ValueError, match="not local"):
+        f.local_path()
+    for p in list(root.walk()):
+        p.unlink()
+    assert not f.exists() and list(root.walk()) == []

@@ -115,7 +115,7 @@ class FsspecStore(Store):
         return f"{self.root}/{path}" if path else self.root
 
     def exists(self, path: str) -> bool:
-        return bool(path) and self._info(path) is not None
+        return self._info(path) is not None  # "" too: a store rooted at a file (EPath)
 
     def is_dir(self, path: str) -> bool:
         if self.read_only:  # no listing: a folder is anything that is not a file
