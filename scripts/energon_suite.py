@@ -12,6 +12,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def run_file(checkout: Path, test_file: Path, extra: list[str], timeout: float) 
         if not report.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
             return [Outcome(test_file.name, "ERROR", f"pytest exited {done.returncode}: {tail[0]}")]
-        return parse_report(report)
+        return expand_collection_errors(parse_report(report), test_file)
 
 
 def parse_report(report: Path) -> list[Outcome]:
@@ -69,6 +70,26 @@ def parse_report(report: Path) -> list[Outcome]:
                 break
         outcomes.append(Outcome(name, status, reason))
     return outcomes
+
+
+def expand_collection_errors(outcomes: list[Outcome], test_file: Path) -> list[Outcome]:
+    """A file that failed to import counts as one ERROR per test it defines (found by reading
+    its source), so the totals compare with a run of the real package."""
+    module = f"tests.{test_file.stem}"
+    if len(outcomes) != 1 or outcomes[0].test != module or outcomes[0].status != "ERROR":
+        return outcomes
+    tree = ast.parse(test_file.read_text())
+    names = [f"{module}::{n.name}" for n in tree.body if _is_test(n)]
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            names += [f"{module}.{node.name}::{n.name}" for n in node.body if _is_test(n)]
+    reason = f"import of the file failed: {outcomes[0].reason}"
+    return [Outcome(name, "ERROR", reason) for name in names] or outcomes
+
+
+def _is_test(node: ast.stmt) -> bool:
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return isinstance(node, functions) and node.name.startswith("test")
 
 
 def first_line(text: str, width: int = 200) -> str:
