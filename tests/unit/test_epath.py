@@ -52,6 +52,7 @@ def test_relative_path_and_pathlib_and_file_url_are_absolute(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert str(EPath("x/../y.txt")) == str(tmp_path / "y.txt")
+    assert str(EPath("")) == str(tmp_path) == str(EPath("."))
     assert str(EPath(Path("y.txt"))) == str(tmp_path / "y.txt")
     assert EPath(f"file://{tmp_path}/y.txt") == EPath(tmp_path / "y.txt")
     assert EPath(f"msc://{DEFAULT_PROFILE_NAME}{tmp_path}/y.txt") == EPath(tmp_path / "y.txt")

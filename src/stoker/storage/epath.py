@@ -62,7 +62,7 @@ class EPath:
         match = _URL.match(initial_path)
         if match is None:
             self.profile = DEFAULT_PROFILE_NAME
-            self.internal_path = _resolve(os.path.abspath(initial_path) if initial_path else "/")
+            self.internal_path = _resolve(os.path.abspath(initial_path))  # "" is the cwd
             return
         protocol, profile, rest = match["protocol"], match["profile"], match["path"] or ""
         if protocol == "file":
