@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import stoker
 from stoker import prepare_dataset
 from tests.conftest import make_dataset
 
@@ -96,18 +97,24 @@ def test_launcher_serves_energon_in_workers(program: Path, start_method: str) ->
     assert {t.split("|")[2] for t in texts} == {"stoker.energon_alias.modules"}
 
 
-def test_install_alone_reaches_spawned_children(tmp_path: Path) -> None:
-    """A spawned child that loads a module importing megatron.energon before anything else."""
+@pytest.mark.parametrize("no_site", [False, True])
+def test_install_alone_reaches_spawned_children(tmp_path: Path, no_site: bool) -> None:
+    """A spawned child that loads a module importing megatron.energon before anything else;
+    with ``-S`` it finds stoker only on the parent's sys.path."""
     (tmp_path / "child.py").write_text(
-        "import sys\nfrom megatron.energon import Sample\n\n"
-        "def check():\n    sys.exit(0 if Sample.__module__.startswith('stoker') else 3)\n"
+        "import sys\nimport megatron.energon\n\n"
+        "def check():\n"
+        "    served_by = type(sys.modules['megatron.energon']).__module__\n"
+        "    sys.exit(0 if served_by == 'stoker.energon_alias.modules' else 3)\n"
     )
+    src = Path(stoker.__file__).resolve().parents[1]
     (tmp_path / "main.py").write_text(
         textwrap.dedent(
-            """
+            f"""
             import multiprocessing, sys
 
             if __name__ == "__main__":
+                sys.path.insert(0, {str(src)!r})
                 import stoker.energon_alias
 
                 stoker.energon_alias.install()
@@ -121,7 +128,7 @@ def test_install_alone_reaches_spawned_children(tmp_path: Path) -> None:
             """
         )
     )
-    done = run([sys.executable, "main.py"], tmp_path)
+    done = run([sys.executable, *(["-S"] if no_site else []), "main.py"], tmp_path)
     assert done.returncode == 0, done.stderr
 
 

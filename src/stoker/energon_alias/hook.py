@@ -10,6 +10,7 @@ in the child before anything else is loaded. Forked children inherit the install
 from __future__ import annotations
 
 import multiprocessing.spawn
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +31,19 @@ class _InstallInChild:
         return _install_in_child, ()
 
 
+class _ParentSysPath:
+    """Unpickles as ``multiprocessing.spawn.prepare({"sys_path": <the parent's>})``: the child
+    gets the parent's ``sys.path`` (as ``prepare`` gives it a moment later) so that it finds
+    stoker where the parent did, before :class:`_InstallInChild` is unpickled."""
+
+    def __reduce__(self) -> tuple[Callable[[dict[str, Any]], None], tuple[dict[str, Any]]]:
+        return multiprocessing.spawn.prepare, ({"sys_path": list(sys.path)},)
+
+
 def _preparation_data(name: str) -> dict[str, Any]:
-    return {_KEY: _InstallInChild(), **_original[0](name)}
+    # Unpickled in this order, before anything else the child loads.
+    hooks = {f"{_KEY}_sys_path": _ParentSysPath(), _KEY: _InstallInChild()}
+    return {**hooks, **_original[0](name)}
 
 
 def patch() -> None:
