@@ -123,7 +123,8 @@ def test_fetches_wait_for_room_and_a_reader_does_not_wait_for_them(tmp_path: Pat
         store = DictStore({"a": b"aa", "b": b"bb", "c": b"cc"})
         a, b, b2 = pool.get_lazy(store, "a"), pool.get_lazy(store, "b"), pool.get_lazy(store, "b")
         a.entry.send_to_cache_future.result(5)
-        time.sleep(0.2)
+        wait_until(lambda: b.entry.send_to_cache_future.running())
+        time.sleep(0.1)
         assert not b.entry.send_to_cache_future.done()  # the cache is full: b waits for room
         assert len(cached_files(pool)) == 1
         # Reading b now reads it directly; the remaining reference fetches it again later.
