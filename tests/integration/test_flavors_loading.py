@@ -83,6 +83,14 @@ def yamls() -> dict[str, dict[str, Any]]:
         },
         "exclude.yaml": {"sample_type": text, "field_map": {"text": "txt"},
                          "split_config": "split2.yaml"},
+        "nested.yaml": {"__module__": "stoker.flavors.generic",
+                        "__class__": "StandardWebdatasetFactory",
+                        "sample_type": {"__module__": TYPES, "__class__": "CaptionedText"},
+                        "field_map": {"text": "txt"}},
+        "nested_bad.yaml": {"__module__": "stoker.flavors.generic",
+                            "__class__": "StandardWebdatasetFactory",
+                            "sample_type": {"__module__": "os", "__class__": "getcwd"},
+                            "field_map": {"text": "txt"}},
         "crude.yaml": {"__module__": "megatron.energon", "__class__": "CrudeWebdataset",
                        "subflavors": {"crude": True}},
     }  # fmt: skip
@@ -346,3 +354,12 @@ def test_metadataset_blends_datasets_named_by_factory_classes(
     plain = [flavors for text, flavors in samples if not text.isupper()]
     assert upper and plain  # both datasets, each loaded by its own class
     assert all(f == {"plain": True} for f in plain) and all(not f for f in upper)
+
+
+def test_class_arguments_in_a_factory_form_dataset_yaml(dataset: pathlib.Path) -> None:
+    factory = from_config(dataset, "nested.yaml", sample_type=CaptionedText)
+    assert isinstance(factory, StandardWebdatasetFactory)
+    first = next(iter(get_loader(factory.build())))
+    assert isinstance(first, CaptionedText) and first.text == "caption s0_0" and first.number == -1
+    with pytest.raises(ConfigError, match=r"os\.getcwd, which is neither"):
+        from_config(dataset, "nested_bad.yaml")

@@ -109,7 +109,10 @@ def resolve_source(
         cls = resolve_class(
             module, name, where=where, data_root=source.root, allowed=allowed_modules
         )
-        kwargs = dict(config.factory.kwargs)
+        kwargs = {
+            key: _class_ref(value, where, source.root, allowed_modules)
+            for key, value in config.factory.kwargs.items()
+        }
         if split_config is not None:
             kwargs["split_config"] = split_config
         ref = dataclasses.replace(config.factory, cls=cls, kwargs=kwargs)
@@ -128,6 +131,14 @@ def resolve_source(
     if sample_type is not None:
         check_sample_type(source, sample_type)
     return source
+
+
+def _class_ref(value: Any, where: str, root: str, allowed: tuple[str, ...]) -> Any:
+    """A ``{__module__: m, __class__: C}`` argument as the class (allow-list checked)."""
+    if isinstance(value, dict) and set(value) == {"__module__", "__class__"}:
+        module, name = str(value["__module__"]), str(value["__class__"])
+        return resolve_class(module, name, where=where, data_root=root, allowed=allowed)
+    return value
 
 
 def _names_user_sample(config: DatasetConfig) -> bool:

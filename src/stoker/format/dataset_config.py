@@ -162,7 +162,7 @@ def parse_dataset_config(
     """Check a parsed ``dataset.yaml`` mapping; ``where`` names it in errors."""
     if not isinstance(raw, dict):
         raise ConfigError("dataset.yaml must be a mapping.", path=where)
-    if "__class__" in raw and "sample_type" not in raw:
+    if "__class__" in raw:
         cls, module = str(raw["__class__"]), str(raw.get("__module__", ""))
         check_module(module, cls, where, allowed_modules)
         if module not in BUILTIN_MODULES:
