@@ -267,3 +267,16 @@ def test_energon_invocations(tmp_path: Path) -> None:
     assert yaml.safe_load((data / ".nv-meta/dataset.yaml").read_text())["field_map"] == {
         "text": "txt"
     }
+
+
+def test_prepare_filesystem_dataset_with_energon_names(tmp_path: Path) -> None:
+    from stoker.media.extract import MediaFilterConfig, MediaFilterStrategy
+    from stoker.media.prepare import prepare_filesystem_dataset
+
+    folder = _media_folder(tmp_path / "raw")
+    media = MediaFilterConfig(strategy=MediaFilterStrategy.GLOB, patterns=["*.wav", "*.PNG"])
+    assert media.should_consider_media("x.png") and not media.should_consider_all()
+    assert prepare_filesystem_dataset(folder, media, progress=False, workers=2) == 2
+    assert SystemFileStore(str(folder)).get_media_metadata("b.wav").audio_sample_rate == 16000
+    extension = MediaFilterConfig.parse(None, False, True)
+    assert extension.extract_metadata(folder / "c.png").height == 10  # type: ignore[union-attr]

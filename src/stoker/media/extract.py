@@ -15,7 +15,9 @@ from __future__ import annotations
 import fnmatch
 import io
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum
+from pathlib import Path
+from typing import IO, Literal
 
 from stoker.errors import ConfigError
 from stoker.media.metadata import ImageMetadata, MediaMetadata
@@ -41,12 +43,34 @@ _MAGIC: tuple[tuple[int, bytes, MediaKind], ...] = (
 )  # fmt: skip
 
 
+class MediaFilterStrategy(str, Enum):
+    """Energon's names for the three strategies (``MediaFilter.strategy`` holds the values)."""
+
+    EXTENSION = "EXTENSION"
+    HEADER = "HEADER"
+    GLOB = "GLOB"
+
+
 @dataclass(frozen=True)
 class MediaFilter:
-    """How ``prepare-media`` picks the files to probe (exactly one strategy)."""
+    """How ``prepare-media`` picks the files to probe (exactly one strategy).
+
+    Also available as ``MediaFilterConfig``, Energon's name; ``strategy`` may be given as a
+    :class:`MediaFilterStrategy` and ``patterns`` as a list, as Energon takes them.
+    """
 
     strategy: Strategy
     patterns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        strategy = getattr(self.strategy, "value", self.strategy)
+        if strategy not in ("EXTENSION", "GLOB", "HEADER"):
+            raise ConfigError(
+                f"unknown media filter strategy={strategy!r}.",
+                hint="Use EXTENSION, GLOB (with patterns) or HEADER.",
+            )
+        object.__setattr__(self, "strategy", str(strategy))
+        object.__setattr__(self, "patterns", tuple(self.patterns))
 
     @classmethod
     def parse(
@@ -83,6 +107,31 @@ class MediaFilter:
         """The metadata of ``data`` if the filter takes it (errors: unreadable media)."""
         kind = self.kind(name, data[:HEADER_BYTES])
         return None if kind is None else probe(kind, data)
+
+    def should_consider_all(self) -> bool:
+        """Energon's name: whether every file's bytes must be looked at (HEADER)."""
+        return self.strategy == "HEADER"
+
+    def should_consider_media(self, name: str) -> bool:
+        """Energon's name for :meth:`wants`."""
+        return self.wants(name)
+
+    def extract_metadata(
+        self, source: bytes | str | Path | IO[bytes], filename: str | None = None
+    ) -> MediaMetadata | None:
+        """Energon's name for :meth:`extract`; ``source`` may also be a path or an open file."""
+        if isinstance(source, str | Path):
+            filename = filename or Path(source).name
+            data = Path(source).read_bytes()
+        else:
+            data = source if isinstance(source, bytes) else source.read()
+        if filename is None:
+            raise ConfigError("extract_metadata needs the filename of bytes or a stream.")
+        return self.extract(filename, data)
+
+
+#: Energon's name of :class:`MediaFilter`.
+MediaFilterConfig = MediaFilter
 
 
 def kind_by_extension(name: str) -> MediaKind | None:

@@ -165,6 +165,32 @@ def prepare_media(
     return report
 
 
+def prepare_filesystem_dataset(
+    root_path: object,
+    media_filter: MediaFilter,
+    *,
+    progress: bool,
+    workers: int = 16,
+    index_sqlite_tmp_path: object = None,
+) -> int:
+    """Energon's call: store the media metadata of a plain folder; returns the files stored.
+
+    ``root_path`` is a path, ``EPath`` or URL; ``index_sqlite_tmp_path`` is accepted for
+    Energon compatibility (stoker builds the index in a temporary file of its own).
+
+    Example:
+        >>> media = MediaFilter.parse(extension=True)
+        >>> prepare_filesystem_dataset("/data/raw", media, progress=False)  # doctest: +SKIP
+        120
+    """
+    from stoker.media.filesystem import prepare_folder_media
+
+    report = prepare_folder_media(
+        str(root_path), media_filter, num_workers=workers, progress=progress
+    )
+    return report.files
+
+
 def media_into_pending(
     pending: PendingPrepare,
     media: MediaFilter,
