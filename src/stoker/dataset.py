@@ -169,6 +169,17 @@ class LoaderDataset:
         :meth:`stoker.Loader.samples_per_dataset`)."""
         return source_counts(self, positions, epoch)
 
+    def can_restore_sample(self) -> bool:
+        from stoker.restore_sample import can_restore
+
+        return can_restore(self)
+
+    def restore_sample(self, restore_key: Sequence[Any]) -> Any:
+        """The sample or batch whose ``__restore_key__`` is ``restore_key``, loaded again."""
+        from stoker.restore_sample import restore_item
+
+        return restore_item(self, restore_key)
+
     def position_size(self) -> int:
         """A stream position is the references taken per source, then the outputs used."""
         return len(self.sources) + 1

@@ -45,6 +45,29 @@ class LoaderState:
         """
         return self.dataset.source_counts(self.positions, self.epoch)
 
+    def can_restore_sample(self) -> bool:
+        """Whether :meth:`restore_sample` can rebuild this loader's items from their keys."""
+        check = getattr(self.dataset, "can_restore_sample", None)
+        return bool(check()) if check is not None else False
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        """The sample or batch whose ``__restore_key__`` is ``restore_key``, loaded again
+        (Energon's method): read, decoded and encoded as the loader made it.
+
+        Example:
+            >>> batch = next(iter(loader))  # doctest: +SKIP
+            >>> again = loader.restore_sample(batch.__restore_key__)  # doctest: +SKIP
+            >>> again.__key__ == batch.__key__  # doctest: +SKIP
+            True
+        """
+        if not self.can_restore_sample():
+            raise ConfigError(
+                f"this loader's dataset ({type(self.dataset).__name__}) cannot restore samples.",
+                hint="Packed samples, mixes, and map/batch functions not marked stateless "
+                "cannot be rebuilt from a key; check loader.can_restore_sample() first.",
+            )
+        return self.dataset.restore_sample(restore_key)  # type: ignore[attr-defined]
+
     def save_state_rank(self) -> dict[str, Any]:
         """This rank's position after the last batch handed out: plain data, a few KB.
 

@@ -295,3 +295,43 @@ def test_loader_classes_and_config_checks(ids: dict[str, Path]) -> None:
                      worker_config=config)  # fmt: skip
     with pytest.raises(ConfigError, match="dataset stoker can load"):
         MapDataset([1, 2], id_of, worker_config=config)  # type: ignore[arg-type]
+
+
+def test_restore_sample_of_batches_and_wrapped_items(images: Path, ids: dict[str, Path]) -> None:
+    config = wc(2)
+    train = get_train_dataset(str(images), batch_size=3, worker_config=config,
+                              shuffle_buffer_size=5, max_samples_per_sequence=3)  # fmt: skip
+    loader = get_loader(train)
+    assert loader.can_restore_sample()
+    for batch in itertools.islice(loader, 4):
+        again = loader.restore_sample(batch.__restore_key__)
+        assert again.__key__ == batch.__key__ and torch.equal(again.image, batch.image)
+
+    val = get_val_dataset(str(images), split_part="train", batch_size=None, worker_config=config)
+    mapped = MapDataset(val, as_text, stateless_map_fn=True, worker_config=config)
+    batched = BatchDataset(mapped, 4, generic_batch, batcher_stateless=True, worker_config=config)
+    loader = get_loader(batched)
+    assert loader.can_restore_sample()
+    for batch in itertools.islice(loader, 3):
+        again = loader.restore_sample(batch.__restore_key__)
+        assert again.__key__ == batch.__key__
+        assert torch.equal(again.image, batch.image) and torch.equal(again.caption, batch.caption)
+    sample = next(iter(get_loader(mapped)))
+    assert get_loader(mapped).restore_sample(sample.__restore_key__).__key__ == sample.__key__
+
+    not_marked = get_loader(MapDataset(val, as_text, worker_config=config))
+    assert not not_marked.can_restore_sample()
+    with pytest.raises(ConfigError, match="cannot restore samples"):
+        not_marked.restore_sample(sample.__restore_key__)
+
+
+def test_restore_sample_through_a_blend(ids: dict[str, Path]) -> None:
+    config = wc(0)
+    parts = [get_train_dataset(str(ids[n]), batch_size=2, worker_config=config,
+                               shuffle_buffer_size=None, max_samples_per_sequence=None)
+             for n in ("a", "b")]  # fmt: skip
+    loader = get_loader(BlendDataset((parts[0], 1), (parts[1], 1), worker_config=config))
+    assert loader.can_restore_sample()
+    for batch in itertools.islice(loader, 6):
+        again = loader.restore_sample(batch["__restore_key__"])
+        assert again["__key__"] == batch["__key__"] and again["json"] == batch["json"]

@@ -111,6 +111,16 @@ class Wrapper:
         """Outputs per pass of one stream (Energon's ``len`` semantics: 1:1 by default)."""
         return self.dataset.stream_len(stream)
 
+    def can_restore_sample(self) -> bool:
+        """Whether items can be rebuilt from their ``__restore_key__`` (pass-through wrappers:
+        when the inner dataset's can)."""
+        check = getattr(self.dataset, "can_restore_sample", None)
+        return bool(check()) if check is not None else False
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        """The item with ``restore_key``, loaded again (pass-through: the inner dataset's)."""
+        return self.dataset.restore_sample(restore_key)  # type: ignore[attr-defined]
+
     # --- the Loadable protocol ----------------------------------------------------------------
 
     @property

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.streams import Loadable, StreamBatches
 from stoker.worker_config import WorkerConfig
 from stoker.wrappers.base import Failures, Out, StreamContext, Wrapper, emit, function_name
@@ -60,6 +61,15 @@ class BatchDataset(Wrapper):
         n = self.dataset.stream_len(stream)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
+    def _batch(self, items: list[Any]) -> Iterator[Any]:
+        """``batcher``'s output(s), each keyed ``("BatchDataset", *the items' restore keys)``
+        where it has a ``__restore_key__`` (as Energon keys them, less its batch counter)."""
+        key = ("BatchDataset", *(restore_key_of(item) for item in items))
+        result = self.batcher(items)
+        for batch in result if isinstance(result, Generator) else (result,):
+            set_restore_key(batch, key)
+            yield batch
+
     def transform(self, ctx: StreamContext, items: StreamBatches) -> Iterator[Out]:
         name = f"BatchDataset({function_name(self.batcher)})"
         failures = Failures(self.worker_config, name, self.failure_tolerance, self.error_handler)
@@ -69,16 +79,26 @@ class BatchDataset(Wrapper):
             pending.append(item)
             after = (position, held)
             if len(pending) == self.batch_size:
-                for batch, mark, used in emit(failures.run(self.batcher, pending), before, after,
+                for batch, mark, used in emit(failures.run(self._batch, pending), before, after,
                                               skip):  # fmt: skip
                     yield batch, mark, [used], None
                 pending, before, skip = [], after, 0
         if pending and not self.drop_last:
-            for batch, mark, used in emit(failures.run(self.batcher, pending), before, after, skip):
+            for batch, mark, used in emit(failures.run(self._batch, pending), before, after, skip):
                 yield batch, mark, [used], None
 
     def can_restore_sample(self) -> bool:
-        return self.batcher_stateless and bool(getattr(self.dataset, "can_restore_sample", bool)())
+        """As in Energon: only with ``batcher_stateless=True`` (and a restorable inner dataset)."""
+        return self.batcher_stateless and super().can_restore_sample()
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        """``batcher`` on the inner items whose keys ``restore_key`` lists (what ``generic_batch``
+        makes of its samples' keys; a leading ``"BatchDataset", index`` is skipped)."""
+        keys = list(restore_key)
+        if keys and keys[0] == "BatchDataset":
+            keys = keys[2:] if len(keys) > 1 and isinstance(keys[1], int) else keys[1:]
+        inner = self.dataset.restore_sample  # type: ignore[attr-defined]
+        return next(self._batch([inner(k) for k in keys]))
 
 
 def check_counted_inside(dataset: Loadable, owner: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from stoker.streams import Loadable, StreamBatches
@@ -62,4 +62,14 @@ class MapDataset(Wrapper):
             before, skip = after, 0
 
     def can_restore_sample(self) -> bool:
-        return self.stateless_map_fn and bool(getattr(self.dataset, "can_restore_sample", bool)())
+        """As in Energon: only with ``stateless_map_fn=True`` (and a restorable inner dataset)."""
+        return self.stateless_map_fn and super().can_restore_sample()
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        """``map_fn`` on the inner item with this key (its first output, for a generator).
+
+        Energon prefixes the key with the wrapper's name; stoker's items keep the key their
+        ``map_fn`` gives them (usually the inner item's, passed on).
+        """
+        outputs = self.map_fn(super().restore_sample(restore_key))
+        return next(outputs) if isinstance(outputs, Generator) else outputs
