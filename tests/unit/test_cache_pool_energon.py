@@ -26,6 +26,7 @@ from stoker import (
     FileStoreDecoder,
     MockLazy,
     NoCachePool,
+    SampleDecoder,
     SourceInfo,
     SystemFileStore,
 )
@@ -269,3 +270,14 @@ def test_current_pool_defaults_to_reading_directly(tmp_path: Path) -> None:
         use_cache_pool(None)
         pool.close()
     assert isinstance(current_cache_pool(), NoCachePool)
+
+
+def test_stokers_sample_decoder_decodes_cached_raw_files_by_extension(
+    pool: FileStoreCachePool,
+) -> None:
+    files = {"a.txt": b"text", "b.json": b'{"k": [1, 2]}', "c.cls": b"7"}
+    store = DecodeFileStore(DictStore(files), decoder=SampleDecoder())
+    lazies = [pool.get_lazy(store, name) for name in files]
+    for lazy in lazies:
+        assert lazy.entry.send_to_cache_future.result(5) is True
+    assert [lazy.get() for lazy in lazies] == ["text", {"k": [1, 2]}, 7]
