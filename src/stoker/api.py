@@ -25,11 +25,11 @@ from stoker.blending import load_sources
 from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
-from stoker.loader import Loader
 from stoker.metadataset import Metadataset
-from stoker.mix_batch import MixBatchDataset
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
+from stoker.savable_loader import BasicDataLoader, SavableDataLoader
+from stoker.streams import Loadable
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.worker_config import WorkerConfig
 
@@ -150,31 +150,46 @@ def get_val_datasets(
 
 
 def get_loader(
-    dataset: LoaderDataset | MixBatchDataset,
+    dataset: Loadable,
     *,
     worker_config: WorkerConfig | None = None,
     prefetch_factor: int = 2,
     pin_memory: bool = False,
     timeout: float = 0.0,
     **kwargs: Any,
-) -> Loader:
+) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
 
     Energon's watchdog and cache-pool arguments are accepted and ignored.
     """
     _check_worker_config(dataset, worker_config)
-    return Loader(dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout)
+    return BasicDataLoader(
+        dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout
+    )
 
 
-def get_savable_loader(dataset: LoaderDataset | MixBatchDataset, **kwargs: Any) -> Loader:
-    """Like :func:`get_loader`; every stoker loader can save and restore its position."""
-    ignored = {"checkpoint_every_sec", "checkpoint_every_min_n_samples", "n_checkpoints"}
-    return get_loader(dataset, **{k: v for k, v in kwargs.items() if k not in ignored})
+def get_savable_loader(
+    dataset: Loadable,
+    *,
+    worker_config: WorkerConfig | None = None,
+    prefetch_factor: int = 2,
+    pin_memory: bool = False,
+    timeout: float = 0.0,
+    **kwargs: Any,
+) -> SavableDataLoader:
+    """Like :func:`get_loader`; every stoker loader can save and restore its position.
+
+    ``dataset`` is what ``get_train_dataset`` returns, a ``MixBatchDataset``, or a wrapper
+    (``MapDataset``, ``BatchDataset``, ``BlendDataset``, ...) of them. Energon's checkpoint
+    cadence arguments are accepted and ignored.
+    """
+    _check_worker_config(dataset, worker_config)
+    return SavableDataLoader(
+        dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout
+    )
 
 
-def _check_worker_config(
-    dataset: LoaderDataset | MixBatchDataset, worker_config: WorkerConfig | None
-) -> None:
+def _check_worker_config(dataset: Loadable, worker_config: WorkerConfig | None) -> None:
     if worker_config is not None and worker_config != dataset.worker_config:
         raise ConfigError(
             "get_loader got another worker_config than the dataset was made with.",
