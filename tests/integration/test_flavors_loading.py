@@ -363,3 +363,25 @@ def test_class_arguments_in_a_factory_form_dataset_yaml(dataset: pathlib.Path) -
     assert isinstance(first, CaptionedText) and first.text == "caption s0_0" and first.number == -1
     with pytest.raises(ConfigError, match=r"os\.getcwd, which is neither"):
         from_config(dataset, "nested_bad.yaml")
+
+
+def test_prepare_dataset_with_split_patterns(tmp_path: pathlib.Path) -> None:
+    """Megatron-Bridge's call: relative shard paths, regex patterns per split, no shuffle."""
+    names = [f"{split}/part-{i}.tar" for split in ("tr", "va") for i in range(2)]
+    for i, name in enumerate(names):
+        write_shard(tmp_path / name, text_samples(f"k{i}_", 2))
+    BaseWebdatasetFactory.prepare_dataset(
+        tmp_path, names, split_parts_patterns=[("train", r"tr/.*"), ("val", r"va/part-[0-9]")],
+        shuffle_seed=None, workers=2, split_config="patterns.yaml",
+    )  # fmt: skip
+    split = yaml.safe_load((tmp_path / ".nv-meta" / "patterns.yaml").read_text())
+    assert not (tmp_path / ".nv-meta" / "split.yaml").exists()
+    (tmp_path / ".nv-meta" / "dataset.yaml").write_text(yaml.safe_dump(yamls()["dataset.yaml"]))
+    val = from_config(tmp_path, split_part="val", split_config="patterns.yaml")
+    assert [s.__key__ for s in get_loader(val.build())] == [
+        "k2_00000",
+        "k2_00001",
+        "k3_00000",
+        "k3_00001",
+    ]
+    assert split["split_parts"]["train"] == ["tr/part-{0..1}.tar"]
