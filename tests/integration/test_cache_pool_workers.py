@@ -27,7 +27,9 @@ from stoker import (
     basic_sample_keys,
     cooker,
     get_loader,
+    get_savable_loader,
     get_train_dataset,
+    stateless,
 )
 from stoker.format.jsonl import prepare_jsonl
 
@@ -109,3 +111,48 @@ def test_without_a_pool_cookers_get_one_that_reads_directly(crude: Path) -> None
         rows = [json.loads(text) for batch in loader for text in batch.text]
     assert sorted(row[0] for row in rows) == sorted(f"content {i}" for i in range(LINES))
     assert {(row[1], row[4]) for row in rows} == {(False, "NoCachePool")}
+
+
+class PackLazies(TaskEncoder[Any, Any, Any, Any]):
+    """Lazies cooked into samples wait in the packing buffer; packing reads them."""
+
+    decoder = None
+    cookers = (Cooker(cook_lazy),)
+
+    def select_samples_to_pack(self, samples: list[TextSample]) -> list[list[TextSample]]:
+        return [[sample] for sample in samples]
+
+    @stateless
+    def pack_selected_samples(self, samples: list[TextSample]) -> TextSample:
+        lazy: Any = samples[0].text
+        samples[0].text = lazy.get(samples[0]).decode()
+        return samples[0]
+
+
+def packed(crude: Path, pool: FileStoreCachePool) -> Any:
+    dataset = get_train_dataset(
+        str(crude / "mds.yaml"),
+        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
+        batch_size=2, shuffle_buffer_size=None, max_samples_per_sequence=None,
+        packing_buffer_size=2, task_encoder=PackLazies(),
+    )  # fmt: skip
+    return get_savable_loader(dataset, cache_pool=pool)
+
+
+def test_lazies_in_the_packing_buffer_survive_save_and_restore(crude: Path) -> None:
+    pools = [FileStoreCachePool(parent_cache_dir=crude / "cache", num_workers=1) for _ in "ab"]
+    with packed(crude, pools[0]) as loader:
+        it = iter(loader)
+        first = [next(it).text for _ in range(3)]
+        state = loader.save_state_rank()
+        rest = [next(it).text for _ in range(6)]
+    with packed(crude, pools[1]) as restored:
+        restored.restore_state_rank(state)
+        it = iter(restored)
+        again = [next(it).text for _ in range(6)]
+    for pool in pools:
+        pool.close()
+    assert again == rest
+    texts = [t for batch in first + rest for t in batch]
+    assert all(t.startswith("content ") for t in texts)
+    assert sorted(texts[:LINES]) == sorted(f"content {i}" for i in range(LINES))
