@@ -335,3 +335,22 @@ def test_restore_sample_through_a_blend(ids: dict[str, Path]) -> None:
     for batch in itertools.islice(loader, 6):
         again = loader.restore_sample(batch["__restore_key__"])
         assert again["__key__"] == batch["__key__"] and again["json"] == batch["json"]
+
+
+def test_wrappers_over_a_dataset_factory(images: Path) -> None:
+    """Energon's pattern: ``MapDataset(get_dataset_from_config(...).build(), ...)``."""
+    from stoker.flavors.config import get_dataset_from_config
+
+    config = wc(2)
+    factory = get_dataset_from_config(images, split_part="train", worker_config=config,
+                                      training=False, sample_type=CaptioningSample)  # fmt: skip
+    mapped = MapDataset(factory.build(), as_text, worker_config=config)
+    assert len(mapped) == 17
+    loader = get_savable_loader(BatchDataset(mapped, 4, generic_batch, worker_config=config))
+    first = [list(b.__key__) for b in itertools.islice(loader, 2)]
+    state = loader.save_state_rank()
+    rest = [list(b.__key__) for b in loader]
+    again = get_savable_loader(BatchDataset(mapped, 4, generic_batch, worker_config=config))
+    again.restore_state_rank(state)
+    assert [list(b.__key__) for b in again] == rest
+    assert sorted(k for b in first + rest for k in b) == sorted(s.__key__ for s in mapped)

@@ -5,7 +5,7 @@ another wrapper), runs in the dataloader workers, and saves and restores exactly
 :mod:`stoker.wrappers.base`.
 """
 
-from stoker.wrappers.base import Wrapper
+from stoker.wrappers.base import BaseWrapperDataset, Wrapper, get_sample_restore_key
 from stoker.wrappers.batch import BatchDataset
 from stoker.wrappers.blend import BlendDataset
 from stoker.wrappers.concat import ConcatDataset
@@ -21,6 +21,7 @@ from stoker.wrappers.repeat import RepeatDataset
 from stoker.wrappers.shuffle_buffer import ShuffleBufferDataset
 
 __all__ = [
+    "BaseWrapperDataset",
     "BatchDataset",
     "BlendDataset",
     "ConcatDataset",
@@ -37,4 +38,5 @@ __all__ = [
     "ShuffleBufferDataset",
     "WatchdogDataset",
     "Wrapper",
+    "get_sample_restore_key",
 ]

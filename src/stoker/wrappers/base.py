@@ -329,3 +329,20 @@ def _two_args(handler: Callable[[Exception, Any], None]) -> Callable[..., None]:
 def function_name(fn: Any) -> str:
     """A stable name of a user function, for fingerprints."""
     return str(getattr(fn, "__qualname__", type(fn).__qualname__))
+
+
+#: Energon's name for the base of dataset wrappers.
+BaseWrapperDataset = Wrapper
+
+
+def get_sample_restore_key(sample: Any) -> Any:
+    """A sample's (or batch's) ``__restore_key__``, from an attribute or a dict key; None if it
+    has none (Energon's helper).
+
+    Example:
+        >>> get_sample_restore_key({"__restore_key__": ("Webdataset", "/data", 3)})
+        ('Webdataset', '/data', 3)
+    """
+    if isinstance(sample, dict):
+        return sample.get("__restore_key__")
+    return getattr(sample, "__restore_key__", None)
