@@ -53,8 +53,9 @@ def cooker(
         need_primary: Also pass ``primary=``: a :class:`~stoker.aux.FileStore` over the sample's
             own dataset; a name starting with ``.`` is a part of the current sample
             (``primary.get(".jpg")``).
-        need_cache: Also pass ``cache=``: a :class:`~stoker.aux.CachePool` (``get``,
-            ``get_lazy``, ``to_cache``). stoker's pool reads directly, without a disk cache.
+        need_cache: Also pass ``cache=``: a :class:`~stoker.cache_pool.CachePool` (``get``,
+            ``get_lazy``, ``to_cache``): the loader's ``cache_pool`` (e.g. a
+            :class:`~stoker.FileStoreCachePool`), else one that reads when asked.
 
     Example:
         >>> @cooker(need_primary=True)
