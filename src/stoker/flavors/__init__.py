@@ -7,31 +7,79 @@ A ``dataset.yaml`` names one of these (``__class__: CrudeWebdataset``), or a pla
 unbatched :class:`~stoker.LoaderDataset` to iterate with :func:`stoker.get_loader`.
 """
 
-from stoker.flavors.base import BaseCoreDatasetFactory
-from stoker.flavors.config import get_dataset_from_config
-from stoker.flavors.generic import (
-    DEFAULT_DECODER,
-    DefaultDecoderWebdatasetFactory,
-    DefaultGenericWebdatasetFactory,
-    StandardWebdatasetFactory,
-)
-from stoker.flavors.joined import JoinedWebdatasetFactory
-from stoker.flavors.jsonl import CrudeJsonlDatasetFactory, DefaultCrudeJsonlDatasetFactory
-from stoker.flavors.typed import (
-    CaptioningWebdataset,
-    CrudeWebdataset,
-    ImageClassificationWebdataset,
-    ImageWebdataset,
-    InterleavedWebdataset,
-    MultiChoiceVQAWebdataset,
-    OCRWebdataset,
-    SimilarityInterleavedWebdataset,
-    TextWebdataset,
-    VidQAWebdataset,
-    VQAOCRWebdataset,
-    VQAWebdataset,
-)
-from stoker.flavors.webdataset import BaseWebdatasetFactory, ShardInfo
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stoker.flavors.base import BaseCoreDatasetFactory
+    from stoker.flavors.config import get_dataset_from_config
+    from stoker.flavors.generic import (
+        DEFAULT_DECODER,
+        DefaultDecoderWebdatasetFactory,
+        DefaultGenericWebdatasetFactory,
+        StandardWebdatasetFactory,
+    )
+    from stoker.flavors.joined import JoinedWebdatasetFactory
+    from stoker.flavors.jsonl import CrudeJsonlDatasetFactory, DefaultCrudeJsonlDatasetFactory
+    from stoker.flavors.typed import (
+        CaptioningWebdataset,
+        CrudeWebdataset,
+        ImageClassificationWebdataset,
+        ImageWebdataset,
+        InterleavedWebdataset,
+        MultiChoiceVQAWebdataset,
+        OCRWebdataset,
+        SimilarityInterleavedWebdataset,
+        TextWebdataset,
+        VidQAWebdataset,
+        VQAOCRWebdataset,
+        VQAWebdataset,
+    )
+    from stoker.flavors.webdataset import BaseWebdatasetFactory, ShardInfo
+
+# Resolved on first use: loading a dataset checks its classes here (allow.py) without importing
+# the factories and their decoders (torch) unless the dataset names one.
+_MODULES = {
+    "BaseCoreDatasetFactory": "base",
+    "get_dataset_from_config": "config",
+    "DEFAULT_DECODER": "generic",
+    "DefaultDecoderWebdatasetFactory": "generic",
+    "DefaultGenericWebdatasetFactory": "generic",
+    "StandardWebdatasetFactory": "generic",
+    "JoinedWebdatasetFactory": "joined",
+    "CrudeJsonlDatasetFactory": "jsonl",
+    "DefaultCrudeJsonlDatasetFactory": "jsonl",
+    "BaseWebdatasetFactory": "webdataset",
+    "ShardInfo": "webdataset",
+    **dict.fromkeys(
+        [
+            "CaptioningWebdataset",
+            "CrudeWebdataset",
+            "ImageClassificationWebdataset",
+            "ImageWebdataset",
+            "InterleavedWebdataset",
+            "MultiChoiceVQAWebdataset",
+            "OCRWebdataset",
+            "SimilarityInterleavedWebdataset",
+            "TextWebdataset",
+            "VidQAWebdataset",
+            "VQAOCRWebdataset",
+            "VQAWebdataset",
+        ],
+        "typed",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module 'stoker.flavors' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"stoker.flavors.{_MODULES[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_DECODER",
