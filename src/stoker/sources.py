@@ -146,7 +146,11 @@ def load_source(
     from stoker.flavors.allow import resolve_source  # the flavors import this module
 
     return resolve_source(
-        source, allowed_modules=allowed_modules, sample_type=sample_type, split_config=used_split
+        source,
+        allowed_modules=allowed_modules,
+        sample_type=sample_type,
+        split_config=used_split,
+        config_name=dataset_config,
     )
 
 

@@ -253,6 +253,7 @@ def test_dataset_yaml_may_not_name_other_callables(dataset: pathlib.Path) -> Non
         ) as e:
             from_config(dataset, name)
         assert "allowed_modules=" in str(e.value) and "STOKER_ALLOWED_MODULES" in str(e.value)
+        assert f".nv-meta/{name}" in str(e.value)  # the error names the file
         assert "sample_class" not in str(e.value)
 
 

@@ -96,6 +96,7 @@ def resolve_source(
     allowed_modules: tuple[str, ...] = (),
     sample_type: type | None = None,
     split_config: str | None = None,
+    config_name: str = "dataset.yaml",
 ) -> DataSource:
     """``source`` with the classes its dataset.yaml names resolved and checked.
 
@@ -103,7 +104,7 @@ def resolve_source(
     fails now (as in Energon) rather than in a dataloader worker.
     """
     config = source.config
-    where = f"{source.path}/.nv-meta"
+    where = f"{source.path}/.nv-meta/{config_name}"
     if config.factory is not None and config.factory.cls is None:
         module, _, name = config.factory.name.partition(":")
         cls = resolve_class(
