@@ -78,6 +78,11 @@ if TYPE_CHECKING:
     from stoker.media.metadata import AVMetadata, ImageMetadata
     from stoker.media.uniform import get_clips_uniform, get_single_frames_uniform
     from stoker.metadataset import Metadataset
+    from stoker.metadataset_tools import (
+        TraversedDatasetReference,
+        prepare_metadataset,
+        traverse_metadataset,
+    )
     from stoker.mix_batch import MixBatchDataset
     from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
     from stoker.pipeline.bins import first_fit_decreasing
@@ -188,6 +193,9 @@ _EXPORTS: dict[str, str] = {
     "AVMetadata": "stoker.media.metadata",
     "Blender": "stoker.blender",
     "load_dataset": "stoker.blender",
+    "prepare_metadataset": "stoker.metadataset_tools",
+    "traverse_metadataset": "stoker.metadataset_tools",
+    "TraversedDatasetReference": "stoker.metadataset_tools",
     "Metadataset": "stoker.metadataset",
     "MixBatchDataset": "stoker.mix_batch",
     "Batch": "stoker.batch_type",
@@ -364,6 +372,7 @@ __all__ = [
     "TaskEncoder",
     "TextSample",
     "TextWebdataset",
+    "TraversedDatasetReference",
     "VQAOCRSample",
     "VQAOCRWebdataset",
     "VQASample",
@@ -397,9 +406,11 @@ __all__ = [
     "load_dataset",
     "log_exception",
     "prepare_dataset",
+    "prepare_metadataset",
     "register_decoder",
     "reraise_exception",
     "stateless",
+    "traverse_metadataset",
 ]
 
 # A process started by a program run under `python -m stoker.energon_alias` (or one that called

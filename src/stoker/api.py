@@ -31,6 +31,7 @@ from stoker.plan import default_virtual_workers
 from stoker.savable_loader import BasicDataLoader, SavableDataLoader
 from stoker.streams import Loadable
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
+from stoker.val_datasets import SourceDatasetFactory, per_source, restrict_sources
 from stoker.worker_config import WorkerConfig
 
 _EXTRA_KWARGS = (
@@ -43,6 +44,7 @@ _EXTRA_KWARGS = (
     "error_policy",
     "trust_sample_loader",
     "sample_type",
+    "subset",
 )
 
 
@@ -142,11 +144,39 @@ def get_val_dataset(
 
 
 def get_val_datasets(
-    path: str | Blender | Metadataset, **kwargs: Any
-) -> list[tuple[LoaderDataset, dict[str, Any]]]:
-    """Like :func:`get_val_dataset`, as ``[(dataset, subflavors)]`` (one per source)."""
-    dataset = get_val_dataset(path, **kwargs)
-    return [(dataset, dict(dataset.sources[0].subflavors))]
+    path: str | Blender | Metadataset,
+    *,
+    split_part: str = "val",
+    worker_config: WorkerConfig,
+    batch_size: int,
+    batch_drop_last: bool = False,
+    packing_buffer_size: int | None = None,
+    limit: int | None = None,
+    task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
+    **kwargs: Any,
+) -> list[tuple[LoaderDataset, SourceDatasetFactory]]:
+    """One validation dataset per source of ``path`` (each dataset of a metadataset's split),
+    with the factory of that source (its ``subflavors``, ``paths``, ``len()``), as Energon.
+
+    Arguments as :func:`get_val_dataset`; ``limit`` applies to each dataset.
+
+    Example:
+        >>> for val, source in get_val_datasets("/cfg/mix.yaml", worker_config=wc,  # doctest: +SKIP
+        ...                                     batch_size=8):
+        ...     print(source.subflavors, len(val))
+    """
+    dataset = get_val_dataset(
+        path,
+        split_part=split_part,
+        worker_config=worker_config,
+        batch_size=batch_size,
+        batch_drop_last=batch_drop_last,
+        packing_buffer_size=packing_buffer_size,
+        limit=limit,
+        task_encoder=task_encoder,
+        **kwargs,
+    )
+    return per_source(dataset)
 
 
 def get_loader(
@@ -224,9 +254,10 @@ def _dataset(
     *,
     split_part: str,
     worker_config: WorkerConfig,
-    dataset_config: str = DEFAULT_DATASET_YAML,
-    split_config: str = DEFAULT_SPLIT_CONFIG,
+    dataset_config: str | None = None,
+    split_config: str | None = None,
     subflavors: dict[str, Any] | None = None,
+    subset: Any = None,
     allowed_modules: tuple[str, ...] = (),
     virtual_workers: int | None = None,
     parallel_shard_iters: int | None = None,
@@ -247,13 +278,15 @@ def _dataset(
         path if isinstance(path, Blender | Metadataset) else str(path),
         split_part=split_part,
         training=options.get("training", True),
-        split_config=split_config,
-        dataset_config=dataset_config,
+        split_config=split_config or DEFAULT_SPLIT_CONFIG,
+        dataset_config=dataset_config or DEFAULT_DATASET_YAML,
         subflavors=subflavors,
         allowed_modules=allowed_modules,
         trust_sample_loader=trust_sample_loader,
         sample_type=sample_type,
     )
+    if subset is not None:
+        sources = restrict_sources(sources, subset, path)
     return LoaderDataset(
         sources=sources,
         blend=blend,

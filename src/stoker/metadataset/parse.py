@@ -39,7 +39,8 @@ def load_metadataset(path: str) -> Metadataset:
 
 
 def is_metadataset(path: str) -> bool:
-    """Whether ``path`` is a ``.yaml``/``.yml`` file whose ``__class__`` is a metadataset class.
+    """Whether ``path`` is a metadataset: a ``.yaml``/``.yml`` file whose ``__class__`` is a
+    metadataset class, or without ``__class__`` that has ``splits`` (Energon's V1 format).
 
     Example:
         >>> is_metadataset("/data/coco")  # a dataset folder
@@ -51,7 +52,10 @@ def is_metadataset(path: str) -> bool:
         raw = _read_yaml(absolute(path), None)
     except (StokerError, OSError, UnicodeDecodeError):
         return False
-    return isinstance(raw, dict) and raw.get("__class__") in CLASSES
+    if not isinstance(raw, dict):
+        return False
+    cls = raw.get("__class__")
+    return cls in CLASSES or (cls is None and "__module__" not in raw and "splits" in raw)
 
 
 def _load(path: str, stack: tuple[str, ...], referrer: Where | None = None) -> Metadataset:
