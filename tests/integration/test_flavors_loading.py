@@ -285,6 +285,11 @@ def test_sample_loader_renames_key(dataset: pathlib.Path, monkeypatch: pytest.Mo
     samples = list(get_loader(factory.build()))
     assert [s.__key__ for s in samples] == ["<SL>" + k for k in KEYS]
     assert all(s.text.startswith("<SL>caption") for s in samples)
+    with pytest.raises(ConfigError, match="asks to run the Python file"):  # when made, not later
+        get_train_dataset(
+            str(dataset), dataset_config="loader_key.yaml", worker_config=wc(), batch_size=2,
+            shuffle_buffer_size=None, max_samples_per_sequence=None,
+        )  # fmt: skip
     monkeypatch.setenv("STOKER_TRUST_SAMPLE_LOADER", "1")
     batches = train_batches(dataset, "loader_key.yaml", 2, count=2)
     assert all(k.startswith("<SL>s") for b in batches for k in b.__key__)

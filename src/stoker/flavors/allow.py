@@ -129,6 +129,11 @@ def resolve_source(
         )
         config = dataclasses.replace(config, sample_class=cls)
     source = dataclasses.replace(source, config=config)
+    if config.sample_loader is not None:  # untrusted code: say so now, not in a worker
+        from stoker.pipeline.field_map import load_part_filter, load_sample_loader
+
+        load_sample_loader(source.root, config.sample_loader, source.trust_sample_loader)
+        load_part_filter(source.root, config.part_filter, source.trust_sample_loader)
     if sample_type is not None:
         check_sample_type(source, sample_type)
     return source
