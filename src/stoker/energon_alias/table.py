@@ -237,6 +237,11 @@ MODULES: dict[str, dict[str, str]] = _build()
 
 # What to use instead of a name stoker does not serve (keyed by name, or by module path).
 HINTS: dict[str, str] = {
+    "DatasetLoader": "pass the dataset path (or metadataset YAML) to stoker.get_train_dataset",
+    "DatasetLoaderInterface": "stoker.load_dataset(path) returns what stoker.get_*_dataset take",
+    "EmptyDatasetError": "stoker raises stoker.ConfigError naming the empty split",
+    "AVWebdatasetDecoder": "use stoker.SampleDecoder(av_decode='AVDecoder')",
+    "DatasetBlendMode": "stoker.traverse_metadataset reports each dataset's weight or repetitions",
     "PinMemoryMixin": "stoker pins whole batches: pass pin_memory=True to get_loader",
     "add_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
     "set_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
@@ -247,8 +252,8 @@ HINTS: dict[str, str] = {
     "get_source_info": "read sample.__sources__",
     "load_config": "use stoker.get_dataset_from_config or stoker.load_dataset",
     "BasicDataLoader": "use stoker.get_loader",
-    "LoadedDataset": "use stoker.load_dataset(path).get_datasets(...)",
-    "LoadedDatasetList": "use stoker.load_dataset(path).get_datasets(...)",
+    "LoadedDataset": "list a metadataset's datasets with stoker.traverse_metadataset",
+    "LoadedDatasetList": "list a metadataset's datasets with stoker.traverse_metadataset",
     "TraversedDatasetReference": "use stoker.traverse_metadataset",
     "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
     "WatchdogDataset": "stoker's loader has its own timeout: get_loader(..., timeout=...)",
