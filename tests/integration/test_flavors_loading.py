@@ -28,6 +28,7 @@ from stoker import (
     WorkerConfig,
     get_dataset_from_config,
     get_loader,
+    get_savable_loader,
     get_train_dataset,
     get_val_dataset,
 )
@@ -391,3 +392,25 @@ def test_prepare_dataset_with_split_patterns(tmp_path: pathlib.Path) -> None:
         "k3_00001",
     ]
     assert split["split_parts"]["train"] == ["tr/part-{0..1}.tar"]
+
+
+def test_factory_datasets_save_restore_and_restore_samples(dataset: pathlib.Path) -> None:
+    def loader() -> Any:
+        ds = get_train_dataset(
+            str(dataset), dataset_config="chat.yaml", worker_config=wc(2), batch_size=2,
+            shuffle_buffer_size=4, max_samples_per_sequence=2,
+        )  # fmt: skip
+        return get_savable_loader(ds)
+
+    with loader() as first:
+        it = iter(first)
+        head = [next(it) for _ in range(3)]
+        state = first.save_state_rank()
+        tail = [next(it).__key__ for _ in range(4)]
+        again = first.restore_sample(head[1].__restore_key__)
+    assert isinstance(again, ChatMLSample) and again.__key__ == head[1].__key__
+    assert again.conversation == head[1].conversation
+    with loader() as second:
+        second.restore_state_rank(state)
+        it = iter(second)
+        assert [next(it).__key__ for _ in range(4)] == tail
