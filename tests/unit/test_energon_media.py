@@ -37,6 +37,7 @@ def test_audio_num_samples_is_counted_as_energon_counts_it(kind: str) -> None:
         theirs.audio_channels,
     )
     assert ours.video_num_frames == theirs.video_num_frames
+    assert ours.audio_duration == pytest.approx(theirs.audio_duration, abs=1e-3)
 
 
 def test_metadata_flags_leave_fields_out_as_energon() -> None:

@@ -9,7 +9,7 @@ each, "Continue?" is asked, and answering no moves on to the next split part. st
 from __future__ import annotations
 
 import dataclasses
-import typing
+import sys
 from typing import Any
 
 import click
@@ -25,8 +25,9 @@ _MAX_ITEMS = 128
 def field_lines(sample: Any) -> list[str]:
     """`` - name (type): value`` for each field of a sample (dataclass or dict)."""
     if dataclasses.is_dataclass(sample) and not isinstance(sample, type):
-        hints = _type_hints(type(sample))
-        fields = [(f.name, hints.get(f.name, f.type)) for f in dataclasses.fields(sample)]
+        fields = [
+            (f.name, _resolve(type(sample), f.name, f.type)) for f in dataclasses.fields(sample)
+        ]
         values = {name: getattr(sample, name) for name, _ in fields}
     else:
         values = dict(sample)
@@ -52,11 +53,19 @@ def value_text(value: Any) -> str:
     return repr(value)
 
 
-def _type_hints(cls: type) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:  # an annotation that does not resolve here: show it as written
-        return {}
+def _resolve(cls: type, name: str, annotation: Any) -> Any:
+    """The field's type as a class where it resolves (shown as ``<class 'str'>``, as Energon)."""
+    if not isinstance(annotation, str):
+        return annotation
+    for klass in cls.__mro__:
+        if name in getattr(klass, "__annotations__", {}):
+            module = sys.modules.get(klass.__module__)
+            scope = {"torch": sys.modules.get("torch"), **vars(module)} if module else {}
+            try:
+                return eval(annotation, scope)  # as typing.get_type_hints does
+            except Exception:  # a name only imported for type checking: show it as written
+                return annotation
+    return annotation
 
 
 @click.command(name="preview", context_settings=CONTEXT_SETTINGS)

@@ -66,7 +66,8 @@ class AVDecoder:
         self.threads = threads
         self._index: tuple[StreamIndex | None, StreamIndex | None] | None = None
         self._metadata: AVMetadata | None = None
-        self._audio_samples: int | None = None  # decoded and counted, on request
+        #: (samples, seconds) decoded and counted, on request
+        self._audio_samples: tuple[int, float | None] | None = None
         self._held: InputContainer | None = None  # open inside keep_open() only
 
     def get_video(self) -> AVData:
@@ -168,14 +169,15 @@ class AVDecoder:
         assert self._metadata is not None
         meta = dataclasses.replace(self._metadata)
         if get_audio_num_samples and meta.audio_sample_rate is not None:
-            meta.audio_num_samples = self._exact_audio_samples()
+            meta.audio_num_samples, seconds = self._exact_audio_samples()
+            meta.audio_duration = meta.audio_duration if seconds is None else seconds
         if not get_video:
             meta = dataclasses.replace(meta, **dict.fromkeys(_VIDEO_FIELDS))
         if not get_audio:
             meta = dataclasses.replace(meta, **dict.fromkeys(_AUDIO_FIELDS))
         return meta
 
-    def _exact_audio_samples(self) -> int:
+    def _exact_audio_samples(self) -> tuple[int, float | None]:
         if self._audio_samples is None:
             with self._open() as (container, _, _):
                 self._audio_samples = count_audio_samples(container)

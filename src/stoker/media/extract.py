@@ -172,5 +172,6 @@ def av_file_metadata(data: bytes) -> MediaMetadata:
     with open_container(data) as container:
         meta = av_metadata(container, *index_streams(container))
         if meta.audio_sample_rate is not None:  # decoded and counted, as Energon stores it
-            meta.audio_num_samples = count_audio_samples(container)
+            meta.audio_num_samples, seconds = count_audio_samples(container)
+            meta.audio_duration = meta.audio_duration if seconds is None else seconds
         return meta

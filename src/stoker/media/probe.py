@@ -96,22 +96,44 @@ def av_metadata(
         rate = int(astream.sample_rate)
         meta.audio_sample_rate = rate
         meta.audio_channels = int(astream.channels)
-        meta.audio_duration = audio.duration
+        meta.audio_duration = _energon_seconds(astream, audio.end_pts)
         meta.audio_num_samples = round(
             float(int(audio.durations.clip(min=0).sum()) * audio.time_base) * rate
         )
     return meta
 
 
-def count_audio_samples(container: InputContainer) -> int:
-    """The samples of the first audio stream, counted by decoding it all (as Energon does).
+def count_audio_samples(container: InputContainer) -> tuple[int, float | None]:
+    """``(samples, seconds)`` of the first audio stream, by decoding it all, as Energon does.
 
-    Exact where packet durations are not (encoder priming and padding, variable frame sizes).
+    The sample count is exact where packet durations are not (encoder priming and padding,
+    variable frame sizes); the duration is then, as in Energon, where the last frame ends.
     """
     stream = container.streams.audio[0]
     container.seek(0)
+    total, end = 0, None
     with closing_iterator(container.decode(stream)) as decoded:
-        return sum(int(frame.samples) for frame in decoded)
+        for frame in decoded:
+            total += int(frame.samples)
+            if frame.pts is not None and frame.duration is not None:
+                end = int(frame.pts) + int(frame.duration)
+    return total, None if end is None else _energon_seconds_of_end(stream, end)
+
+
+def _energon_seconds_of_end(stream: Any, end: int) -> float | None:
+    if stream.time_base is None:
+        return None
+    return float((end - (stream.start_time or 0)) * stream.time_base)
+
+
+def _energon_seconds(stream: Any, end: int | None) -> float | None:
+    """A stream's duration as Energon computes it: the header's, else ``end`` (in ticks).
+
+    Then less the stream's start time. For audio this differs from the packet span where the
+    encoder's priming packets start before 0 (AAC, Opus).
+    """
+    ticks = stream.duration or end
+    return None if ticks is None else _energon_seconds_of_end(stream, ticks)
 
 
 def require_frames(index: StreamIndex | None, kind: str) -> StreamIndex:
