@@ -32,10 +32,12 @@ class Batch(Extendable):
         >>> # in a TaskEncoder: def batch(self, samples): return CaptionBatch.from_samples(samples)
     """
 
-    #: The keys of the samples, in batch order.
-    __key__: list[str]
+    #: The keys of the samples, in batch order. Unlike Energon 7, it and ``__restore_key__``
+    #: have defaults (the loader sets ``__restore_key__``), so a ``batch()`` written for Energon 6
+    #: that passes neither (Megatron-Bridge 0.3's Qwen-VL task encoder) keeps working.
+    __key__: list[str] = dataclasses.field(default_factory=list)
     #: The restore keys of the samples.
-    __restore_key__: tuple[Any, ...]
+    __restore_key__: tuple[Any, ...] = ()
     #: The subflavors of the samples that have some.
     __subflavors__: list[dict[str, Any] | None] | None = None
     #: The sources of all samples, flattened.
