@@ -414,3 +414,15 @@ def test_factory_datasets_save_restore_and_restore_samples(dataset: pathlib.Path
         second.restore_state_rank(state)
         it = iter(second)
         assert [next(it).__key__ for _ in range(4)] == tail
+
+
+def test_empty_split_part_raises_empty_dataset_error(tmp_path: pathlib.Path) -> None:
+    from stoker.flavors import EmptyDatasetError
+
+    write_shard(tmp_path / "a.tar", text_samples("a", 2))
+    BaseWebdatasetFactory.prepare_dataset(
+        tmp_path, ["a.tar"], split_parts_ratio=[("train", 1.0), ("val", 0.0)]
+    )
+    (tmp_path / ".nv-meta" / "dataset.yaml").write_text(yaml.safe_dump(yamls()["dataset.yaml"]))
+    with pytest.raises(EmptyDatasetError, match="no shards in split part 'val'"):
+        from_config(tmp_path, split_part="val")

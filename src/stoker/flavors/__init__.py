@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         VQAOCRWebdataset,
         VQAWebdataset,
     )
-    from stoker.flavors.webdataset import BaseWebdatasetFactory, ShardInfo
+    from stoker.flavors.webdataset import BaseWebdatasetFactory, EmptyDatasetError, ShardInfo
 
 # Resolved on first use: loading a dataset checks its classes here (allow.py) without importing
 # the factories and their decoders (torch) unless the dataset names one.
@@ -53,6 +53,7 @@ _MODULES = {
     "DefaultCrudeJsonlDatasetFactory": "jsonl",
     "BaseWebdatasetFactory": "webdataset",
     "ShardInfo": "webdataset",
+    "EmptyDatasetError": "webdataset",
     **dict.fromkeys(
         [
             "CaptioningWebdataset",
@@ -91,6 +92,7 @@ __all__ = [
     "DefaultCrudeJsonlDatasetFactory",
     "DefaultDecoderWebdatasetFactory",
     "DefaultGenericWebdatasetFactory",
+    "EmptyDatasetError",
     "ImageClassificationWebdataset",
     "ImageWebdataset",
     "InterleavedWebdataset",

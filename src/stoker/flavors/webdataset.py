@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 T_sample = TypeVar("T_sample", covariant=True)
 
 
+class EmptyDatasetError(ConfigError):
+    """The split a factory was made for has no shards (Energon's name; lint skips such splits)."""
+
+
 @dataclass(frozen=True)
 class ShardInfo:
     """One shard of the split: its name (relative to the dataset), path and sample count."""
@@ -85,6 +89,12 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         self._source = load_split(
             str(self.path), split_part=split_part, split_config=self.split_config, config=crude
         )
+        if not self._source.shards:
+            raise EmptyDatasetError(
+                f"no shards in split part {split_part!r}.",
+                path=str(self.path),
+                hint=f"Check .nv-meta/{self.split_config}, or load another split part.",
+            )
         if subset is not None:
             start, end = subset.resolve(int(self._source.counts.sum()))
             self._source = self._source.restrict(start, end)
