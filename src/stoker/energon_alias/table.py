@@ -261,6 +261,15 @@ HINTS: dict[str, str] = {
     "MediaFilterStrategy": "use the strategy's name: MediaFilter('EXTENSION' | 'HEADER' | 'GLOB')",
     "prepare_filesystem_dataset": "use `stoker prepare-media` (stoker.media.prepare.prepare_media)",
     f"{ROOT}.av.av_reader": "Energon-internal; stoker.AVDecoder indexes the container itself",
+    **dict.fromkeys(
+        _words(
+            "AuxDatasetReference AuxFilesystemReference BlendDatasetReference DatasetReference "
+            "JoinDatasetReference MetadatasetBlend MetadatasetBlendEpochized MetadatasetJoin "
+            "BlendEpochizedDatasetReference BlendJoinDatasetReference Subset"
+        ),
+        "Energon's metadataset object model; stoker reads the same YAML into "
+        "stoker.metadataset.nodes (DatasetRef, AuxRef, BlendNode, JoinNode)",
+    ),
     "FlexState": "stoker's state is a plain dict: loader.save_state_rank()",
     "command": "run the `stoker` CLI (`stoker --help`)",
     "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
