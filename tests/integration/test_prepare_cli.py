@@ -94,6 +94,8 @@ def test_jsonl_prepare(tmp_path: Path) -> None:
     path.write_text('{"text": "a"}\n{"text": "b"}\n')
     result = run("prepare", str(path), "--json")
     assert result.returncode == 0 and json.loads(result.stdout)["samples"] == 2
+    human = run("prepare", str(path))
+    assert human.returncode == 0 and human.stdout.startswith("Done. Found 2 samples")  # as Energon
     assert (tmp_path / "t.jsonl.idx").stat().st_size == 24
 
 

@@ -104,7 +104,7 @@ def command(
         if as_json:
             echo_json({"path": path, "samples": samples, "bytes": size})
         else:
-            click.echo(f"Indexed {samples} samples ({human_bytes(size)}) of {path}.")
+            click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
         return
     media = _media_filter(by_extension, by_glob, by_header)
     interactive = not non_interactive and not as_json
