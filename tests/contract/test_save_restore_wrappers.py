@@ -34,7 +34,7 @@ from stoker import (
 )
 from stoker.loader import Loader
 from stoker.streams import Loadable
-from tests.contract.contract import roundtrip, run_contract, take
+from tests.contract.contract import fingerprint, roundtrip, run_contract, take
 from tests.integration.test_mix_batch import write_ids
 
 MIDPOINTS = [0, 1, 4, 11, 17]
@@ -146,3 +146,51 @@ def test_restore_into_more_workers(data: dict[str, Path]) -> None:
     with make(2) as restored:
         restored.restore_state_rank(state)
         assert head + take(restored, 13) == reference
+
+
+def test_two_ranks_restore_globally_on_other_worker_counts(data: dict[str, Path]) -> None:
+    """Each rank's state of a wrapped dataset, merged and cut again for ranks with another
+    number of workers, continues each rank's batches exactly."""
+
+    def make(rank: int, workers: int) -> Loader:
+        wc = WorkerConfig(rank=rank, world_size=2, num_workers=workers)
+        inner = get_train_dataset(str(data["a"]), batch_size=None, worker_config=wc,
+                                  shuffle_buffer_size=4, max_samples_per_sequence=3,
+                                  virtual_workers=4)  # fmt: skip
+        mapped = MapDataset(MapDataset(inner, id_of, worker_config=wc), thrice_unless_seven,
+                            worker_config=wc)  # fmt: skip
+        return get_savable_loader(BatchDataset(mapped, 3, halves, worker_config=wc))
+
+    reference, states = [], []
+    for rank in (0, 1):
+        with make(rank, 2) as loader:
+            reference.append(take(loader, 15))
+        with make(rank, 2) as loader:
+            assert take(loader, 6) == reference[rank][:6]
+            states.append(roundtrip(loader.save_state_rank()))
+    for rank in (0, 1):
+        with make(rank, 1) as restored:
+            restored.restore_state_global(states)
+            assert take(restored, 9) == reference[rank][6:]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_megatron_validation_pattern(tmp_path: Path, workers: int) -> None:
+    """Megatron-LM's validation loader: a packed, batched validation dataset, repeated and
+    limited per pass; every pass gives the same batches, and restores are exact."""
+    from tests.integration.test_packing import Packing, write_texts
+
+    texts = write_texts(tmp_path / "texts.jsonl", 40)
+    wc = WorkerConfig(rank=0, world_size=1, num_workers=workers)
+
+    def make() -> Loader:
+        val = get_val_dataset(str(texts), split_part="train", batch_size=2, worker_config=wc,
+                              packing_buffer_size=6, task_encoder=Packing(6))  # fmt: skip
+        repeated = RepeatDataset(val, worker_config=wc)
+        return get_savable_loader(LimitDataset(repeated, 13, worker_config=wc,
+                                               reset_after_epoch=True))  # fmt: skip
+
+    with make() as loader:
+        passes = [[fingerprint(batch) for batch in loader] for _ in range(2)]
+    assert len(passes[0]) == 13 and passes[0] == passes[1]
+    run_contract(make, total=20, midpoints=[0, 2, 9, 13, 17])
