@@ -14,7 +14,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from stoker.energon_alias.table import GENERIC_HINT, HINTS, MODULES, ROOT
+from stoker.energon_alias.table import GENERIC_HINT, HINTS, MODULES, NOT_SERVED, ROOT
 
 
 class EnergonNameError(ImportError):
@@ -40,6 +40,8 @@ def resolve(target: str) -> Any:
     Raises ``LookupError`` when none of the alternatives exists (yet).
     """
     for alternative in target.split("|"):
+        if alternative == NOT_SERVED:
+            continue
         module_name, _, attr = alternative.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -74,7 +76,7 @@ class AliasModule(types.ModuleType):
         if target is None and (child in MODULES or child in HINTS):
             return importlib.import_module(child)
         if target is None:
-            if name in HINTS:
+            if child in HINTS:
                 raise EnergonNameError(missing_message(path, name), name=path)
             raise AttributeError(f"module {path!r} has no attribute {name!r}")
         try:

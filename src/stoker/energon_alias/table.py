@@ -170,7 +170,10 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "source_info": {"add_source_info": "stoker.aux:add_source_info"},
     "metadataset.loader_interface": {
         "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",
+        "TraversedDatasetReference": "stoker:TraversedDatasetReference"
+        "|stoker.metadataset:TraversedDatasetReference",
     },
+    "wrappers.watchdog_dataset": {"WatchdogDataset": "stoker:WatchdogDataset"},
     "wrappers.base": {
         "BaseWrapperDataset": "stoker:BaseWrapperDataset|stoker.wrappers:BaseWrapperDataset",
         "get_sample_restore_key": "stoker.wrappers:get_sample_restore_key",
@@ -224,11 +227,33 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
 }
 
 
+# Module path -> Energon names stoker deliberately does not serve (target NOT_SERVED); importing
+# one fails with its entry in HINTS.
+NOT_SERVED = "-"
+_NOT_SERVED: dict[str, str] = {
+    "task_encoder.base": "get_failure_tolerance",
+    "flavors.base_dataset": "PinMemoryMixin add_sample_restore_key set_sample_restore_key "
+    "legacy_handler",
+    "flavors.webdataset": "WebdatasetMeta",
+    "flavors.webdataset.sample_decoder": "DEFAULT_DECODER",
+    "source_info": "get_source_info",
+    "dataset_config": "load_config",
+    "savable_loader": "BasicDataLoader",
+    "metadataset.loader_interface": "LoadedDataset LoadedDatasetList",
+    "metadataset.metadataset_v2": "AuxDatasetReference AuxFilesystemReference "
+    "BlendDatasetReference DatasetReference JoinDatasetReference MetadatasetBlend "
+    "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
+    "BlendJoinDatasetReference Subset",
+    "wrappers.base": "SampleIndex",
+}
+
+
 def _build() -> dict[str, dict[str, str]]:
     modules: dict[str, dict[str, str]] = {}
-    for relative in sorted({*_SAME_NAME, *_ELSEWHERE}):
+    for relative in sorted({*_SAME_NAME, *_ELSEWHERE, *_NOT_SERVED}):
         path = f"{ROOT}.{relative}" if relative else ROOT
-        names = {n: f"stoker:{n}" for n in _SAME_NAME.get(relative, "").split()}
+        names = dict.fromkeys(_words(_NOT_SERVED.get(relative, "")), NOT_SERVED)
+        names |= {n: f"stoker:{n}" for n in _words(_SAME_NAME.get(relative, ""))}
         modules[path] = {**names, **_ELSEWHERE.get(relative, {})}
     return modules
 
