@@ -30,13 +30,16 @@ class Outcome:
     reason: str
 
 
-def run_file(checkout: Path, test_file: Path, extra: list[str], timeout: float) -> list[Outcome]:
-    """Run one test file under the alias; one Outcome per test (or one for the whole file)."""
+def run_file(
+    checkout: Path, test_file: Path, extra: list[str], timeout: float, alias: bool = True
+) -> list[Outcome]:
+    """Run one test file (under the alias, or against the installed Energon for a reference);
+    one Outcome per test."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         command = [
             sys.executable,
-            *("-m", "pytest", "-p", "stoker.energon_alias.pytest_plugin"),
+            *("-m", "pytest", *(("-p", "stoker.energon_alias.pytest_plugin") if alias else ())),
             *("-p", "no:cacheprovider", "-q", "--tb=line", "-o", "addopts="),
             *("--rootdir", str(checkout), f"--junitxml={report}", *extra),
             str(test_file.relative_to(checkout)),
@@ -106,6 +109,9 @@ def main() -> int:
     parser.add_argument("files", nargs="*", help="test files to run (default: all test_*.py)")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per test file")
+    parser.add_argument(
+        "--reference", action="store_true", help="run against the installed Energon, no alias"
+    )
     args = parser.parse_args()
     checkout = args.checkout.resolve()
     tests = sorted((checkout / "tests").glob("test_*.py"))
@@ -115,7 +121,7 @@ def main() -> int:
     outcomes: list[Outcome] = []
     for test_file in tests:
         start = time.monotonic()
-        found = run_file(checkout, test_file, extra, args.timeout)
+        found = run_file(checkout, test_file, extra, args.timeout, alias=not args.reference)
         for outcome in found:
             reason = f"  ({outcome.reason})" if outcome.reason else ""
             print(f"{outcome.status:5} {outcome.test}{reason}", flush=True)
