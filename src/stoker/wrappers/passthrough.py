@@ -58,7 +58,8 @@ class GcDataset(Wrapper):
     Energon does this because worker processes that hold references to shared-memory tensors in
     reference cycles exhaust shared memory; stoker's workers build batches in reused shared
     memory slots, so it is rarely needed, but kept for the same effect where users rely on it.
-    ``freeze`` moves the objects alive at the start out of the collector's reach (``gc.freeze``).
+    ``freeze`` moves the objects alive at the start of a dataloader worker out of the collector's
+    reach (``gc.freeze``; never in the main process, with ``num_workers=0``).
 
     Example:
         >>> ds = GcDataset(ds, worker_config=wc, every_n_iter=10)  # doctest: +SKIP
@@ -77,13 +78,19 @@ class GcDataset(Wrapper):
         self.freeze = freeze
 
     def transform(self, ctx: StreamContext, items: StreamBatches) -> Iterator[Out]:
-        if self.freeze:
+        if self.freeze and _in_worker():  # never freeze the training process itself
             gc.collect()
             gc.freeze()
         for step, (item, position, held) in enumerate(items, start=1):
             yield item, (position, held), [], None
             if self.every_n_iter > 0 and step % self.every_n_iter == 0:
                 gc.collect()
+
+
+def _in_worker() -> bool:
+    import torch.utils.data
+
+    return torch.utils.data.get_worker_info() is not None
 
 
 class WatchdogDataset(Wrapper):
