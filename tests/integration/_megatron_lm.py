@@ -139,3 +139,29 @@ splits:
 """
     )
     return blend
+
+
+def write_pretrain(root: Path, captions: Path) -> Path:
+    """The pretraining metadataset (Megatron-LM's ``pretrain_dataset.yaml``): one dataset."""
+    path = root / "pretrain_dataset.yaml"
+    path.write_text(
+        f"""__module__: megatron.energon
+__class__: Metadataset
+splits:
+  train:
+    datasets:
+      - weight: 1.
+        path: {captions}
+        subflavors:
+          augmentation: false
+          source: captions
+  val:
+    datasets:
+      - weight: 1.
+        path: {captions}
+        subflavors:
+          augmentation: false
+          source: captions
+"""
+    )
+    return path

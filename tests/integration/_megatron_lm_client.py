@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import pickle
 import sys
 import traceback
 from dataclasses import dataclass
@@ -268,12 +269,18 @@ def main() -> None:
 
     resumed_ds, _ = build()
     resumed_loader = get_savable_loader(resumed_ds, worker_config=worker_config)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    try:  # as dataloader_provider.py loads it: torch's default, weights_only=True
+        state = torch.load(checkpoint, map_location="cpu")
+        plain_data = True
+    except pickle.UnpicklingError:  # a state holding classes (Megatron-LM would skip it)
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        plain_data = False
     resumed_loader.restore_state_rank(state["dataloader_state_dict"])
     resumed = cyclic_iter(resumed_loader)
     resumed_batches = [summary(next(resumed)) for _ in range(TAIL)]
 
-    result = {"before": before, "after": after, "resumed": resumed_batches, "val": val}
+    result = {"before": before, "after": after, "resumed": resumed_batches, "val": val,
+              "plain_data_state": plain_data}  # fmt: skip
     out.write_text(json.dumps({**result, "errors": ERRORS}))
 
 

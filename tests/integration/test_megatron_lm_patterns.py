@@ -27,6 +27,7 @@ from tests.integration._megatron_lm import (
     IMAGE_TOKENS,
     detokenize,
     target_of,
+    write_pretrain,
     write_sft_blend,
 )
 
@@ -39,6 +40,12 @@ SAVE_AT, TAIL, EVAL_ITERS, MICRO_BATCH, PACK_LENGTH = 4, 8, 3, 2, 16
 def blend(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Captioning (16 train, 4 val) and SFT VQA (12 train, 4 val) data, blended 1:2."""
     return write_sft_blend(tmp_path_factory.mktemp("megatron_lm"))
+
+
+@pytest.fixture(scope="module")
+def pretrain(blend: Path) -> Path:
+    """The pretraining metadataset over the captioning data alone."""
+    return write_pretrain(blend.parent, blend.parent / "captions")
 
 
 def run_client(blend: Path, out: Path, *flags: str, alias: bool = True) -> dict[str, Any]:
@@ -77,7 +84,7 @@ def check_batch(batch: dict[str, Any], split: str, packing: bool) -> None:
     assert len(batch["augment"]) == images
 
 
-def check_run(result: dict[str, Any], packing: bool) -> None:
+def check_run(result: dict[str, Any], packing: bool, sources: int = 2) -> None:
     assert result["errors"] == []
     assert [len(result[k]) for k in ("before", "after", "resumed")] == [SAVE_AT, TAIL, TAIL]
     assert result["resumed"] == result["after"]  # incl. the restored random augmentations
@@ -85,12 +92,12 @@ def check_run(result: dict[str, Any], packing: bool) -> None:
     for batch in train:
         check_batch(batch, "train", packing)
     keys = [k for b in train for key in b["keys"] for k in key.split(",")]
-    assert {k.split("_")[0] for k in keys} == {"cap", "sft"}  # the blend draws from both
+    assert {k.split("_")[0] for k in keys} == {"cap", "sft"} if sources == 2 else {"cap"}
     assert len({a for b in train for a in b["augment"]}) > len(train)  # random per sample
     if packing:
         assert any("," in key for b in train for key in b["keys"])
-    assert len(result["val"]) == 2  # one validation dataset per source of the blend
-    for passes, prefix in zip(result["val"], ("cap_", "sft_"), strict=True):
+    assert len(result["val"]) == sources  # one validation dataset per source of the blend
+    for passes, prefix in zip(result["val"], ("cap_", "sft_")[:sources], strict=True):
         for batch in passes:
             check_batch(batch, "val", packing)
             assert all(key.startswith(prefix) for key in batch["keys"])
@@ -105,11 +112,24 @@ def test_megatron_lm_multimodal_data_path_on_stoker(
     blend: Path, tmp_path: Path, packing: bool
 ) -> None:
     flags = ["--packing"] if packing else []
-    check_run(run_client(blend, tmp_path / "out.json", *flags), packing)
+    result = run_client(blend, tmp_path / "out.json", *flags)
+    check_run(result, packing)
+    # stoker's loader state is plain data: it loads with torch.load's default weights_only=True,
+    # as dataloader_provider.py loads it
+    assert result["plain_data_state"] is True
+
+
+@pytest.mark.slow
+def test_megatron_lm_pretraining_data_path_on_stoker(pretrain: Path, tmp_path: Path) -> None:
+    check_run(run_client(pretrain, tmp_path / "out.json"), packing=False, sources=1)
 
 
 @pytest.mark.slow
 @pytest.mark.energon
 def test_same_client_on_energon_for_reference(blend: Path, tmp_path: Path) -> None:
     pytest.importorskip("megatron.energon")
-    check_run(run_client(blend, tmp_path / "out.json", "--packing", alias=False), packing=True)
+    result = run_client(blend, tmp_path / "out.json", "--packing", alias=False)
+    check_run(result, packing=True)
+    # Energon's state holds classes: with torch's default weights_only=True it does not load
+    # (Megatron-LM's dataloader_provider.py then prints that it skips it)
+    assert result["plain_data_state"] is False
