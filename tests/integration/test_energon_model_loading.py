@@ -21,6 +21,7 @@ from stoker import (
     Batch,
     CaptioningSample,
     DefaultTaskEncoder,
+    Sample,
     TaskEncoder,
     WorkerConfig,
     edataclass,
@@ -282,3 +283,73 @@ def test_augment_and_pre_post_encoders_in_workers(images: Path, workers: int) ->
                               worker_config=config(workers), task_encoder=PrePost())  # fmt: skip
     captions = {c for b in get_loader(prepost) for c in b.caption}
     assert captions == {"pre+post"}
+
+
+@dataclass
+class ImageTaskSamplePacked(Sample):  # the shape of Megatron-LM's packed sample
+    __key__: str
+    __restore_key__: tuple[Any, ...]
+    __subflavor__: dict[str, Any]
+    __subflavors__: dict[str, Any]
+    imgs: list[torch.Tensor]
+    captions: list[str]
+
+
+class MegatronPacking(MegatronStyle):
+    """Megatron-LM's packing pattern: greedy groups, a packed Sample subclass, dict batches."""
+
+    def select_samples_to_pack(self, samples: list[CaptioningSample]) -> list[list[Any]]:
+        return [samples[i : i + 3] for i in range(0, len(samples), 3)]
+
+    @stateless
+    def pack_selected_samples(self, samples: list[CaptioningSample]) -> ImageTaskSamplePacked:
+        return ImageTaskSamplePacked(
+            __key__=",".join(s.__key__ for s in samples),
+            __restore_key__=(),
+            __subflavor__={},
+            __subflavors__=samples[0].__subflavors__ or {},
+            imgs=[s.image for s in samples],
+            captions=[s.caption for s in samples],
+        )
+
+    def batch(self, samples: list[Any]) -> ImageTaskBatchPacked:
+        return ImageTaskBatchPacked(
+            __key__=[s.__key__ for s in samples],
+            __restore_key__=(),
+            __subflavor__={},
+            __subflavors__=[s.__subflavors__ for s in samples],
+            imgs=torch.stack([torch.stack(s.imgs) for s in samples]),
+            captions=[c for s in samples for c in s.captions],
+        )
+
+    def encode_batch(self, batch: ImageTaskBatchPacked) -> dict[str, Any]:
+        raw = dataclasses.asdict(batch)
+        del raw["__subflavors__"]
+        return raw
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_megatron_packing_pattern_keys_and_resume(images: Path, workers: int) -> None:
+    def loader() -> Any:
+        return get_savable_loader(get_train_dataset(
+            str(images), batch_size=2, packing_buffer_size=6, task_encoder=MegatronPacking(),
+            worker_config=config(workers), **TRAIN,
+        ))  # fmt: skip
+
+    first = loader()
+    batches = [batch for _, batch in zip(range(3), first, strict=False)]
+    for t, batch in enumerate(batches):
+        assert isinstance(batch, dict) and batch["imgs"].shape[:2] == (2, 3)
+        key = batch["__restore_key__"]
+        assert key[:2] == ("BatchDataset", t) and len(key) == 4
+        for pack_key, names in zip(key[2:], batch["__key__"], strict=True):
+            assert pack_key[:2] == ("PackingDataset", 0) and len(pack_key) == 5
+            assert [k[0] for k in pack_key[2:]] == ["Webdataset"] * 3
+            assert len(names.split(",")) == 3
+    state = first.save_state_rank()
+    after = [batch for _, batch in zip(range(3), first, strict=False)]
+    resumed = loader()
+    resumed.restore_state_rank(state)
+    again = [batch for _, batch in zip(range(3), resumed, strict=False)]
+    assert [b["__restore_key__"] for b in again] == [b["__restore_key__"] for b in after]
+    assert all(torch.equal(a["imgs"], b["imgs"]) for a, b in zip(again, after, strict=True))

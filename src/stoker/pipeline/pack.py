@@ -8,6 +8,8 @@ Samples no group takes stay in the buffer for the next round: none is dropped. A
 finite stream the rest is selected in further rounds; what a round then leaves out for good is
 logged with its key and source and counted (``ErrorTracker.skipped``).
 
+A packed sample that has a ``__restore_key__`` gets ``("PackingDataset", output, *member keys)``.
+
 State: the references of the buffered samples and of the groups selected but not yet packed, so a
 restore re-reads exactly those (:meth:`Packer.state`).
 """
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.errors import StokerError
 from stoker.pipeline import hook_index
+from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.refs import Ref, RefSource, chunks, flat, pick
@@ -31,6 +34,10 @@ if TYPE_CHECKING:
     from stoker.pipeline.stream import Position
 
 logger = logging.getLogger("stoker")
+
+#: A packed sample's ``__restore_key__``: ``(PACK_KEY, output of pack_selected_samples,
+#: *the members' restore keys)``, set where the packed sample has such a field or key.
+PACK_KEY = "PackingDataset"
 
 #: A buffered sample's reference: the upstream reference plus 0 (stoker states before the
 #: stream applied ``preencode_sample`` held which of its outputs the sample was here).
@@ -163,9 +170,13 @@ class Packer:
         encoded = [out for m in members for out in self._run(post, m, "postencode_sample", strict)]
         if not encoded:
             return []
-        return self._run(
+        packed = self._run(
             self.encoder.pack_selected_samples, encoded, "pack_selected_samples", strict
         )
+        keys = [restore_key_of(sample) for sample in encoded]
+        for output, sample in enumerate(packed):  # where the pack has one (as Energon)
+            set_restore_key(sample, (PACK_KEY, output, *keys))
+        return packed
 
     def _run(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
         """A hook's outputs; a failure is the tracker's to raise or skip (strict: raise)."""
