@@ -351,3 +351,14 @@ def test_worker_config_as_energons() -> None:
     expected = int.from_bytes(hashlib.sha1(b"3,0").digest(), "big") & 0xFFFFFFFF
     assert wc.worker_seed() == expected
     assert wc.should_log(0) and not wc.should_log(1) and wc.global_rank() == 1
+
+
+def test_float_images_stay_tensors_for_pre_and_postencode_hooks() -> None:
+    from stoker.pipeline.build import fuses_float_images
+
+    class Post(DefaultTaskEncoder[Any, Any, Any, Any]):
+        def postencode_sample(self, sample: Any) -> Any:
+            return sample
+
+    assert fuses_float_images(DefaultTaskEncoder(), 4, packing=False, grouping=False)
+    assert not fuses_float_images(Post(), 4, packing=False, grouping=False)

@@ -49,7 +49,7 @@ def fuses_float_images(
     """
     from stoker.task import DefaultTaskEncoder
 
-    hooks = ("encode_sample", "batch")
+    hooks = ("encode_sample", "preencode_sample", "postencode_sample", "batch")
     default_hooks = isinstance(task_encoder, DefaultTaskEncoder) and all(
         getattr(type(task_encoder), hook) is getattr(DefaultTaskEncoder, hook)
         and hook not in vars(task_encoder)
