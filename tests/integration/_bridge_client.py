@@ -6,7 +6,8 @@ It builds Bridge's ``EnergonMultiModalDataModule`` with Bridge's ``QwenVLTaskEnc
 ``--packing``, a subclass adding the packing hooks a Bridge user writes: the published Bridge's
 Qwen-VL encoder has none), takes micro-batches with 2 dataloader workers, saves the loader state
 through a ``torch.save`` checkpoint, resumes in a new data module and writes every micro-batch
-(summarised) to the JSON file ``OUT``.
+(summarised) to the JSON file ``OUT``. With ``--stoker-datamodule``, stoker's
+``EnergonMultiModalDataModule`` takes the place of Bridge's (with Bridge's task encoder).
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--packing", action="store_true")
     parser.add_argument("--energon7-fixes", action="store_true")
+    parser.add_argument("--stoker-datamodule", action="store_true")
     args = parser.parse_args()
 
     datamodule = bridge_module(DATAMODULE)
@@ -148,6 +150,16 @@ def main() -> None:
             encoder = packing_encoder(qwen_vl, **options)
         else:
             encoder = qwen_vl.QwenVLTaskEncoder(**options)
+        loading = {
+            "shuffle_buffer_size": 8,
+            "max_samples_per_sequence": 4,
+            "task_encoder": encoder,
+            "packing_buffer_size": 6 if args.packing else None,
+        }
+        if args.stoker_datamodule:  # the one-line switch, called in current Bridge's order
+            from stoker.integrations.megatron import EnergonMultiModalDataModule
+
+            return EnergonMultiModalDataModule(args.data, tokenizer, 64, 2, 2, **loading)
         return datamodule.EnergonMultiModalDataModule(
             args.data,
             tokenizer,
@@ -156,10 +168,7 @@ def main() -> None:
             micro_batch_size=2,
             global_batch_size=2,
             num_workers=2,
-            shuffle_buffer_size=8,
-            max_samples_per_sequence=4,
-            task_encoder=encoder,
-            packing_buffer_size=6 if args.packing else None,
+            **loading,
         )
 
     data = data_module()

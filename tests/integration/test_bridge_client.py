@@ -94,6 +94,13 @@ def test_bridge_qwen_vl_data_path_on_stoker(chatml: Path, tmp_path: Path, packin
 
 
 @pytest.mark.slow
+def test_stoker_data_module_with_bridges_qwen_vl_encoder(chatml: Path, tmp_path: Path) -> None:
+    """stoker's data module in place of Bridge's, called in current Bridge's order."""
+    flags = ["--packing", "--stoker-datamodule"]
+    check_run(run_client(chatml, tmp_path / "out.json", *flags), packing=True)
+
+
+@pytest.mark.slow
 @pytest.mark.energon
 def test_same_client_on_energon_for_reference(chatml: Path, tmp_path: Path) -> None:
     """Energon 7 needs two changes to Bridge 0.3.1's encoder (``--energon7-fixes``): its cooker
