@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stoker.errors import ConfigError
-from stoker.metadataset import Metadataset, is_metadataset, load_metadataset
+from stoker.metadataset import Metadataset, is_metadataset
 from stoker.storage.epath import EPath
 
 
@@ -47,7 +47,9 @@ def location(path: str | os.PathLike[str] | EPath) -> str:
 
 
 def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
-    """Check ``path`` and return what ``get_*_dataset`` accept: a parsed metadataset or the path.
+    """Check ``path`` and return what ``get_*_dataset`` accept: a parsed metadataset (with
+    Energon's ``get_datasets``, see :class:`~stoker.metadataset_tools.LoadedMetadataset`) or the
+    path.
 
     Example:
         >>> mds = load_dataset("/data/blend.yaml")  # doctest: +SKIP
@@ -56,7 +58,9 @@ def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
     """
     path = location(path)
     if is_metadataset(path):
-        return load_metadataset(path)
+        from stoker.metadataset_tools import loaded_metadataset  # reads datasets: a layer above
+
+        return loaded_metadataset(path)
     from stoker.format.meta import read_info
     from stoker.storage import open_store
 

@@ -1,21 +1,42 @@
-"""Energon's ``traverse_metadataset`` and ``prepare_metadataset``, over stoker's parser.
+"""Energon's ``traverse_metadataset``, ``prepare_metadataset`` and ``get_datasets``, over
+stoker's parser.
 
 ``traverse_metadataset`` lists the leaf datasets one split reads, with the subflavors the
 metadataset hierarchy gives them (not those of each dataset's own ``dataset.yaml``), without
 opening any dataset. ``prepare_metadataset`` builds the join index of every join, as
-``stoker prepare mds.yaml`` does.
+``stoker prepare mds.yaml`` does. ``load_dataset(mds)`` returns a :class:`LoadedMetadataset`
+whose ``get_datasets`` lists the loaded datasets of a split with their weights.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from stoker.blending import load_sources
 from stoker.errors import ConfigError
+from stoker.flavors.generic import DEFAULT_DECODER
+from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.joins import JoinReport, prepare_joins
-from stoker.metadataset import flatten, is_metadataset, load_metadataset
+from stoker.metadataset import (
+    DatasetBlendMode,
+    LoadedDataset,
+    LoadedDatasetList,
+    Metadataset,
+    flatten,
+    is_metadataset,
+    load_metadataset,
+)
 from stoker.storage.epath import EPath
+from stoker.val_datasets import SourceDatasetFactory
+from stoker.worker_config import WorkerConfig
+
+_MODES = {
+    "weighted": DatasetBlendMode.DATASET_WEIGHT,
+    "epochized": DatasetBlendMode.SAMPLE_REPETITIONS,
+}
 
 
 @dataclass
@@ -83,3 +104,78 @@ def _metadataset_path(path: str | os.PathLike[str] | EPath, caller: str) -> str:
             hint="Pass a .yaml file with splits: (MetadatasetV2, or V1 with datasets: lists).",
         )
     return location
+
+
+@dataclass(frozen=True)
+class LoadedMetadataset(Metadataset):
+    """A parsed metadataset that can also list its loaded datasets (what ``load_dataset``
+    returns for a metadataset); usable wherever a metadataset path goes."""
+
+    def get_datasets(
+        self,
+        *,
+        training: bool,
+        split_part: str,
+        worker_config: WorkerConfig,
+        subflavors: dict[str, Any] | None = None,
+        decoder: Any = DEFAULT_DECODER,
+        max_samples_per_sequence: int | None = None,
+        dataset_config: str | None = None,
+        split_config: str | None = None,
+        **kwargs: Any,
+    ) -> LoadedDatasetList:
+        """The datasets of ``split_part``, each as a factory with its weight (a ``blend``) or
+        repetitions (a ``blend_epochized``), as Energon's ``get_datasets``.
+
+        Example:
+            >>> found = load_dataset("/cfg/mix.yaml").get_datasets(  # doctest: +SKIP
+            ...     training=False, split_part="train", worker_config=wc)
+            >>> [(d.dataset.paths[0].name, d.weight) for d in found.datasets]  # doctest: +SKIP
+            [('coco', 0.7), ('coyo', 0.3)]
+        """
+        if kwargs.get("subset") is not None:
+            raise ConfigError(
+                "subset= is for a dataset folder; a metadataset sets subsets itself.",
+                path=self.path,
+            )
+        with warnings.catch_warnings():  # listing datasets named twice is not a mistake here
+            warnings.filterwarnings("ignore", message=".*is named more than once")
+            sources, blend = load_sources(
+                self.path,
+                split_part=split_part,
+                training=True,  # the blend's weights, also when listing val datasets
+                dataset_config=dataset_config or DEFAULT_DATASET_YAML,
+                split_config=split_config or DEFAULT_SPLIT_CONFIG,
+                subflavors=subflavors,
+            )
+        mode = _MODES.get(blend.kind, DatasetBlendMode.NONE)
+        factors: list[float | None] = list(blend.factors) or [None] * len(sources)
+        datasets = [
+            LoadedDataset(
+                SourceDatasetFactory(
+                    source,
+                    worker_config=worker_config,
+                    decoder=decoder,
+                    training=training,
+                    max_samples_per_sequence=max_samples_per_sequence,
+                ),
+                weight=factor if mode is DatasetBlendMode.DATASET_WEIGHT else None,
+                repetitions=factor if mode is DatasetBlendMode.SAMPLE_REPETITIONS else None,
+            )
+            for source, factor in zip(sources, factors, strict=True)
+        ]
+        return LoadedDatasetList(datasets, mode)
+
+    def traverse(self, *, split_part: str) -> list[TraversedDatasetReference]:
+        """:func:`traverse_metadataset` of this metadataset."""
+        return traverse_metadataset(self.path, split_part=split_part)
+
+    def prepare(self, split_part: str | None = None) -> list[JoinReport]:
+        """:func:`prepare_metadataset` of this metadataset (every split)."""
+        return prepare_metadataset(self.path)
+
+
+def loaded_metadataset(path: str) -> LoadedMetadataset:
+    """The metadataset at ``path``, parsed and checked."""
+    parsed = load_metadataset(path)
+    return LoadedMetadataset(parsed.path, parsed.splits, parsed.version)

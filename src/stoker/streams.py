@@ -156,9 +156,8 @@ def stream_batches(dataset: LoaderDataset, stream: int) -> int:
     schedule = dataset.schedule(stream)
     start = schedule.start(0)
     end = schedule.end(start, 0)
-    if end is None:  # endless blend: count one epoch of every source
-        lengths = zip(schedule.plans, schedule.lengths, strict=True)
-        samples = sum(plan.epoch_length(0) for plan, n in lengths if n)
+    if end is None:  # endless blend: one epoch of every source, its samples (as Energon's len)
+        samples = sum(schedule.lengths)  # epoch 0 may be longer with shuffle_over_epochs > 1
     else:
         samples = sum(e - s for s, e in zip(start, end, strict=True))
     size = dataset.batch_size or 1

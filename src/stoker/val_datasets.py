@@ -20,6 +20,7 @@ from stoker.metadataset import Metadataset, SubsetRange, is_metadataset
 from stoker.pipeline.schedule import BlendSpec
 from stoker.sources import DataSource
 from stoker.storage.epath import EPath
+from stoker.worker_config import WorkerConfig
 
 
 class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):
@@ -33,27 +34,35 @@ class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):
         ({'source': 'coco'}, 5000)
     """
 
-    def __init__(self, source: DataSource, dataset: LoaderDataset) -> None:
+    def __init__(
+        self,
+        source: DataSource,
+        *,
+        worker_config: WorkerConfig,
+        decoder: Any,
+        training: bool = False,
+        max_samples_per_sequence: int | None = None,
+    ) -> None:
         self.source = source
         self.path = EPath(source.path)
         self.paths = [self.path]
         self.split_part = source.split_part
         self.subflavors = dict(source.subflavors)
-        self.training = False
-        self.worker_config = dataset.worker_config
-        self._decoder = dataset.task_encoder.decoder
-        self._max_samples_per_sequence = dataset.max_samples_per_sequence
+        self.training = training
+        self.worker_config = worker_config
+        self._decoder = decoder
+        self._max_samples_per_sequence = max_samples_per_sequence
 
     def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
         source = dataclasses.replace(self.source, subflavors=dict(self.subflavors))
         return loader_dataset(
             source,
-            training=False,
+            training=self.training,
             worker_config=self.worker_config,
             decoder=self._decoder,
             parallel_shard_iters=None,
             max_samples_per_sequence=self._max_samples_per_sequence,
-            shuffle_over_epochs=None,
+            shuffle_over_epochs=source.shuffle_over_epochs_multiplier,
         )
 
     def as_file_store(self) -> FileStore:
@@ -77,7 +86,12 @@ def per_source(dataset: LoaderDataset) -> list[tuple[LoaderDataset, SourceDatase
     return [
         (
             dataclasses.replace(dataset, sources=[source], blend=BlendSpec()),
-            SourceDatasetFactory(source, dataset),
+            SourceDatasetFactory(
+                source,
+                worker_config=dataset.worker_config,
+                decoder=dataset.task_encoder.decoder,
+                max_samples_per_sequence=dataset.max_samples_per_sequence,
+            ),
         )
         for source in dataset.sources
     ]

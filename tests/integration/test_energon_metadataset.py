@@ -27,7 +27,7 @@ from stoker import (
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
-from stoker.metadataset import Metadataset
+from stoker.metadataset import DatasetBlendMode, Metadataset
 from tests.conftest import write_shard
 
 V2 = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n"
@@ -322,3 +322,61 @@ def test_few_samples_rank_with_real_workers(few: Path) -> None:
         batches = [batch for _, batch in zip(range(8), loader, strict=False)]
     assert len(batches) == 8
     assert len({batch.__key__[0] for batch in batches}) >= 1
+
+
+def test_load_dataset_get_datasets_lists_weights_and_factories(root: Path) -> None:
+    """Energon's ``load_dataset(mds).get_datasets(...)``: weights multiplied down the tree,
+    one factory per dataset with its merged subflavors (the dataset.yaml's included)."""
+    inner = root / "gd_inner.yaml"
+    inner.write_text(
+        V2 + "  train:\n    blend:\n"
+        "      - weight: 1\n        path: coco\n        subflavors: {n: 1}\n"
+        "      - weight: 3\n        path: coyo\n"
+    )
+    outer = root / "gd_outer.yaml"
+    outer.write_text(
+        V2 + "  train:\n    blend:\n"
+        "      - weight: 4\n        path: gd_inner.yaml\n        subflavors: {mds: outer}\n"
+        "      - weight: 1\n        path: coco\n"
+    )
+    found = load_dataset(outer).get_datasets(
+        training=False, split_part="train", worker_config=config()
+    )
+    assert found.blend_mode == DatasetBlendMode.DATASET_WEIGHT
+    assert [round(d.weight, 6) for d in found.datasets] == [0.2, 0.6, 0.2]
+    assert [d.dataset.paths[0].name for d in found.datasets] == ["coco", "coyo", "coco"]
+    assert [d.dataset.subflavors for d in found.datasets] == [
+        {"from_yaml": "coco", "n": 1, "mds": "outer"},
+        {"from_yaml": "coyo", "mds": "outer"},
+        {"from_yaml": "coco"},
+    ]
+    assert [len(d.dataset) for d in found.datasets] == [60, 40, 60]
+    samples = list(get_loader(found.datasets[1].dataset.build()))
+    assert sorted(s.text for s in samples) == sorted(f"coyo{i}" for i in range(40))
+    epochized = root / "gd_epochized.yaml"
+    epochized.write_text(
+        V2 + "  train:\n    blend_epochized:\n"
+        "      - repetitions: 2\n        path: coco\n      - repetitions: 0.5\n        path: coyo\n"
+    )
+    found = load_dataset(epochized).get_datasets(
+        training=True, split_part="train", worker_config=config()
+    )
+    assert found.blend_mode == DatasetBlendMode.SAMPLE_REPETITIONS
+    assert [(d.weight, d.repetitions) for d in found.datasets] == [(None, 2.0), (None, 0.5)]
+    single = root / "gd_single.yaml"
+    single.write_text(V2 + "  train:\n    path: coco\n")
+    found = load_dataset(single).get_datasets(
+        training=True, split_part="train", worker_config=config()
+    )
+    assert found.blend_mode == DatasetBlendMode.NONE
+    assert [(d.weight, d.repetitions) for d in found.datasets] == [(None, None)]
+
+
+def test_traverse_v1_without_header(root: Path) -> None:
+    path = root / "v1_traverse.yaml"
+    path.write_text(V1_BODY)
+    refs = traverse_metadataset(path, split_part="train")
+    assert [(r.path.name, r.subflavors) for r in refs] == [
+        ("coco", {"__subflavor__": "legacy"}),
+        ("coyo", {"source": "coyo"}),
+    ]

@@ -11,6 +11,7 @@ Example:
 """
 
 from stoker.metadataset.flatten import BlendPlan, Leaf, flatten
+from stoker.metadataset.loaded import DatasetBlendMode, LoadedDataset, LoadedDatasetList
 from stoker.metadataset.nodes import (
     AuxRef,
     BlendItem,
@@ -30,10 +31,13 @@ __all__ = [
     "BlendItem",
     "BlendNode",
     "BlendPlan",
+    "DatasetBlendMode",
     "DatasetRef",
     "JoinNode",
     "JoinPart",
     "Leaf",
+    "LoadedDataset",
+    "LoadedDatasetList",
     "Metadataset",
     "Node",
     "ObjectRef",
