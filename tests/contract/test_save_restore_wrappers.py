@@ -194,3 +194,25 @@ def test_megatron_validation_pattern(tmp_path: Path, workers: int) -> None:
         passes = [[fingerprint(batch) for batch in loader] for _ in range(2)]
     assert len(passes[0]) == 13 and passes[0] == passes[1]
     run_contract(make, total=20, midpoints=[0, 2, 9, 13, 17])
+
+
+def test_buffers_restore_from_the_oldest_item_held(data: dict[str, Path]) -> None:
+    """A restore of a shuffle buffer re-reads from its oldest item, not from the pass start."""
+    wc = WorkerConfig(rank=0, world_size=1, num_workers=0)
+
+    def make() -> Loader:
+        return get_savable_loader(ShuffleBufferDataset(ids(data["a"], wc, train=True), 4,
+                                                       worker_config=wc))  # fmt: skip
+
+    with make() as loader:
+        head = take(loader, 300)
+        state = roundtrip(loader.save_state_rank())
+        reference = take(loader, 10)
+    (position,) = state["streams"].values()
+    anchor, read, done = position[-3:]
+    assert done == 300 and 300 <= read <= 304 and read - anchor < 40
+    assert len(state["buffers"]["0"]["own"]["held"]) == read - 300
+    with make() as restored:
+        restored.restore_state_rank(state)
+        assert take(restored, 10) == reference
+    assert len(head) == 300

@@ -82,7 +82,7 @@ def test_position_layout_nests_the_inner_position(numbers: Path) -> None:
         {"type": "BatchDataset", "batch_size": 2, "batcher": "list", "drop_last": False},
     ]  # fmt: skip
     shuffled = ShuffleBufferDataset(inner, 3, worker_config=WC)
-    assert shuffled.position_size() == 2 * inner.position_size() + 2  # mark, anchor, counts
+    assert shuffled.position_size() == 2 * inner.position_size() + 3  # mark, anchor, counts
     assert ConcatDataset(inner, inner, worker_config=WC).position_size() == 2 * 2 + 1
 
 

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.streams import Loadable
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Failures, Mark, StreamContext, function_name
+from stoker.wrappers.base import Failures, StreamContext, function_name
 from stoker.wrappers.batch import check_counted_inside
-from stoker.wrappers.replay import Marked, ReplayWrapper, Step
+from stoker.wrappers.holding import HoldingWrapper, Numbered, pick
 
 
-class GroupBatchDataset(ReplayWrapper):
+class GroupBatchDataset(HoldingWrapper):
     """Batches of items with the same ``sample_group_key(item) -> (key, batch_size)``.
 
     Each key has its own bucket; a full bucket becomes ``batcher(items)``. ``fixed_batch_size``
     gives every bucket that size (then the key function returns ``(key, None)``). At the end of
-    a finite stream the partial buckets are batched too, unless ``drop_last``. Restores replay
-    from the last point where every bucket was empty (see :mod:`stoker.wrappers.replay`).
+    a finite stream the partial buckets are batched too, unless ``drop_last``. A restore re-reads
+    the stream from the oldest item in a bucket (see :mod:`stoker.wrappers.holding`).
 
     Example:
         >>> ds = GroupBatchDataset(ds, fixed_batch_size=4, batcher=generic_batch,  # doctest: +SKIP
@@ -67,25 +67,41 @@ class GroupBatchDataset(ReplayWrapper):
             raise ConfigError(f"group {key!r} has batch size {chosen!r}; it must be >= 1.")
         return chosen
 
-    def process(self, ctx: StreamContext, items: Iterator[Marked], first: int) -> Iterator[Step]:
+    def process(
+        self, ctx: StreamContext, items: Iterator[Numbered], held: Any, first: int
+    ) -> Iterator[tuple[Any, Any]]:
         name = f"GroupBatchDataset({function_name(self.batcher)})"
         failures = Failures(self.worker_config, name, self.failure_tolerance)
-        buckets: dict[Hashable, tuple[int, list[Any]]] = {}
-        last: Mark = ctx.start
-        for item, last in items:
-            key, size = self.sample_group_key(item)
+        buckets: dict[Hashable, tuple[int, list[Numbered]]] = {}
+
+        def add(numbered: Numbered) -> list[Numbered] | None:
+            """Put an item in its bucket; the bucket's items if that filled it."""
+            key, size = self.sample_group_key(numbered[1])
             size, bucket = buckets.setdefault(key, (self._size(key, size), []))
-            bucket.append(item)
-            if len(bucket) >= size:
-                del buckets[key]
-                outputs = list(failures.run(self.batcher, bucket))
-                for i, batch in enumerate(outputs, start=1):
-                    yield batch, last, not buckets and i == len(outputs)
+            bucket.append(numbered)
+            if len(bucket) < size:
+                return None
+            del buckets[key]
+            return bucket
+
+        def outputs(bucket: list[Numbered]) -> Iterator[tuple[Any, Any]]:
+            for batch in list(failures.run(self.batcher, [item for _, item in bucket])):
+                yield batch, sorted(n for _, b in buckets.values() for n, _ in b)
+
+        for numbered in held or []:  # restored in the order they came: same buckets
+            add(numbered)
+        for numbered in items:
+            full = add(numbered)
+            if full is not None:
+                yield from outputs(full)
         if self.drop_last:
             return
         while buckets:
-            key = next(iter(buckets))
-            _, bucket = buckets.pop(key)
-            outputs = list(failures.run(self.batcher, bucket))
-            for i, batch in enumerate(outputs, start=1):
-                yield batch, last, not buckets and i == len(outputs)
+            _, bucket = buckets.pop(next(iter(buckets)))
+            yield from outputs(bucket)
+
+    def held_numbers(self, held: Any) -> list[int]:
+        return list(held)
+
+    def with_items(self, held: Any, items: Mapping[int, Any]) -> list[Numbered]:
+        return [pick(items, n) for n in held]

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from stoker.errors import ConfigError, StokerError
 from stoker.streams import Loadable
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Failures, Mark, StreamContext, function_name
+from stoker.wrappers.base import Failures, StreamContext, function_name
 from stoker.wrappers.batch import check_counted_inside
-from stoker.wrappers.replay import Marked, ReplayWrapper, Step
+from stoker.wrappers.holding import HoldingWrapper, Numbered, pick
 
 
-class PackingDataset(ReplayWrapper):
+class PackingDataset(HoldingWrapper):
     """Packs of items, as Energon's ``PackingDataset`` makes them.
 
     Items fill a buffer of ``buffer_size``; ``pre_packer(buffer) -> [[item, ...], ...]`` chooses
     the packs, and each is joined by ``final_packer(pack)`` (after ``sample_encoder`` on each of
     its items, if given) while the buffer refills. At the end of a finite stream the rest is
-    packed too. Restores replay (see :mod:`stoker.wrappers.replay`); for training,
-    ``get_train_dataset(..., packing_buffer_size=...)`` restores from references instead.
+    packed too. A restore re-reads the stream from the oldest item buffered (see
+    :mod:`stoker.wrappers.holding`); ``get_train_dataset(..., packing_buffer_size=...)`` re-reads
+    only the buffered samples.
 
     Example:
         >>> ds = PackingDataset(ds, 64, pre_packer=select, final_packer=pack,  # doctest: +SKIP
@@ -61,48 +62,47 @@ class PackingDataset(ReplayWrapper):
         return {"buffer_size": self.buffer_size, "pre_packer": function_name(self.pre_packer),
                 "final_packer": function_name(self.final_packer)}  # fmt: skip
 
-    def process(self, ctx: StreamContext, items: Iterator[Marked], first: int) -> Iterator[Step]:
+    def process(
+        self, ctx: StreamContext, items: Iterator[Numbered], held: Any, first: int
+    ) -> Iterator[tuple[Any, Any]]:
         wc = self.worker_config
         pre = Failures(wc, f"pre_packer {function_name(self.pre_packer)}", self.tolerances[0])
         final = Failures(wc, f"final_packer {function_name(self.final_packer)}", self.tolerances[1])
         encode = Failures(wc, "sample_encoder", self.tolerances[2])
-        reading: list[Any] = []
-        packs: list[list[Any]] = []
-        last: Mark = ctx.start
-        source = iter(items)
+        reading: list[Numbered] = list(held["reading"]) if held else []
+        packs: list[list[Numbered]] = [list(p) for p in held["packs"]] if held else []
         rounds = 0
 
-        def outputs(pack: list[Any]) -> Iterator[Step]:
+        def numbers() -> dict[str, Any]:
+            return {"reading": [n for n, _ in reading], "packs": [[n for n, _ in p] for p in packs]}
+
+        def outputs(pack: list[Numbered]) -> Iterator[tuple[Any, Any]]:
+            chosen = [item for _, item in pack]
             if self.sample_encoder is not None:
-                pack = [e for item in pack for e in encode.run(self.sample_encoder, item)]
-            made = list(final.run(self.final_packer, pack)) if pack else []
-            for i, output in enumerate(made, start=1):
-                yield output, last, not reading and not packs and i == len(made)
+                chosen = [e for item in chosen for e in encode.run(self.sample_encoder, item)]
+            for output in list(final.run(self.final_packer, chosen)) if chosen else []:
+                yield output, numbers()
 
-        def pre_pack() -> list[list[Any]]:
-            chosen = [list(p) for r in pre.run(self.pre_packer, list(reading)) for p in r]
+        def pre_pack() -> list[list[Numbered]]:
+            made = [pack for r in pre.run(self.pre_packer, [i for _, i in reading]) for pack in r]
+            chosen = numbered_packs(reading, made)
             reading.clear()
-            return [p for p in chosen if p]
+            return [pack for pack in chosen if pack]
 
-        while True:
-            while len(reading) + sum(len(p) for p in packs) < self.buffer_size:
-                try:
-                    item, last = next(source)
-                except StopIteration:
-                    break
-                reading.append(item)
-            else:
-                if not packs:
-                    packs = pre_pack()
-                    rounds = rounds + 1 if not packs else 0
-                    if rounds > self.tolerances[0] > 0:
-                        raise StokerError(f"pre_packer {function_name(self.pre_packer)} made no "
-                                          f"packs {rounds} times in a row.")  # fmt: skip
-                    if not packs:
-                        continue
-                yield from outputs(packs.pop(0))
+        for numbered in items:
+            reading.append(numbered)
+            if len(reading) + sum(len(p) for p in packs) < self.buffer_size:
                 continue
-            break
+            while not packs and len(reading) + sum(len(p) for p in packs) >= self.buffer_size:
+                packs = pre_pack()
+                rounds = rounds + 1 if not packs else 0
+                if rounds > self.tolerances[0] > 0:
+                    raise StokerError(f"pre_packer {function_name(self.pre_packer)} made no "
+                                      f"packs {rounds} times in a row.")  # fmt: skip
+                if not packs:
+                    break
+            if packs:
+                yield from outputs(packs.pop(0))
         while packs:
             yield from outputs(packs.pop(0))
         if reading:
@@ -110,7 +110,40 @@ class PackingDataset(ReplayWrapper):
             while packs:
                 yield from outputs(packs.pop(0))
 
+    def held_numbers(self, held: Any) -> list[int]:
+        return [*held["reading"], *(n for pack in held["packs"] for n in pack)]
+
+    def with_items(self, held: Any, items: Mapping[int, Any]) -> dict[str, Any]:
+        return {
+            "reading": [pick(items, n) for n in held["reading"]],
+            "packs": [[pick(items, n) for n in pack] for pack in held["packs"]],
+        }
+
     def can_restore_sample(self) -> bool:
         return self.final_packer_stateless and (
             self.sample_encoder is None or self.sample_encoder_stateless
         )
+
+
+def numbered_packs(reading: list[Numbered], packs: list[list[Any]]) -> list[list[Numbered]]:
+    """The packs with their items' numbers: each item is one of the buffered ones (the same
+    object; equal objects are told apart by order)."""
+    free: dict[int, list[int]] = {}
+    for n, item in reversed(reading):
+        free.setdefault(id(item), []).append(n)
+    items = dict(reading)
+    out = []
+    for pack in packs:
+        numbered = []
+        for item in pack:
+            numbers = free.get(id(item))
+            if not numbers:
+                raise StokerError(
+                    "pre_packer returned an item that is not one of the samples it was given "
+                    "(or one twice).",
+                    hint="Return lists of the given samples themselves (packs choose, not copy).",
+                )
+            n = numbers.pop()
+            numbered.append((n, items[n]))
+        out.append(numbered)
+    return out

@@ -1,14 +1,13 @@
-"""The base of wrappers that hold items across outputs (shuffle buffer, grouping, packing,
-iterator maps) over any inner dataset: exact restore by replaying from an anchor.
+"""The base of wrappers whose state is an arbitrary function of the items so far (an iterator
+map): exact restore by replaying from an anchor.
 
-Such a wrapper's state depends on the items it holds. Over an arbitrary inner dataset they have
-no cheaper reference than the inner position they were read at, so the wrapper saves an
-*anchor*: the inner mark after which it held nothing, and the outputs it made since. A restore
-opens the inner stream at the anchor and runs the wrapper again, dropping the outputs already
-used. The anchor moves forward whenever the wrapper's buffers are empty (a group batcher between
-groups, the end of a pass); a shuffle buffer is never empty mid-pass, so its restore replays the
-pass so far. For training, prefer what ``get_train_dataset`` plans without replay
-(``shuffle_buffer_size``, ``packing_buffer_size``, ``group_batches``).
+An ``iter_map_fn`` may hold any items in any way, so the only reference to its state is the
+inner position it started from. The wrapper saves an *anchor* (the inner mark where the
+function started, or where it last said it holds nothing) and the outputs it made since; a
+restore opens the inner stream at the anchor, runs the function again and drops the outputs
+already used. Its cost grows with the outputs since the anchor (the pass so far). Wrappers
+that say which items they hold re-read only from the oldest of those instead
+(:mod:`stoker.wrappers.holding`).
 
 A stream position is ``[*inner mark, *anchor position, outputs since anchor, outputs in pass]``;
 the anchor's inner buffers are the wrapper's own saved data.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -11,8 +11,8 @@ from stoker.errors import ConfigError
 from stoker.plan.rng import keyed_rng
 from stoker.streams import Loadable
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Mark, StreamContext
-from stoker.wrappers.replay import Marked, ReplayWrapper, Step
+from stoker.wrappers.base import StreamContext
+from stoker.wrappers.holding import HoldingWrapper, Numbered, pick
 
 #: Purpose tag of the shuffle buffer's draws (distinct from the planner's tags).
 SHUFFLE_BUFFER = 101
@@ -20,12 +20,13 @@ SHUFFLE_BUFFER = 101
 _BLOCK = 1024
 
 
-class ShuffleBufferDataset(ReplayWrapper):
+class ShuffleBufferDataset(HoldingWrapper):
     """Each output is a random one of the next ``size`` buffered items (Energon's signature).
 
-    The draws are keyed by (seed, stream, pass, output index), so a restore is exact; it replays
-    the pass so far (see :mod:`stoker.wrappers.replay`). ``get_train_dataset(...,
-    shuffle_buffer_size=...)`` shuffles sample references with no replay: prefer it.
+    The draws are keyed by (seed, stream, pass, output index), so a restore is exact; it re-reads
+    the stream from the oldest item in the buffer (see :mod:`stoker.wrappers.holding`).
+    ``get_train_dataset(..., shuffle_buffer_size=...)`` shuffles sample references and re-reads
+    nothing else: prefer it for training.
 
     Example:
         >>> ds = ShuffleBufferDataset(ds, 100, worker_config=wc)  # doctest: +SKIP
@@ -40,22 +41,29 @@ class ShuffleBufferDataset(ReplayWrapper):
     def describe(self) -> dict[str, Any]:
         return {"size": self.size}
 
-    def process(self, ctx: StreamContext, items: Iterator[Marked], first: int) -> Iterator[Step]:
+    def process(
+        self, ctx: StreamContext, items: Iterator[Numbered], held: Any, first: int
+    ) -> Iterator[tuple[Any, Any]]:
         draws = _Draws(self.worker_config.seed_offset, ctx.stream, ctx.epoch)
-        buffer: list[Any] = []
-        last: Mark = ctx.start
+        buffer: list[Numbered] = held or []
         index = first
-        for item, last in items:
-            buffer.append(item)
+        for numbered in items:
+            buffer.append(numbered)
             if len(buffer) >= self.size:
-                yield _take(buffer, draws.at(index)), last, not buffer
+                yield _take(buffer, draws.at(index))[1], [n for n, _ in buffer]
                 index += 1
         while buffer:
-            yield _take(buffer, draws.at(index)), last, not buffer
+            yield _take(buffer, draws.at(index))[1], [n for n, _ in buffer]
             index += 1
 
+    def held_numbers(self, held: Any) -> list[int]:
+        return list(held)
 
-def _take(buffer: list[Any], u: float) -> Any:
+    def with_items(self, held: Any, items: Mapping[int, Any]) -> list[Numbered]:
+        return [pick(items, n) for n in held]
+
+
+def _take(buffer: list[Numbered], u: float) -> Numbered:
     """Remove and return the item at ``u`` (in [0, 1)) of the buffer."""
     i = min(int(u * len(buffer)), len(buffer) - 1)
     buffer[i], buffer[-1] = buffer[-1], buffer[i]
