@@ -85,9 +85,12 @@ class LoaderState:
             buffers=self.buffers,
         )
 
-    def restore_state_rank(self, state: dict[str, Any]) -> None:
+    def restore_state_rank(self, state: dict[str, Any] | None) -> None:
         """Continue from ``state`` (saved by this rank, same world size; the number of workers
-        may differ where it divides the state's virtual workers)."""
+        may differ where it divides the state's virtual workers). ``None`` (no state saved yet)
+        leaves the loader at its start, as in Energon."""
+        if state is None:
+            return
         state = state_module.check_state(state)
         self._adopt_virtual_workers(state)
         state_module.check_fingerprint(state, self.dataset.fingerprint())

@@ -8,6 +8,7 @@ settings are accepted and have nothing to tune in stoker.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from stoker.cache_pool import CachePool
@@ -36,6 +37,10 @@ class BasicDataLoader(Loader):
     ) -> None:
         super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
                          **options)  # fmt: skip
+
+    def config(self) -> dict[str, Any]:
+        """What defines this loader's output (Energon's method)."""
+        return loader_config(self)
 
 
 class SavableDataLoader(Loader):
@@ -70,3 +75,31 @@ class SavableDataLoader(Loader):
     ) -> None:
         super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
                          **options)  # fmt: skip
+
+    def save_state(self, dst_rank: int) -> list[dict[str, Any]] | None:
+        """Deprecated in Energon: :meth:`save_state_global`."""
+        warnings.warn("save_state is deprecated (as in Energon): use save_state_global.",
+                      DeprecationWarning, stacklevel=2)  # fmt: skip
+        return self.save_state_global(dst_rank)
+
+    def restore_state(self, state: list[dict[str, Any]] | None) -> None:
+        """Deprecated in Energon: :meth:`restore_state_global`."""
+        warnings.warn("restore_state is deprecated (as in Energon): use restore_state_global.",
+                      DeprecationWarning, stacklevel=2)  # fmt: skip
+        self.restore_state_global(state)
+
+    def config(self) -> dict[str, Any]:
+        """What defines this loader's output (Energon's method): its type, workers and the
+        dataset's configuration (the fingerprint a saved state is checked against)."""
+        return loader_config(self)
+
+
+def loader_config(loader: Loader) -> dict[str, Any]:
+    workers = loader.dataset.worker_config.num_workers
+    return {
+        "type": type(loader).__qualname__,
+        "num_workers": workers,
+        "pin_memory": loader.pin_memory,
+        "prefetch_factor": None if workers == 0 else loader.prefetch_factor,
+        "dataset": loader.dataset.fingerprint(),
+    }

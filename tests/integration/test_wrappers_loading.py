@@ -354,3 +354,18 @@ def test_wrappers_over_a_dataset_factory(images: Path) -> None:
     again.restore_state_rank(state)
     assert [list(b.__key__) for b in again] == rest
     assert sorted(k for b in first + rest for k in b) == sorted(s.__key__ for s in mapped)
+
+
+def test_savable_loader_methods_as_energon(ids: dict[str, Path]) -> None:
+    config = wc(2)
+    loader = get_savable_loader(val_ids(ids["a"], config))
+    loader.restore_state_rank(None)  # nothing saved yet: starts at the beginning
+    assert list(loader)[:3] == list(get_loader(val_ids(ids["a"], config)))[:3]
+    assert loader.config()["type"] == "SavableDataLoader"
+    assert loader.config()["dataset"]["wrappers"][0]["type"] == "MapDataset"
+    assert get_loader(val_ids(ids["a"], config)).config()["num_workers"] == 2
+    with pytest.warns(DeprecationWarning, match="save_state_global"):
+        states = loader.save_state(0)
+    assert states is not None and len(states) == 1
+    with pytest.warns(DeprecationWarning, match="restore_state_global"):
+        loader.restore_state(states)
