@@ -28,6 +28,7 @@ from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.metadataset import Metadataset
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
+from stoker.plan.order import combine_multipliers
 from stoker.savable_loader import BasicDataLoader, SavableDataLoader
 from stoker.streams import Loadable
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
@@ -81,7 +82,7 @@ def get_train_dataset(
         virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
             batches and the next one continues where it stopped.
         shuffle_over_epochs_multiplier: Shuffle shard slices over this many epochs (-1: sample
-            slices with replacement).
+            slices with replacement; None: slices in order, as in Energon).
         repeat: Loop forever over epochs (False: one epoch per ``for`` loop).
         **kwargs: ``parallel_shard_iters`` (default 16), ``dataset_config``, ``split_config``,
             ``subflavors``, ``virtual_workers`` (streams the plan is defined over; fix it to
@@ -105,7 +106,8 @@ def get_train_dataset(
         virtual_epoch_length=virtual_epoch_length,
         shuffle_buffer_size=shuffle_buffer_size,
         max_samples_per_sequence=max_samples_per_sequence,
-        shuffle_over_epochs_multiplier=shuffle_over_epochs_multiplier or 1,
+        # None: slices in order, as in Energon (stoker's plan calls that multiplier 0)
+        shuffle_over_epochs_multiplier=combine_multipliers(shuffle_over_epochs_multiplier, 1),
         **kwargs,
     )
 

@@ -104,10 +104,9 @@ def _leaf_source(
         except (ConfigError, ValueError) as e:
             raise ConfigError(f"invalid subset: {e}", path=leaf.path) from None
         source = source.restrict(start, end)
-    if leaf.shuffle_over_epochs_multiplier not in (None, 1):
-        source = dataclasses.replace(
-            source, shuffle_over_epochs_multiplier=leaf.shuffle_over_epochs_multiplier
-        )
+    if leaf.shuffle_over_epochs_multiplier != 1:  # None (0 in stoker's plan): slices in order
+        multiplier = leaf.shuffle_over_epochs_multiplier
+        source = dataclasses.replace(source, shuffle_over_epochs_multiplier=multiplier or 0)
     if leaf.aux:
         source = dataclasses.replace(source, aux=_checked_aux(leaf, source))
     return source

@@ -16,6 +16,7 @@ from stoker.errors import ConfigError
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
 from stoker.pipeline.stream import Position, StreamSpec
 from stoker.plan import StreamPlan, Topology
+from stoker.plan.order import combine_multipliers
 from stoker.plan.slices import blend_stream_sizes, rotations
 from stoker.sources import DataSource
 from stoker.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
@@ -103,8 +104,12 @@ class LoaderDataset:
             max_samples_per_sequence=self.max_samples_per_sequence,
             parallel_shard_iters=1 if ordered else self.parallel_shard_iters,
             shuffle_buffer_size=0 if ordered else (self.shuffle_buffer_size or 0),
-            shuffle_over_epochs_multiplier=source.shuffle_over_epochs_multiplier
-            or self.shuffle_over_epochs_multiplier,
+            shuffle_over_epochs_multiplier=combine_multipliers(
+                self.shuffle_over_epochs_multiplier,
+                1
+                if source.shuffle_over_epochs_multiplier is None  # not set by a metadataset
+                else source.shuffle_over_epochs_multiplier,
+            ),
             ordered=ordered,
             excluded=source.excluded,
             rotation=int(rotations([s.total for s in self.sources], self.virtual_workers)[dataset]),

@@ -380,3 +380,19 @@ def test_traverse_v1_without_header(root: Path) -> None:
         ("coco", {"__subflavor__": "legacy"}),
         ("coyo", {"source": "coyo"}),
     ]
+
+
+def test_shuffle_over_epochs_multiplier_none_reads_slices_in_order(root: Path) -> None:
+    """Energon: ``None`` turns slice shuffling off (here without interleave or shuffle buffer:
+    the split in order, every epoch); in a metadataset ``null`` wins over the loader's value."""
+    options: dict[str, Any] = {"shuffle_buffer_size": None, "max_samples_per_sequence": 5,
+                               "parallel_shard_iters": 1, "batch_size": 10}  # fmt: skip
+    ds = train(str(root / "coco"), shuffle_over_epochs_multiplier=None, **options)
+    texts = [t for _, batch in zip(range(12), ds, strict=False) for t in batch.text]
+    assert texts == [f"coco{i}" for i in range(60)] * 2
+    shuffled = train(str(root / "coco"), **options)
+    assert [t for _, b in zip(range(6), shuffled, strict=False) for t in b.text] != texts[:60]
+    path = root / "in_order.yaml"
+    path.write_text(V2 + "  train:\n    path: coco\n    shuffle_over_epochs_multiplier: null\n")
+    ds = train(path, shuffle_over_epochs_multiplier=3, **options)
+    assert [t for _, b in zip(range(6), ds, strict=False) for t in b.text] == texts[:60]

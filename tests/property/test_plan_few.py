@@ -20,7 +20,7 @@ options = st.fixed_dictionaries(
         "max_samples_per_sequence": st.none() | st.integers(1, 4),
         "parallel_shard_iters": st.integers(1, 3),
         "shuffle_buffer_size": st.integers(0, 5),
-        "shuffle_over_epochs_multiplier": st.sampled_from([1, 2, 3, -1]),
+        "shuffle_over_epochs_multiplier": st.sampled_from([1, 2, 3, -1, 0]),
         "seed": st.integers(0, 2**32),
     }
 )
@@ -74,7 +74,7 @@ def test_rotated_epoch_is_a_permutation(
     counts: list[int], v: int, rotation: int, kwargs: dict[str, Any], epoch: int
 ) -> None:
     streams = [StreamPlan(counts, s, v, rotation=rotation, **kwargs) for s in range(v)]
-    if kwargs["shuffle_over_epochs_multiplier"] == 1:
+    if kwargs["shuffle_over_epochs_multiplier"] in (0, 1):
         refs = [r for p in streams for r in p.refs(epoch, 0, p.epoch_length(epoch)).tolist()]
         assert sorted(refs) == list(range(sum(counts)))
     sizes = [p.num_samples for p in streams]
@@ -115,3 +115,20 @@ def test_stream_range_matches_sizes(total: int, v: int, rotation: int) -> None:
     got = [stream_range(total, s, v, rotation) for s in range(v)]
     assert got == list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
     assert rotations([total, 1], v).tolist() == [0, total % v]
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 20), min_size=1, max_size=6), st.integers(1, 4), options)
+def test_multiplier_zero_reads_slices_in_order(
+    counts: list[int], v: int, kwargs: dict[str, Any]
+) -> None:
+    """Energon's ``shuffle_over_epochs_multiplier=None``: no slice shuffle, every epoch alike
+    before the shuffle buffer; with neither interleave nor window, the stream's range in order."""
+    kwargs = {**kwargs, "shuffle_over_epochs_multiplier": 0}
+    for stream in range(v):
+        plan = StreamPlan(counts, stream, v, **kwargs)
+        assert plan.slice_order(3).tolist() == list(range(plan.num_slices))
+        plain = StreamPlan(counts, stream, v, **{**kwargs, "parallel_shard_iters": 1,
+                                                 "shuffle_buffer_size": 0})  # fmt: skip
+        lo, hi = stream_range(sum(counts), stream, v)
+        assert plain.refs_at(0, 2 * (hi - lo)).tolist() == [*range(lo, hi), *range(lo, hi)]

@@ -157,7 +157,7 @@ def test_topology_validation(kwargs: dict[str, int], match: str) -> None:
         ({"seed": -1}, "seed"),
         ({"max_samples_per_sequence": 0}, "max_samples_per_sequence"),
         ({"parallel_shard_iters": 0}, "parallel_shard_iters"),
-        ({"shuffle_over_epochs_multiplier": 0}, "multiplier"),
+        ({"shuffle_over_epochs_multiplier": -2}, "multiplier"),  # 0: slices in order
         ({"excluded": [3, 1]}, "excluded"),
         ({"excluded": [10]}, "excluded"),
         ({"shard_counts": [3, -1]}, "shard_counts"),

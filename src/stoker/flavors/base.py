@@ -108,7 +108,7 @@ def loader_dataset(
         repeat=training,
         max_samples_per_sequence=max_samples_per_sequence,
         parallel_shard_iters=parallel_shard_iters or (16 if training else 1),
-        shuffle_over_epochs_multiplier=shuffle_over_epochs or 1,
+        shuffle_over_epochs_multiplier=0 if shuffle_over_epochs is None else shuffle_over_epochs,
         virtual_workers=default_virtual_workers(
             worker_config.world_size, worker_config.num_workers
         ),

@@ -90,10 +90,11 @@ class StreamPlan:
         self._starts, self._lengths = cut_slices(offsets, lo, hi, max_samples_per_sequence)
         self._shift = exclusion_shift(excluded_)
         self._key = (seed, dataset_id, stream)
-        self._multiplier = 1 if ordered else shuffle_over_epochs_multiplier
+        # multiplier 0: the slices in order every epoch (the interleave and window still apply)
+        self._slices_in_order = ordered or shuffle_over_epochs_multiplier == 0
+        self._multiplier = 1 if self._slices_in_order else shuffle_over_epochs_multiplier
         self._width = 1 if ordered else parallel_shard_iters
         self._window = 0 if ordered else shuffle_buffer_size
-        self._ordered = ordered
         self._num_samples = hi - lo
         self._chunks_of = functools.lru_cache(maxsize=4)(self._build_chunks)
         self._group_starts = functools.lru_cache(maxsize=2)(self._build_group_starts)
@@ -182,7 +183,7 @@ class StreamPlan:
 
     def slice_order(self, epoch: int) -> Int64Array:
         """Indices into :meth:`slices` in the order ``epoch`` visits them (before interleave)."""
-        if self._ordered:
+        if self._slices_in_order:
             return np.arange(self.num_slices, dtype=np.int64)
         seed, dataset_id, stream = self._key
         return epoch_slice_order(
@@ -195,8 +196,8 @@ class StreamPlan:
         )
 
     def _chunks(self, epoch: int) -> Chunks:
-        # One slice (or none) is read the same way in every epoch: build its chunk once.
-        return self._chunks_of(0 if self.num_slices <= 1 else epoch)
+        # One slice (or none), or slices in order, are read the same way in every epoch.
+        return self._chunks_of(0 if self.num_slices <= 1 or self._slices_in_order else epoch)
 
     def _one_slice_refs(self, p_lo: int, p_hi: int) -> Int64Array:
         """``refs_at`` over many epochs of one slice (few samples per stream): every epoch has
