@@ -396,3 +396,24 @@ def test_shuffle_over_epochs_multiplier_none_reads_slices_in_order(root: Path) -
     path.write_text(V2 + "  train:\n    path: coco\n    shuffle_over_epochs_multiplier: null\n")
     ds = train(path, shuffle_over_epochs_multiplier=3, **options)
     assert [t for _, b in zip(range(6), ds, strict=False) for t in b.text] == texts[:60]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_epochized_few_samples_pass_sees_every_sample_as_often_as_asked(
+    few: Path, workers: int
+) -> None:
+    """blend_epochized over 117 samples and 60 ranks, repeat=False: one pass over all ranks
+    reads ds1 twice, ds2 once and ds3 once (the rotated per-stream allotments add up)."""
+    path = few / "epochized.yaml"
+    path.write_text(
+        V2 + "  train:\n    blend_epochized:\n"
+        "      - repetitions: 2\n        path: ds1\n"
+        "      - repetitions: 1\n        path: ds2\n      - repetitions: 1\n        path: ds3\n"
+    )
+    seen: collections.Counter[str] = collections.Counter()
+    for rank in range(60):
+        ds = train(path, config(workers, 60, rank), repeat=False, shuffle_buffer_size=4)
+        seen.update(text for batch in ds for text in batch.text)
+    expected = {f"ds1_{i}": 2 for i in range(55)}
+    expected |= {f"ds2_{i}": 1 for i in range(7)} | {f"ds3_{i}": 1 for i in range(55)}
+    assert dict(seen) == expected
