@@ -362,3 +362,14 @@ def test_float_images_stay_tensors_for_pre_and_postencode_hooks() -> None:
 
     assert fuses_float_images(DefaultTaskEncoder(), 4, packing=False, grouping=False)
     assert not fuses_float_images(Post(), 4, packing=False, grouping=False)
+
+
+def test_bugs_are_not_skipped_as_bad_samples() -> None:
+    calls: list[Exception] = []
+    tracker = ErrorTracker(ErrorPolicy.from_handler(lambda e, s, src: calls.append(e)))
+    sample = TextSample(__key__="k", __restore_key__=(), text="t")
+    with pytest.raises(StokerError, match="NameError") as raised:
+        tracker.failed(NameError("name 'x' is not defined"), sample, "encode_sample")
+    assert isinstance(raised.value.__cause__, NameError) and calls == []
+    tracker.failed(ValueError("bad"), sample, "encode_sample")
+    assert len(calls) == 1 and tracker.skipped == {"encode_sample: ValueError": 1}

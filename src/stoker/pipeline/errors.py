@@ -69,6 +69,20 @@ class SampleError(StokerError):
         return f"{where}, part {self.part!r}" if where else f"part {self.part!r}"
 
 
+#: Exceptions that mean a bug or a broken environment, not a bad sample: never skipped, never
+#: passed to an error handler (Energon's ``SYSTEM_EXCEPTIONS``).
+SYSTEM_EXCEPTIONS = (
+    SystemError,
+    SyntaxError,
+    ImportError,
+    StopIteration,
+    StopAsyncIteration,
+    MemoryError,
+    RecursionError,
+    ReferenceError,
+    NameError,
+)
+
 #: Energon's error handler signature: ``handler(exception, sample, sources)``.
 ErrorHandler = Callable[[Exception, Any, "list[Any] | None"], None]
 
@@ -217,7 +231,8 @@ class ErrorTracker:
 
         ``sample`` is the sample (or batch) concerned, or a text saying where it came from.
         Errors about the configuration, not one sample (a ``StokerError`` other than
-        ``SampleError``, or a missing hook's ``NotImplementedError``), are re-raised at once.
+        ``SampleError``, or a missing hook's ``NotImplementedError``), and
+        :data:`SYSTEM_EXCEPTIONS` (e.g. a ``NameError`` in a hook) are raised at once.
         """
         fatal = isinstance(error, (StokerError, NotImplementedError))
         if fatal and not isinstance(error, SampleError):
@@ -225,6 +240,8 @@ class ErrorTracker:
         wrapped = wrap_failure(error, sample, stage)
         subject = vars(wrapped).pop("_sample", sample)
         original = vars(wrapped).pop("_original", error)
+        if isinstance(original, SYSTEM_EXCEPTIONS):  # a bug, not a bad sample (as Energon)
+            raise wrapped from original
         if self.policy.handler is not None:
             self.policy.handler(original, subject, sources_of(subject))  # raises to stop
         if self.policy.mode == "raise":
