@@ -7,7 +7,10 @@ It builds Bridge's ``EnergonMultiModalDataModule`` with Bridge's ``QwenVLTaskEnc
 Qwen-VL encoder has none), takes micro-batches with 2 dataloader workers, saves the loader state
 through a ``torch.save`` checkpoint, resumes in a new data module and writes every micro-batch
 (summarised) to the JSON file ``OUT``. With ``--stoker-datamodule``, stoker's
-``EnergonMultiModalDataModule`` takes the place of Bridge's (with Bridge's task encoder).
+``EnergonMultiModalDataModule`` takes the place of Bridge's (with Bridge's task encoder). With
+``--data-parallel`` (under ``torchrun``), megatron-core's parallel state is initialised first, so
+Bridge's data module takes each rank's data-parallel rank and group from it; each rank writes
+``OUT.rank{N}``.
 """
 
 from __future__ import annotations
@@ -130,8 +133,18 @@ def main() -> None:
     parser.add_argument("--packing", action="store_true")
     parser.add_argument("--energon7-fixes", action="store_true")
     parser.add_argument("--stoker-datamodule", action="store_true")
+    parser.add_argument("--data-parallel", action="store_true")
     args = parser.parse_args()
 
+    out = args.out
+    if args.data_parallel:  # under torchrun: Megatron's parallel state, one replica per rank
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        from megatron.core import parallel_state
+
+        parallel_state.initialize_model_parallel()
+        out = f"{out}.rank{parallel_state.get_data_parallel_rank()}"
     datamodule = bridge_module(DATAMODULE)
     qwen_vl = bridge_module(QWEN_VL_TASK_ENCODER)
     if args.energon7_fixes:
@@ -187,10 +200,9 @@ def main() -> None:
     resumed_data.train_dataloader_object.restore_state_rank(state)
     resumed_batches = [summary(next(resumed), tokenizer) for _ in range(TAIL)]
 
-    with open(args.out, "w") as out:
-        json.dump(
-            {"before": before, "after": after, "resumed": resumed_batches, "val": val_batches}, out
-        )
+    with open(out, "w") as file:
+        result = {"before": before, "after": after, "resumed": resumed_batches, "val": val_batches}
+        json.dump(result, file)
 
 
 if __name__ == "__main__":

@@ -33,16 +33,24 @@ def chatml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_chatml_dataset(tmp_path_factory.mktemp("bridge") / "chatml")
 
 
-def run_client(data: Path, out: Path, *flags: str, alias: bool = True) -> dict[str, Any]:
-    launcher = ["-m", "stoker.energon_alias"] if alias else []
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+#: How the client is started: under the alias, under torchrun with the alias, or on Energon.
+ALIAS = ["-m", "stoker.energon_alias"]
+TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *ALIAS]
+ENERGON: list[str] = []
+
+
+def run_client(
+    data: Path, out: Path, *flags: str, launcher: list[str] = ALIAS, ranks: int = 1
+) -> list[dict[str, Any]]:
+    """The results of each rank (``OUT``, or ``OUT.rank{N}`` with ``--data-parallel``)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, *launcher, str(CLIENT), str(data), str(out), *flags]
     done = subprocess.run(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-6000:]
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    paths = [out] if ranks == 1 else [Path(f"{out}.rank{r}") for r in range(ranks)]
+    return [json.loads(path.read_text()) for path in paths]
 
 
 def check_batch(batch: dict[str, Any], split: str, packing: bool) -> None:
@@ -64,7 +72,7 @@ def check_batch(batch: dict[str, Any], split: str, packing: bool) -> None:
     assert batch["pixel_rows"] == sum(t * h * w for t, h, w in batch["grids"])
 
 
-def check_run(result: dict[str, Any], packing: bool) -> None:
+def check_run(result: dict[str, Any], packing: bool, min_seen: int = 13) -> None:
     assert [len(result[k]) for k in ("before", "after", "resumed", "val")] == [
         SAVE_AT,
         TAIL,
@@ -79,25 +87,44 @@ def check_run(result: dict[str, Any], packing: bool) -> None:
     if packing:
         rows = [key for batch in result["after"] for key in batch["keys"]]
         assert any("+" in key for key in rows)  # samples were packed together
-    # the stream goes on across passes: 15 micro-batches of 2 > 24 train samples
-    seen = {
-        k for b in result["before"] + result["after"] for key in b["keys"] for k in key.split("+")
-    }
-    assert len(seen) > 12
+    # the stream goes on across passes: 15 micro-batches of 2 > 24 train samples (per rank)
+    assert len(train_keys(result)) >= min_seen
+
+
+def train_keys(result: dict[str, Any]) -> set[str]:
+    batches = result["before"] + result["after"]
+    return {k for b in batches for key in b["keys"] for k in key.split("+")}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("packing", [False, True], ids=["plain", "packing"])
 def test_bridge_qwen_vl_data_path_on_stoker(chatml: Path, tmp_path: Path, packing: bool) -> None:
     flags = ["--packing"] if packing else []
-    check_run(run_client(chatml, tmp_path / "out.json", *flags), packing)
+    (result,) = run_client(chatml, tmp_path / "out.json", *flags)
+    check_run(result, packing)
 
 
 @pytest.mark.slow
 def test_stoker_data_module_with_bridges_qwen_vl_encoder(chatml: Path, tmp_path: Path) -> None:
     """stoker's data module in place of Bridge's, called in current Bridge's order."""
     flags = ["--packing", "--stoker-datamodule"]
-    check_run(run_client(chatml, tmp_path / "out.json", *flags), packing=True)
+    (result,) = run_client(chatml, tmp_path / "out.json", *flags)
+    check_run(result, packing=True)
+
+
+@pytest.mark.slow
+def test_bridge_data_module_on_data_parallel_ranks(chatml: Path, tmp_path: Path) -> None:
+    """Under ``torchrun ... -m stoker.energon_alias`` with megatron-core's parallel state, Bridge's
+    data module gives each of 2 data-parallel ranks its own half of the data, and each resumes."""
+    out = tmp_path / "out.json"
+    results = run_client(chatml, out, "--data-parallel", launcher=TORCHRUN, ranks=2)
+    for result in results:
+        check_run(result, packing=False, min_seen=12)  # a rank's half: 12 samples
+    halves = [train_keys(result) for result in results]
+    assert not halves[0] & halves[1]
+    assert sorted(halves[0] | halves[1]) == [f"train_{i:04d}" for i in range(24)]
+    val = [{k for b in result["val"] for k in b["keys"]} for result in results]
+    assert not val[0] & val[1]
 
 
 @pytest.mark.slow
@@ -106,5 +133,6 @@ def test_same_client_on_energon_for_reference(chatml: Path, tmp_path: Path) -> N
     """Energon 7 needs two changes to Bridge 0.3.1's encoder (``--energon7-fixes``): its cooker
     must be marked stateless, its ``batch()`` must pass ``__key__`` and ``__restore_key__``."""
     pytest.importorskip("megatron.energon")
-    result = run_client(chatml, tmp_path / "out.json", "--packing", "--energon7-fixes", alias=False)
+    flags = ["--packing", "--energon7-fixes"]
+    (result,) = run_client(chatml, tmp_path / "out.json", *flags, launcher=ENERGON)
     check_run(result, packing=True)
