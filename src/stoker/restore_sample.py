@@ -1,9 +1,11 @@
 """Load one sample or batch again from its ``__restore_key__`` (Energon's ``restore_sample``).
 
-A sample's key is ``("Webdataset", dataset path, sample index in the split)``; a batch's is
-``("BatchDataset", batch index, *its samples' keys)``. Restoring reads those samples again,
-runs the task encoder's per-sample hooks on them and, for a batch, ``batch`` and
-``encode_batch``, with the batch index the hooks saw (``current_batch_index``).
+A sample's key is ``("Webdataset", dataset path, sample index in the split)``; a packed
+sample's ``("PackingDataset", output, *its members' keys)``; a batch's ``("BatchDataset", batch
+index, *its samples' keys)``. Restoring reads those samples again and runs the task encoder's
+hooks on them as the stream did (per-sample hooks, then ``postencode_sample`` and
+``pack_selected_samples`` for a pack, then ``batch`` and ``encode_batch`` for a batch), with the
+batch index the hooks saw (``current_batch_index``).
 
 Example:
     >>> loader = get_loader(dataset)  # doctest: +SKIP
@@ -23,6 +25,7 @@ from stoker.errors import ConfigError, StokerError
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import BATCH_KEY, set_restore_key
 from stoker.pipeline.build import SampleBuilder
+from stoker.pipeline.pack import PACK_KEY
 from stoker.plan import global_to_shard
 from stoker.task import iter_encoded, sample_hooks
 
@@ -34,27 +37,22 @@ SAMPLE_KEY = "Webdataset"
 
 
 def can_restore(dataset: LoaderDataset) -> bool:
-    """Whether the items of ``dataset`` can be rebuilt from their keys (not packed ones: a pack
-    is made by user hooks from samples the key does not name)."""
-    return dataset.packing_buffer_size is None
+    """Whether the items of ``dataset`` can be rebuilt from their keys (always: a packed
+    sample's key names its members)."""
+    return True
 
 
 def restore_item(dataset: LoaderDataset, key: Sequence[Any]) -> Any:
     """The sample or batch of ``dataset`` whose ``__restore_key__`` is ``key``."""
-    if not can_restore(dataset):
-        raise ConfigError(
-            "restore_sample cannot rebuild packed samples.",
-            hint="Check loader.can_restore_sample() first.",
-        )
     key = tuple(key)
     if key and key[0] == BATCH_KEY and len(key) >= 2:
         return _batch(dataset, int(key[1]), key[2:], key)
-    return _sample(dataset, key, batch_index=0, place=0)
+    return _item(dataset, key, batch_index=0, place=0)
 
 
 def _batch(dataset: LoaderDataset, index: int, keys: Sequence[Any], key: tuple[Any, ...]) -> Any:
     encoder = dataset.task_encoder
-    samples = [_sample(dataset, k, index, place) for place, k in enumerate(keys)]
+    samples = [_item(dataset, k, index, place) for place, k in enumerate(keys)]
     hook_index.push(index, index)
     try:
         batch = encoder.batch(samples)
@@ -67,7 +65,49 @@ def _batch(dataset: LoaderDataset, index: int, keys: Sequence[Any], key: tuple[A
     return batch
 
 
-def _sample(dataset: LoaderDataset, key: Any, batch_index: int, place: int) -> Any:
+def _item(dataset: LoaderDataset, key: Any, batch_index: int, place: int) -> Any:
+    """The sample or packed sample at ``key``, as the stream made it."""
+    if isinstance(key, Sequence) and len(key) >= 2 and key[0] == PACK_KEY:
+        return _pack(dataset, int(key[1]), key[2:], tuple(key), batch_index)
+    packing = dataset.packing_buffer_size is not None
+    return _sample(dataset, key, batch_index, place, packing=packing)
+
+
+def _pack(
+    dataset: LoaderDataset, output: int, keys: Sequence[Any], key: tuple[Any, ...], index: int
+) -> Any:
+    """Output ``output`` of ``pack_selected_samples`` on the members at ``keys`` (each through
+    the per-sample hooks and ``postencode_sample``)."""
+    encoder = dataset.task_encoder
+    members = [_sample(dataset, k, index, place, packing=True) for place, k in enumerate(keys)]
+    hook_index.push(index, index)
+    try:
+        encoded = [_first(encoder.postencode_sample(m), "postencode_sample") for m in members]
+        made = encoder.pack_selected_samples(encoded)
+        packed = list(made) if inspect.isgenerator(made) else [made]
+    finally:
+        hook_index.pop()
+    if output >= len(packed):
+        raise StokerError(
+            f"pack_selected_samples gave {len(packed)} output(s) this time, the key {key!r} "
+            f"names output #{output}.",
+            hint="Packing hooks must give the same outputs for the same samples.",
+        )
+    set_restore_key(packed[output], key)
+    return packed[output]
+
+
+def _first(result: Any, hook: str) -> Any:
+    if not inspect.isgenerator(result):
+        return result
+    for value in result:
+        return value
+    raise StokerError(f"{hook} gave no output for a sample it packed before.")
+
+
+def _sample(
+    dataset: LoaderDataset, key: Any, batch_index: int, place: int, *, packing: bool
+) -> Any:
     """The encoded sample at a sample key (its first output, for a generator hook)."""
     if not (isinstance(key, Sequence) and len(key) == 3 and key[0] == SAMPLE_KEY):
         raise ConfigError(
@@ -94,7 +134,7 @@ def _sample(dataset: LoaderDataset, key: Any, batch_index: int, place: int) -> A
         )
     finally:
         reader.close()
-    hooks = sample_hooks(encoder, packing=False)
+    hooks = sample_hooks(encoder, packing=packing)
     hook_index.push(batch_index, batch_index * (dataset.batch_size or 1) + place)
     try:
         outputs = list(iter_encoded(encoder, sample, hooks=hooks))
