@@ -162,5 +162,3 @@ def stream_batches(dataset: LoaderDataset, stream: int) -> int:
         samples = sum(e - s for s, e in zip(start, end, strict=True))
     size = dataset.batch_size or 1
     return samples // size if dataset.batch_drop_last else -(-samples // size)
-
-
