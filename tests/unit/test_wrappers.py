@@ -24,7 +24,7 @@ from stoker import (
 )
 from stoker.errors import ConfigError
 from stoker.pipeline.stream import Position
-from stoker.wrappers.base import Failures, emit, get_sample_restore_key
+from stoker.wrappers.calls import Failures, emit, get_sample_restore_key
 from tests.integration.test_mix_batch import write_ids
 
 BEFORE = (Position((4,), 0), None)

@@ -5,9 +5,10 @@ another wrapper), runs in the dataloader workers, and saves and restores exactly
 :mod:`stoker.wrappers.base`.
 """
 
-from stoker.wrappers.base import BaseWrapperDataset, Wrapper, get_sample_restore_key
+from stoker.wrappers.base import BaseWrapperDataset, Wrapper
 from stoker.wrappers.batch import BatchDataset
 from stoker.wrappers.blend import BlendDataset
+from stoker.wrappers.calls import get_sample_restore_key
 from stoker.wrappers.concat import ConcatDataset
 from stoker.wrappers.epochize import EpochizeDataset
 from stoker.wrappers.filter import FilterDataset

@@ -9,7 +9,8 @@ from stoker.errors import ConfigError
 from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.streams import Loadable, StreamBatches
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Failures, Out, StreamContext, Wrapper, emit, function_name
+from stoker.wrappers.base import Out, StreamContext, Wrapper
+from stoker.wrappers.calls import Failures, emit, function_name
 
 
 class BatchDataset(Wrapper):

@@ -7,7 +7,8 @@ from typing import Any
 
 from stoker.streams import Loadable
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Mark, StreamContext, function_name
+from stoker.wrappers.base import Mark, StreamContext
+from stoker.wrappers.calls import function_name
 from stoker.wrappers.replay import Marked, ReplayWrapper, Step
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from stoker.streams import Loadable, StreamBatches
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Failures, Out, StreamContext, Wrapper, emit, function_name
+from stoker.wrappers.base import Out, StreamContext, Wrapper
+from stoker.wrappers.calls import Failures, emit, function_name
 
 
 class MapDataset(Wrapper):

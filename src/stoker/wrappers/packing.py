@@ -8,8 +8,9 @@ from typing import Any
 from stoker.errors import ConfigError, StokerError
 from stoker.streams import Loadable
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Failures, StreamContext, function_name
+from stoker.wrappers.base import StreamContext
 from stoker.wrappers.batch import check_counted_inside
+from stoker.wrappers.calls import Failures, function_name
 from stoker.wrappers.holding import HoldingWrapper, Numbered, pick
 
 
