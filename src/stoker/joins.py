@@ -172,7 +172,7 @@ def _join(
         locations = build_locations(parts)
         if write and path is not None:
             ji.save_index(path, key, locations)
-    return _apply_nonmatch(node, parts, locations), path, hit
+    return _apply_nonmatch(node, parts, locations, resolve=not write), path, hit
 
 
 def build_locations(parts: list[DataSource]) -> ji.Int64Array:
@@ -188,7 +188,9 @@ def build_locations(parts: list[DataSource]) -> ji.Int64Array:
     return np.stack(rows) if rows else np.zeros((0, total), np.int64)
 
 
-def _apply_nonmatch(node: JoinNode, parts: list[DataSource], locations: Any) -> DataSource:
+def _apply_nonmatch(
+    node: JoinNode, parts: list[DataSource], locations: Any, *, resolve: bool = True
+) -> DataSource:
     primary = parts[0]
     live = np.ones(locations.shape[1], dtype=bool)
     live[primary.excluded] = False
@@ -200,7 +202,8 @@ def _apply_nonmatch(node: JoinNode, parts: list[DataSource], locations: Any) -> 
         elif part.nonmatch == "error" and missing.any():
             raise _nonmatch_error(primary, parts[p + 1], int(np.argmax(missing)), missing)
     excluded = np.union1d(primary.excluded, np.flatnonzero(skipped)).astype(np.int64)
-    resolve_joiner(node.joiner, node.names, primary.config.sample_type)  # fail early, here
+    if resolve:  # fail early, here (preparing the index needs no joiner, as in Energon)
+        resolve_joiner(node.joiner, node.names, primary.config.sample_type)
     spec = JoinSpec(tuple(parts[1:]), locations, node.names, node.joiner)
     return dataclasses.replace(primary, excluded=excluded, join=spec)
 

@@ -228,6 +228,19 @@ def test_prepare_metadataset_builds_join_indexes(root: Path) -> None:
     assert prepare_metadataset(write_val_mds(root)) == []
 
 
+def test_prepare_metadataset_needs_no_importable_joiner(root: Path) -> None:
+    """As Energon: preparing a join's index does not import the joiner (loading does)."""
+    path = root / "join_mock.yaml"
+    path.write_text(
+        V2 + "  train:\n    join:\n      - path: coco\n      - path: coco\n"
+        "    joiner:\n      __module__: no_such_module_here\n      __class__: Missing\n"
+    )
+    (report,) = prepare_metadataset(path)
+    assert report.matched == (60,)
+    with pytest.raises(ConfigError, match="no_such_module_here"):
+        train(path)
+
+
 def test_energon_keywords_pass_through_and_unknown_ones_fail(root: Path) -> None:
     """Every keyword Energon 7.4.1's get_train_dataset takes or passes through."""
     from stoker import DefaultTaskEncoder

@@ -150,7 +150,8 @@ def _parse_subset(raw: dict[str, Any], where: Where) -> SubsetRange | None:
 def _relative_only(subset: SubsetRange | None, where: Where, what: str) -> None:
     if subset is not None and subset.absolute is not None:
         where.key("subset").fail(
-            f"absolute ranges (sample indices) are not allowed on {what}, only on a dataset.",
+            f"absolute ranges (sample indices) are not allowed on {what}: they are only "
+            "allowed for a leaf dataset.",
             hint="Use percentages like ['0%', '50%'].",
         )
 
