@@ -71,3 +71,20 @@ def test_a_key_from_elsewhere_is_refused(ids: Path) -> None:
         loader.restore_sample(("something", 1))
     with pytest.raises(ConfigError, match="has 40 samples"):
         loader.restore_sample(("Webdataset", str(ids), 40))
+
+
+def test_items_of_a_concatenation_are_restored_from_the_right_dataset(
+    ids: Path, tmp_path: Path
+) -> None:
+    from stoker import ConcatDataset, get_val_dataset
+
+    other = write_ids(tmp_path / "other.jsonl", 1000, 5)
+    wc = WorkerConfig(rank=0, world_size=1, num_workers=2)
+    parts = [get_val_dataset(str(p), split_part="train", batch_size=2, worker_config=wc)
+             for p in (ids, other)]  # fmt: skip
+    loader = get_loader(ConcatDataset(*parts, worker_config=wc))
+    assert loader.can_restore_sample()
+    batches = list(loader)
+    assert {b["json"]["id"][0] >= 1000 for b in batches} == {True, False}
+    for batch in batches:
+        assert fingerprint(loader.restore_sample(batch["__restore_key__"])) == fingerprint(batch)

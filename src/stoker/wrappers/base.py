@@ -257,5 +257,22 @@ def _resume_at(marks: Mapping[int, Mark], epoch: int, t: int) -> Resume:
     )
 
 
+def all_can_restore(datasets: Sequence[Any]) -> bool:
+    """Whether every one of ``datasets`` can restore its items from their keys."""
+    checks = [getattr(d, "can_restore_sample", None) for d in datasets]
+    return all(check is not None and check() for check in checks)
+
+
+def restore_from_any(datasets: Sequence[Any], restore_key: Any, owner: str) -> Any:
+    """The item with ``restore_key`` from the first of ``datasets`` that knows the key."""
+    problems = []
+    for dataset in datasets:
+        try:
+            return dataset.restore_sample(restore_key)
+        except ConfigError as e:
+            problems.append(e.message)
+    raise ConfigError(f"no dataset of the {owner} restores {restore_key!r}: {problems}")
+
+
 #: Energon's name for the base of dataset wrappers.
 BaseWrapperDataset = Wrapper

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from stoker.errors import ConfigError
 from stoker.mix_batch import MixBatchDataset
 from stoker.streams import Loadable
 from stoker.worker_config import WorkerConfig
+from stoker.wrappers.base import all_can_restore, restore_from_any
 
 
 def only(items: list[Any]) -> Any:
@@ -34,16 +34,9 @@ class BlendDataset(MixBatchDataset):
 
     def can_restore_sample(self) -> bool:
         """When every blended dataset can restore its items."""
-        checks = [getattr(d, "can_restore_sample", None) for d in self.datasets]
-        return all(check is not None and check() for check in checks)
+        return all_can_restore(self.datasets)
 
     def restore_sample(self, restore_key: Any) -> Any:
         """The item with ``restore_key``, from the first blended dataset that knows the key
         (Energon prefixes the dataset's number; stoker's keys name their dataset's path)."""
-        problems = []
-        for dataset in self.datasets:
-            try:
-                return dataset.restore_sample(restore_key)  # type: ignore[attr-defined]
-            except ConfigError as e:
-                problems.append(e.message)
-        raise ConfigError(f"no dataset of the blend restores {restore_key!r}: {problems}")
+        return restore_from_any(self.datasets, restore_key, "BlendDataset")

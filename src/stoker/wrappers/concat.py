@@ -12,7 +12,7 @@ from stoker.pipeline.stream import Position
 from stoker.plan import Topology
 from stoker.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
 from stoker.worker_config import WorkerConfig
-from stoker.wrappers.base import Mark, check_inner
+from stoker.wrappers.base import Mark, all_can_restore, check_inner, restore_from_any
 
 
 class ConcatDataset:
@@ -86,6 +86,13 @@ class ConcatDataset:
             for name, count in dataset.source_counts(own, epoch).items():
                 totals[name] = totals.get(name, 0) + count
         return totals
+
+    def can_restore_sample(self) -> bool:
+        return all_can_restore(self.datasets)
+
+    def restore_sample(self, restore_key: Any) -> Any:
+        """The item with ``restore_key``, from the first dataset that knows the key."""
+        return restore_from_any(self.datasets, restore_key, "ConcatDataset")
 
     def open_streams(self, streams: Sequence[int], resume: Resume) -> ConcatStreams:
         return ConcatStreams(self, streams, resume)
