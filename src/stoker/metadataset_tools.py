@@ -10,6 +10,7 @@ whose ``get_datasets`` lists the loaded datasets of a split with their weights.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from stoker.metadataset import (
     is_metadataset,
     load_metadataset,
 )
+from stoker.plan.order import combine_multipliers
 from stoker.storage.epath import EPath
 from stoker.val_datasets import SourceDatasetFactory
 from stoker.worker_config import WorkerConfig
@@ -118,11 +120,13 @@ class LoadedMetadataset(Metadataset):
         split_part: str,
         worker_config: WorkerConfig,
         subflavors: dict[str, Any] | None = None,
+        shuffle_over_epochs_multiplier: int | None = 1,
+        subset: Any = None,
         decoder: Any = DEFAULT_DECODER,
         max_samples_per_sequence: int | None = None,
+        parallel_shard_iters: int | None = None,
         dataset_config: str | None = None,
         split_config: str | None = None,
-        **kwargs: Any,
     ) -> LoadedDatasetList:
         """The datasets of ``split_part``, each as a factory with its weight (a ``blend``) or
         repetitions (a ``blend_epochized``), as Energon's ``get_datasets``.
@@ -133,7 +137,7 @@ class LoadedMetadataset(Metadataset):
             >>> [(d.dataset.paths[0].name, d.weight) for d in found.datasets]  # doctest: +SKIP
             [('coco', 0.7), ('coyo', 0.3)]
         """
-        if kwargs.get("subset") is not None:
+        if subset is not None:
             raise ConfigError(
                 "subset= is for a dataset folder; a metadataset sets subsets itself.",
                 path=self.path,
@@ -150,6 +154,18 @@ class LoadedMetadataset(Metadataset):
             )
         mode = _MODES.get(blend.kind, DatasetBlendMode.NONE)
         factors: list[float | None] = list(blend.factors) or [None] * len(sources)
+        sources = [
+            dataclasses.replace(
+                source,
+                shuffle_over_epochs_multiplier=combine_multipliers(
+                    shuffle_over_epochs_multiplier,
+                    1
+                    if source.shuffle_over_epochs_multiplier is None
+                    else source.shuffle_over_epochs_multiplier,
+                ),
+            )
+            for source in sources
+        ]
         datasets = [
             LoadedDataset(
                 SourceDatasetFactory(
@@ -158,6 +174,7 @@ class LoadedMetadataset(Metadataset):
                     decoder=decoder,
                     training=training,
                     max_samples_per_sequence=max_samples_per_sequence,
+                    parallel_shard_iters=parallel_shard_iters,
                 ),
                 weight=factor if mode is DatasetBlendMode.DATASET_WEIGHT else None,
                 repetitions=factor if mode is DatasetBlendMode.SAMPLE_REPETITIONS else None,

@@ -42,6 +42,7 @@ class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):
         decoder: Any,
         training: bool = False,
         max_samples_per_sequence: int | None = None,
+        parallel_shard_iters: int | None = None,
     ) -> None:
         self.source = source
         self.path = EPath(source.path)
@@ -52,6 +53,7 @@ class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):
         self.worker_config = worker_config
         self._decoder = decoder
         self._max_samples_per_sequence = max_samples_per_sequence
+        self._parallel_shard_iters = parallel_shard_iters
 
     def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
         source = dataclasses.replace(self.source, subflavors=dict(self.subflavors))
@@ -60,9 +62,9 @@ class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):
             training=self.training,
             worker_config=self.worker_config,
             decoder=self._decoder,
-            parallel_shard_iters=None,
+            parallel_shard_iters=self._parallel_shard_iters,
             max_samples_per_sequence=self._max_samples_per_sequence,
-            shuffle_over_epochs=source.shuffle_over_epochs_multiplier,
+            shuffle_over_epochs=1,  # the source's own multiplier applies (the plan combines)
         )
 
     def as_file_store(self) -> FileStore:

@@ -366,6 +366,20 @@ def test_load_dataset_get_datasets_lists_weights_and_factories(root: Path) -> No
     assert [len(d.dataset) for d in found.datasets] == [60, 40, 60]
     samples = list(get_loader(found.datasets[1].dataset.build()))
     assert sorted(s.text for s in samples) == sorted(f"coyo{i}" for i in range(40))
+    in_order = load_dataset(outer).get_datasets(
+        training=True,
+        split_part="train",
+        worker_config=config(),
+        shuffle_over_epochs_multiplier=None,
+        parallel_shard_iters=1,
+    )
+    built = in_order.datasets[2].dataset.build()
+    texts = [s.text for _, s in zip(range(120), get_loader(built), strict=False)]
+    assert texts == [f"coco{i}" for i in range(60)] * 2  # no slice shuffle, no interleave
+    with pytest.raises(TypeError):
+        load_dataset(outer).get_datasets(
+            training=True, split_part="train", worker_config=config(), no_such=1
+        )
     epochized = root / "gd_epochized.yaml"
     epochized.write_text(
         V2 + "  train:\n    blend_epochized:\n"
