@@ -73,11 +73,9 @@ class AliasModule(types.ModuleType):
             raise AttributeError(f"module {path!r} has no attribute {name!r}")
         target = MODULES.get(path, {}).get(name)
         child = f"{path}.{name}"
-        if target is None and (child in MODULES or child in HINTS):
-            return importlib.import_module(child)
         if target is None:
-            if child in HINTS:
-                raise EnergonNameError(missing_message(path, name), name=path)
+            if child in MODULES or child in HINTS:  # a submodule (unserved ones raise the hint)
+                return importlib.import_module(child)
             raise AttributeError(f"module {path!r} has no attribute {name!r}")
         try:
             value = resolve(target)
