@@ -26,7 +26,7 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
 from stoker.loader import Loader
 from tests.conftest import write_shard
-from tests.contract.contract import fingerprint, roundtrip, run_contract, take
+from tests.contract.contract import fingerprint, rank_free, roundtrip, run_contract, take
 
 MIDPOINTS = [0, 1, 3, 4, 7, 10, 13]
 
@@ -158,16 +158,7 @@ def _rank_loaders(path: str, world: int, workers: int) -> list[Loader]:
 def _global(loaders: list[Loader], steps: int) -> list[Any]:
     """Global micro-batches in canonical order: step t holds rank 0's, rank 1's, ..."""
     iterators = [iter(loader) for loader in loaders]
-    return [fingerprint(_rank_free(next(it))) for _ in range(steps) for it in iterators]
-
-
-def _rank_free(batch: Any) -> Any:
-    """The batch without its restore key's batch index, which counts the rank's batches (as
-    Energon's ``current_batch_index``), so differs between topologies."""
-    key = batch.__restore_key__
-    if key and key[0] == "BatchDataset":
-        batch.__restore_key__ = (key[0], *key[2:])
-    return batch
+    return [rank_free(fingerprint(next(it))) for _ in range(steps) for it in iterators]
 
 
 @pytest.mark.parametrize(("world", "workers"), [(2, 2), (1, 4), (4, 1), (1, 0)])
