@@ -22,6 +22,7 @@ from typing import Any
 
 from stoker.blender import Blender
 from stoker.blending import load_sources
+from stoker.cache_pool import CachePool
 from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
@@ -188,15 +189,22 @@ def get_loader(
     prefetch_factor: int = 2,
     pin_memory: bool = False,
     timeout: float = 0.0,
+    cache_pool: CachePool | None = None,
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
 
-    Energon's watchdog and cache-pool arguments are accepted and ignored.
+    ``cache_pool`` (e.g. a :class:`~stoker.FileStoreCachePool`) is what cookers with
+    ``need_cache`` get as ``cache=``, in every worker. Energon's watchdog arguments are accepted
+    and ignored.
     """
     _check_worker_config(dataset, worker_config)
     return BasicDataLoader(
-        dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout
+        dataset,
+        prefetch_factor=prefetch_factor,
+        pin_memory=pin_memory,
+        timeout=timeout,
+        cache_pool=cache_pool,
     )
 
 
@@ -207,6 +215,7 @@ def get_savable_loader(
     prefetch_factor: int = 2,
     pin_memory: bool = False,
     timeout: float = 0.0,
+    cache_pool: CachePool | None = None,
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -217,7 +226,11 @@ def get_savable_loader(
     """
     _check_worker_config(dataset, worker_config)
     return SavableDataLoader(
-        dataset, prefetch_factor=prefetch_factor, pin_memory=pin_memory, timeout=timeout
+        dataset,
+        prefetch_factor=prefetch_factor,
+        pin_memory=pin_memory,
+        timeout=timeout,
+        cache_pool=cache_pool,
     )
 
 
