@@ -257,6 +257,29 @@ def test_too_many_consecutive_failures_raise(images: tuple[Path, dict[str, list[
         list(get_loader(dataset))
 
 
+class FailingBatch(DefaultTaskEncoder[Any, Any, Any, Any]):
+    def batch(self, samples: list[Any]) -> Any:
+        raise ValueError("broken batch")
+
+
+def test_a_batch_hook_failing_every_time_reaches_the_limit(
+    images: tuple[Path, dict[str, list[str]]],
+) -> None:
+    """Samples that encode well between failed batches do not reset the count of batches."""
+    root, _ = images
+    dataset = get_train_dataset(
+        str(root),
+        worker_config=config(0),
+        batch_size=2,
+        shuffle_buffer_size=None,
+        max_samples_per_sequence=None,
+        task_encoder=FailingBatch(),
+        error_policy=ErrorPolicy(mode="skip", max_consecutive_failures=5),
+    )
+    with pytest.raises(StokerError, match=r"5 batches failed in a row.*ValueError: broken batch"):
+        list(get_loader(dataset))
+
+
 # --- task encoder outputs -----------------------------------------------------------------------
 
 

@@ -76,6 +76,7 @@ class BatchMaker:
             hook_index.pop()
         if batch is SKIPPED:
             return SKIPPED
+        self.tracker.batch_succeeded()
         self.slots.made += 1
         return batch
 

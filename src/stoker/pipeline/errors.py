@@ -71,6 +71,9 @@ class SampleError(StokerError):
 
 #: Exceptions that mean a bug or a broken environment, not a bad sample: never skipped, never
 #: passed to an error handler (Energon's ``SYSTEM_EXCEPTIONS``).
+#: Stages whose failures lose a whole batch (counted apart from single samples' failures).
+BATCH_STAGES = ("batch", "encode_batch")
+
 SYSTEM_EXCEPTIONS = (
     SystemError,
     SyntaxError,
@@ -161,6 +164,10 @@ def describe_sample(sample: Any) -> tuple[str | None, str]:
     """
     if isinstance(sample, str):
         return None, sample
+    if isinstance(sample, list) and sample:  # the samples of a batch
+        keys = [describe_sample(s)[0] for s in sample]
+        key = f"{keys[0]} .. {keys[-1]} ({len(keys)} samples)"
+        return key, ", ".join(sorted({describe_sample(s)[1] for s in sample})[:3])
     if isinstance(sample, dict):
         key, sources = sample.get("__key__"), sample.get("__sources__")
     else:
@@ -217,10 +224,17 @@ class ErrorTracker:
         self.policy = policy or ErrorPolicy()
         self.skipped: Counter[str] = Counter()
         self.consecutive = 0
+        #: Whole batches that failed in a row: samples that encode well in between do not
+        #: reset it, so a ``batch()`` that fails on every batch still reaches the limit.
+        self.consecutive_batches = 0
 
     def succeeded(self) -> None:
         """Record that a sample went through; resets the consecutive failure count."""
         self.consecutive = 0
+
+    def batch_succeeded(self) -> None:
+        """Record that a batch went through; resets the consecutive batch failure count."""
+        self.consecutive_batches = 0
 
     def skip(self, sample: Any, stage: str) -> None:
         """Record a deliberate :class:`SkipSample` (not a failure)."""
@@ -246,13 +260,19 @@ class ErrorTracker:
             self.policy.handler(original, subject, sources_of(subject))  # raises to stop
         if self.policy.mode == "raise":
             raise wrapped from error
-        self.consecutive += 1
+        if stage in BATCH_STAGES:
+            self.consecutive_batches += 1
+            count, what, plural = self.consecutive_batches, "batch", "batches"
+        else:
+            self.consecutive += 1
+            count, what, plural = self.consecutive, "sample", "samples"
         self.skipped[f"{stage}: {type(original).__name__}"] += 1
-        logger.warning("skipped a sample: %s", wrapped.message)
+        text = f"{wrapped.where}: {wrapped.problem}" if wrapped.where else wrapped.problem
+        logger.warning("skipped a %s: %s", what, text)
         limit = self.policy.max_consecutive_failures
-        if limit and self.consecutive >= limit:
+        if limit and count >= limit:
             raise StokerError(
-                f"{self.consecutive} samples failed in a row; the last: {wrapped.message}",
+                f"{count} {plural} failed in a row; the last: {text}",
                 hint="The data or a hook is probably broken for every sample; fix it, or raise "
                 "ErrorPolicy(max_consecutive_failures=...) (0 disables the limit).",
             ) from error
