@@ -170,6 +170,8 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "source_info": {"add_source_info": "stoker.aux:add_source_info"},
     "metadataset.loader_interface": {
         "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",
+        "LoadedDataset": "stoker.metadataset:LoadedDataset",
+        "LoadedDatasetList": "stoker.metadataset:LoadedDatasetList",
         "TraversedDatasetReference": "stoker:TraversedDatasetReference"
         "|stoker.metadataset:TraversedDatasetReference",
     },
@@ -239,7 +241,6 @@ _NOT_SERVED: dict[str, str] = {
     "source_info": "get_source_info",
     "dataset_config": "load_config",
     "savable_loader": "BasicDataLoader",
-    "metadataset.loader_interface": "LoadedDataset LoadedDatasetList",
     "metadataset.metadataset_v2": "AuxDatasetReference AuxFilesystemReference "
     "BlendDatasetReference DatasetReference JoinDatasetReference MetadatasetBlend "
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
@@ -277,8 +278,6 @@ HINTS: dict[str, str] = {
     "get_source_info": "read sample.__sources__",
     "load_config": "use stoker.get_dataset_from_config or stoker.load_dataset",
     "BasicDataLoader": "use stoker.get_loader",
-    "LoadedDataset": "list a metadataset's datasets with stoker.traverse_metadataset",
-    "LoadedDatasetList": "list a metadataset's datasets with stoker.traverse_metadataset",
     "TraversedDatasetReference": "use stoker.traverse_metadataset",
     "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
     "WatchdogDataset": "stoker's loader has its own timeout: get_loader(..., timeout=...)",
