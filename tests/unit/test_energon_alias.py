@@ -255,3 +255,17 @@ def test_says_once_that_it_wins_over_the_installed_package(
         alias.install()  # already installed: silent
     said = [r for r in caplog.records if "stoker serves its imports instead" in r.getMessage()]
     assert len(said) == 1
+
+
+def test_launcher_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from stoker.energon_alias.launch import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 2
+    assert "python -m stoker.energon_alias SCRIPT" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path / "missing.py")])
+    assert exit_info.value.code == 2
+    assert "can't open file" in capsys.readouterr().err
+    assert not alias.is_installed()  # nothing installed for a program that does not start

@@ -29,11 +29,14 @@ USAGE = (
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m stoker.energon_alias``."""
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help") or args == ["-m"]:
-        print(USAGE, file=sys.stdout if args[:1] in (["-h"], ["--help"]) else sys.stderr)
-        raise SystemExit(0 if args[:1] in (["-h"], ["--help"]) else 2)
-    install()
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        raise SystemExit(0)
+    if not args or args == ["-m"]:
+        print(USAGE, file=sys.stderr)
+        raise SystemExit(2)
     if args[0] == "-m":
+        install()
         sys.argv = [args[1], *args[2:]]  # runpy sets argv[0] to the module's file
         sys.path[0] = os.getcwd()  # as `python -m MODULE` does
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     if not os.path.isfile(script):
         print(f"python -m stoker.energon_alias: can't open file {args[0]!r}", file=sys.stderr)
         raise SystemExit(2)
+    install()
     sys.argv = [script, *args[1:]]
     sys.path[0] = os.path.dirname(script)  # as `python SCRIPT` does
     runpy.run_path(script, run_name="__main__")
