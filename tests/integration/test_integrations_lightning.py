@@ -140,5 +140,6 @@ def test_every_validation_run_is_a_full_pass(
     model = KeyRecorder()
     trainer(12, str(tmp_path)).fit(model, datamodule=data_module(root, num_workers=0))
     sanity, *runs = model.val_keys  # 2 sanity batches, then one run per epoch of 10 steps
-    assert sanity == keys["val"][:4]
-    assert runs == [keys["val"]]
+    assert len(runs) == 1
+    assert sorted(runs[0]) == keys["val"]  # every sample once; the order interleaves the streams
+    assert sanity == runs[0][:4]  # the sanity check is the start of the same pass
