@@ -269,3 +269,32 @@ def test_launcher_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert exit_info.value.code == 2
     assert "can't open file" in capsys.readouterr().err
     assert not alias.is_installed()  # nothing installed for a program that does not start
+
+
+def test_cli_paths_serve_energon_compatible_commands(installed: None) -> None:
+    import click
+    from megatron.energon.cli.main import main, prepare_command, preview_command
+    from megatron.energon.savable_loader import BasicDataLoader, SavableDataLoader
+    from megatron.energon.tools.checkpoint import command_info, command_redist
+    from megatron.energon.tools.prepare import command as prepare
+    from megatron.energon.wrappers.watchdog_dataset import WatchdogDataset
+
+    import stoker.cli.energon_tools as tools
+
+    assert main is tools.main and isinstance(main, click.Group)
+    assert prepare is prepare_command is tools.prepare_command
+    assert preview_command is tools.preview_command
+    assert (command_info, command_redist) == (tools.command_info, tools.command_redist)
+    assert set(main.commands) >= {"prepare", "preview", "lint", "info", "checkpoint"}
+    assert WatchdogDataset is stoker.WatchdogDataset
+    assert (BasicDataLoader, SavableDataLoader) == (
+        stoker.BasicDataLoader,
+        stoker.SavableDataLoader,
+    )
+
+
+def test_sample_utils_are_served(installed: None) -> None:
+    from megatron.energon.sample_utils import default_get_batch_keys, format_sample_detailed
+
+    assert format_sample_detailed({"n": 1}) == "n: 1"
+    assert default_get_batch_keys([{"__key__": ["a", "b"]}]) == ["a", "b"]

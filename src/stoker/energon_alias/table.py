@@ -78,6 +78,7 @@ _WRAPPERS = {
 }
 _CONFIG = "stoker.energon_alias.config"
 _EPATH = "stoker:EPath|stoker.storage.epath:EPath"
+_TOOLS = "stoker.cli.energon_tools"
 _PROFILE = "stoker:DEFAULT_PROFILE_NAME|stoker.storage.msc:DEFAULT_PROFILE_NAME"
 
 # Module path (relative to megatron.energon) -> names served as `stoker.<same name>`.
@@ -114,7 +115,7 @@ _SAME_NAME: dict[str, str] = {
     "source_info": "SourceInfo",
     "dataset_config": "get_dataset_from_config",
     "loader": "get_loader get_savable_loader",
-    "savable_loader": "SavableDataLoader",
+    "savable_loader": "BasicDataLoader SavableDataLoader",
     "worker": "WorkerConfig",
     "metadataset": "DatasetLoader DatasetLoaderInterface Metadataset MetadatasetV2 load_dataset "
     "prepare_metadataset traverse_metadataset",
@@ -175,7 +176,9 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "TraversedDatasetReference": "stoker:TraversedDatasetReference"
         "|stoker.metadataset:TraversedDatasetReference",
     },
-    "wrappers.watchdog_dataset": {"WatchdogDataset": "stoker:WatchdogDataset"},
+    "wrappers.watchdog_dataset": {
+        "WatchdogDataset": "stoker:WatchdogDataset|stoker.wrappers:WatchdogDataset"
+    },
     "wrappers.base": {
         "BaseWrapperDataset": "stoker:BaseWrapperDataset|stoker.wrappers:BaseWrapperDataset",
         "get_sample_restore_key": "stoker.wrappers:get_sample_restore_key",
@@ -205,26 +208,29 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "|stoker.media.prepare:prepare_filesystem_dataset",
     },
     "sample_utils": {
-        "format_sample_compact": "stoker:format_sample_compact",
-        "format_sample_detailed": "stoker:format_sample_detailed",
-        "default_get_batch_keys": "stoker:default_get_batch_keys",
+        "format_sample_compact": "stoker.sample_format:format_sample_compact",
+        "format_sample_detailed": "stoker.sample_format:format_sample_detailed",
+        "default_get_batch_keys": "stoker.sample_format:default_get_batch_keys",
     },
     "tools": {},
-    "tools.prepare": {"command": "stoker.cli.prepare:command"},
-    "tools.prepare_media": {"command": "stoker.cli.prepare_media:command"},
-    "tools.lint": {"command": "stoker.cli.lint:command"},
-    "tools.info": {"command": "stoker.cli.info:command"},
-    "tools.preview": {"command": "stoker.cli.preview:command"},
+    "tools.prepare": {"command": f"{_TOOLS}:prepare_command"},
+    "tools.prepare_media": {"command": f"{_TOOLS}:prepare_media_command"},
+    "tools.lint": {"command": f"{_TOOLS}:lint_command"},
+    "tools.info": {"command": f"{_TOOLS}:info_command"},
+    "tools.preview": {"command": f"{_TOOLS}:preview_command"},
     "tools.checkpoint": {
-        "command": "stoker.cli.checkpoint:command",
-        "command_redist": "stoker.cli.checkpoint:command_redist|stoker.cli.checkpoint:redist",
-        "command_info": "stoker.cli.checkpoint:command_info|stoker.cli.checkpoint:info",
+        "command": f"{_TOOLS}:checkpoint_command",
+        "command_redist": f"{_TOOLS}:command_redist",
+        "command_info": f"{_TOOLS}:command_info",
     },
-    "tools.analyze_debug": {"command": "stoker.cli.analyze_debug:command"},
+    "tools.analyze_debug": {"command": f"{_TOOLS}:analyze_debug_command"},
     "cli": {},
     "cli.main": {
-        "main": "stoker.cli.main:cli",
-        "prepare_media_command": "stoker.cli.prepare_media:command",
+        "main": f"{_TOOLS}:main",
+        **{
+            f"{tool}_command": f"{_TOOLS}:{tool}_command"
+            for tool in _words("analyze_debug checkpoint info lint prepare prepare_media preview")
+        },
     },
 }
 
@@ -240,7 +246,6 @@ _NOT_SERVED: dict[str, str] = {
     "flavors.webdataset.sample_decoder": "DEFAULT_DECODER",
     "source_info": "get_source_info",
     "dataset_config": "load_config",
-    "savable_loader": "BasicDataLoader",
     "metadataset.metadataset_v2": "AuxDatasetReference AuxFilesystemReference "
     "BlendDatasetReference DatasetReference JoinDatasetReference MetadatasetBlend "
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
@@ -277,10 +282,8 @@ HINTS: dict[str, str] = {
     "DEFAULT_DECODER": "use stoker.SampleDecoder() (its defaults are Energon's)",
     "get_source_info": "read sample.__sources__",
     "load_config": "use stoker.get_dataset_from_config or stoker.load_dataset",
-    "BasicDataLoader": "use stoker.get_loader",
     "TraversedDatasetReference": "use stoker.traverse_metadataset",
     "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
-    "WatchdogDataset": "stoker's loader has its own timeout: get_loader(..., timeout=...)",
     "MediaFilterConfig": "use stoker.media.extract.MediaFilter (same fields, string strategy)",
     "MediaFilterStrategy": "use the strategy's name: MediaFilter('EXTENSION' | 'HEADER' | 'GLOB')",
     "prepare_filesystem_dataset": "use `stoker prepare-media` (stoker.media.prepare.prepare_media)",
@@ -295,11 +298,7 @@ HINTS: dict[str, str] = {
         "stoker.metadataset.nodes (DatasetRef, AuxRef, BlendNode, JoinNode)",
     ),
     "FlexState": "stoker's state is a plain dict: loader.save_state_rank()",
-    "command": "run the `stoker` CLI (`stoker --help`)",
     "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
-    "format_sample_compact": "print the sample, or look at samples with `stoker preview`",
-    "format_sample_detailed": "print the sample, or look at samples with `stoker preview`",
-    "default_get_batch_keys": "stoker fills __keys__ on batches itself",
     f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
     "inside your TaskEncoder.encode_sample",
     f"{ROOT}.tools.mount": "stoker has no FUSE mount; read samples with `stoker preview`",
