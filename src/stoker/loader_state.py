@@ -87,12 +87,14 @@ class LoaderState:
 
     def restore_state_rank(self, state: dict[str, Any] | None) -> None:
         """Continue from ``state`` (saved by this rank, same world size; the number of workers
-        may differ where it divides the state's virtual workers). ``None`` (no state saved yet)
-        leaves the loader at its start, as in Energon."""
+        may differ where it divides the state's virtual workers; the batch size may differ
+        where it divides the samples consumed, see :func:`stoker.state.rebatch`). ``None`` (no
+        state saved yet) leaves the loader at its start, as in Energon."""
         if state is None:
             return
         state = state_module.check_state(state)
         self._adopt_virtual_workers(state)
+        state = state_module.rebatch(state, self.dataset.fingerprint())
         state_module.check_fingerprint(state, self.dataset.fingerprint())
         saved, current = state["topology"], self.dataset.topology()
         if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
@@ -138,6 +140,7 @@ class LoaderState:
             raise ConfigError("restore_state_global needs the states (or src_rank).")
         merged = state_module.merge(states)
         self._adopt_virtual_workers(merged)
+        merged = state_module.rebatch(merged, self.dataset.fingerprint())
         state_module.check_fingerprint(merged, self.dataset.fingerprint())
         self._apply(state_module.for_rank(merged, self.dataset.topology()))
 

@@ -62,6 +62,35 @@ def check_fingerprint(state: dict[str, Any], current: dict[str, Any]) -> None:
         )
 
 
+def rebatch(state: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``state`` for a loader with another batch size (Energon resumes under a new micro-batch
+    size too): stream positions count references, so they stay; the batch counters are rescaled.
+
+    Refused (clear error) where the batch size is part of the position: grouped batches, dataset
+    wrappers (they may count batches), or a count of samples that the new size does not divide.
+    Returns ``state`` itself when the batch size did not change.
+    """
+    saved_size, size = state["fingerprint"].get("batch_size"), current.get("batch_size")
+    if saved_size == size or not isinstance(saved_size, int) or not isinstance(size, int):
+        return state
+    if current.get("wrappers") or current.get("group_batches"):
+        raise ConfigError(
+            f"the state was saved with batch_size={saved_size}, the loader has {size}; with "
+            "dataset wrappers or grouped batches the batch size is part of the position.",
+            hint=f"Restore with batch_size={saved_size}.",
+        )
+    counted = "consumed" if "consumed" in state else "t"
+    samples = state[counted] * saved_size
+    if samples % size:
+        raise ConfigError(
+            f"the state is {samples} samples in (batch_size={saved_size}), which is not a whole "
+            f"number of batches of {size}.",
+            hint=f"Restore with a batch size that divides {samples}, or with {saved_size}.",
+        )
+    scale = {k: state[k] * saved_size // size for k in ("t", "yielded", counted)}
+    return {**state, **scale, "fingerprint": {**state["fingerprint"], "batch_size": size}}
+
+
 def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
     """One state holding every stream of every rank (from ``save_state_global``)."""
     states = [check_state(s) for s in states]
