@@ -24,13 +24,14 @@ def split_location(location: str) -> tuple[str, str]:
 
 
 def open_store(location: str | os.PathLike[str] | EPath) -> Store:
-    """The store rooted at ``location``: a local folder or a ``file://``, ``s3://``, ``msc://`` URL,
-    or a URL of any other protocol fsspec knows (``gs://``, ``az://``, ``http(s)://``, ...).
+    """The store rooted at ``location``: a local folder or a ``file://``, ``s3://``, ``msc://``,
+    ``dss://`` URL, or a URL of any other protocol fsspec knows (``gs://``, ``az://``, ...).
 
     ``s3://bucket/prefix`` is reached with the AWS chain (environment, profiles) overridden by
     the file ``STOKER_STORAGE_CONFIG`` names; ``msc://profile/path`` with a Multi-Storage Client
     profile (see :mod:`stoker.storage.config`); other protocols through fsspec
-    (:mod:`stoker.storage.fsspec_store`).
+    (:mod:`stoker.storage.fsspec_store`); ``dss://NAME@VERSION/path`` lies under the folder
+    ``NVDATASET_CACHE_DIR`` names, as :class:`~stoker.storage.epath.EPath` resolves it.
 
     Raises:
         ConfigError: a URL whose protocol is unknown, or whose package is not installed.
@@ -51,11 +52,29 @@ def open_store(location: str | os.PathLike[str] | EPath) -> Store:
         return S3Store(location, load_storage_config().for_bucket(bucket), bucket, prefix)
     if location.startswith("msc://"):
         return _open_msc(location)
+    if location.startswith("dss://"):
+        return open_store(_dss_location(location))
     if "://" in location:
         from stoker.storage.fsspec_store import FsspecStore
 
         return FsspecStore(location)
     return LocalStore(os.path.expanduser(location))
+
+
+def _dss_location(location: str) -> str:
+    """``dss://name@version/path``: where EPath resolves it, under ``NVDATASET_CACHE_DIR``."""
+    from stoker.errors import ConfigError
+    from stoker.storage.epath import EPath
+
+    try:
+        return str(EPath(location).local_path())
+    except ValueError as error:
+        raise ConfigError(
+            str(error),
+            path=location,
+            hint="Set NVDATASET_CACHE_DIR to the folder holding NAME/VERSION/ and write the path "
+            "as dss://NAME@VERSION[/path].",
+        ) from None
 
 
 def _open_msc(location: str) -> Store:
