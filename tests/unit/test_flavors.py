@@ -68,6 +68,30 @@ def test_resolve_class_allow_list() -> None:
         resolve_class("stoker.samples", "Nope", where="x")
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "CaptioningWebdataset",
+        "ImageClassificationWebdataset",
+        "VQAOCRWebdataset",
+        "VidQAWebdataset",
+    ],
+)
+def test_deprecated_typed_factories_are_module_level_classes(name: str) -> None:
+    import pickle
+
+    import stoker
+    from stoker.flavors import typed
+
+    cls = getattr(typed, name)
+    assert (cls.__name__, cls.__qualname__, cls.__module__) == (name, name, "stoker.flavors.typed")
+    sample_name = name.removesuffix("Webdataset") + "Sample"
+    assert cls.__sample_type__ is getattr(stoker, sample_name)
+    assert cls.__doc__ is not None and sample_name in cls.__doc__
+    assert pickle.loads(pickle.dumps(cls)) is cls
+    assert resolve_class("megatron.energon", name, where="x") is cls
+
+
 def test_module_in_the_data_folder_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

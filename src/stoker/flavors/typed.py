@@ -46,48 +46,29 @@ class _Deprecated(DefaultDecoderWebdatasetFactory[Any]):
         super().__init__(path, **kwargs)
 
 
-class CaptioningWebdataset(_Deprecated):
-    __sample_type__ = CaptioningSample
+def _deprecated(sample_type: type[Any]) -> type[DefaultDecoderWebdatasetFactory[Any]]:
+    """Energon's deprecated factory of ``sample_type`` (``XSample`` -> ``XWebdataset``), as a
+    class of this module: workers and ``dataset.yaml`` files find it by module and name."""
+    name = sample_type.__name__.removesuffix("Sample") + "Webdataset"
+    doc = (
+        f"Deprecated (as in Energon): a dataset of :class:`~stoker.{sample_type.__name__}`; "
+        "a ``dataset.yaml`` names ``sample_type:`` instead."
+    )
+    namespace = {"__sample_type__": sample_type, "__module__": __name__, "__qualname__": name}
+    return type(name, (_Deprecated,), {**namespace, "__doc__": doc})
 
 
-class ImageWebdataset(_Deprecated):
-    __sample_type__ = ImageSample
-
-
-class ImageClassificationWebdataset(_Deprecated):
-    __sample_type__ = ImageClassificationSample
-
-
-class InterleavedWebdataset(_Deprecated):
-    __sample_type__ = InterleavedSample
-
-
-class MultiChoiceVQAWebdataset(_Deprecated):
-    __sample_type__ = MultiChoiceVQASample
-
-
-class OCRWebdataset(_Deprecated):
-    __sample_type__ = OCRSample
-
-
-class SimilarityInterleavedWebdataset(_Deprecated):
-    __sample_type__ = SimilarityInterleavedSample
-
-
-class TextWebdataset(_Deprecated):
-    __sample_type__ = TextSample
-
-
-class VQAWebdataset(_Deprecated):
-    __sample_type__ = VQASample
-
-
-class VQAOCRWebdataset(_Deprecated):
-    __sample_type__ = VQAOCRSample
-
-
-class VidQAWebdataset(_Deprecated):
-    __sample_type__ = VidQASample
+CaptioningWebdataset = _deprecated(CaptioningSample)
+ImageWebdataset = _deprecated(ImageSample)
+ImageClassificationWebdataset = _deprecated(ImageClassificationSample)
+InterleavedWebdataset = _deprecated(InterleavedSample)
+MultiChoiceVQAWebdataset = _deprecated(MultiChoiceVQASample)
+OCRWebdataset = _deprecated(OCRSample)
+SimilarityInterleavedWebdataset = _deprecated(SimilarityInterleavedSample)
+TextWebdataset = _deprecated(TextSample)
+VQAWebdataset = _deprecated(VQASample)
+VQAOCRWebdataset = _deprecated(VQAOCRSample)
+VidQAWebdataset = _deprecated(VidQASample)
 
 
 class CrudeWebdataset(DefaultDecoderWebdatasetFactory[CrudeSample]):
