@@ -77,6 +77,49 @@ class BaseCoreDatasetFactory(Generic[T_sample], ABC):
     def __len__(self) -> int:
         """Samples in the split, over all ranks."""
 
+    def _keep_loading_options(
+        self,
+        *,
+        training: bool,
+        worker_config: WorkerConfig,
+        shuffle_over_epochs: int | None,
+        parallel_shard_iters: int | None,
+        max_samples_per_sequence: int | None,
+        subset: Any,
+    ) -> None:
+        """Store the loading arguments every stoker factory takes (Energon's attribute names)."""
+        self.training = training
+        self.worker_config = worker_config
+        self.shuffle_over_epochs = shuffle_over_epochs
+        self.parallel_shard_iters = parallel_shard_iters
+        self.max_samples_per_sequence = max_samples_per_sequence
+        self.subset = subset
+
+    def _loader_dataset(self, source: DataSource, decoder: Any) -> LoaderDataset:
+        """:func:`loader_dataset` of ``source`` with the options kept by the constructor."""
+        return loader_dataset(
+            source,
+            training=self.training,
+            worker_config=self.worker_config,
+            decoder=decoder,
+            parallel_shard_iters=self.parallel_shard_iters,
+            max_samples_per_sequence=self.max_samples_per_sequence,
+            shuffle_over_epochs=self.shuffle_over_epochs,
+        )
+
+    def _loading_config(self, path: Any, **contents: Any) -> dict[str, Any]:
+        """``config()`` of a factory of ``path`` with the kept loading options; ``contents``
+        (what the split holds) come after the path."""
+        return {
+            "type": type(self).__qualname__,
+            "training": self.training,
+            "_path": str(path),
+            **contents,
+            "shuffle_over_epochs": self.shuffle_over_epochs,
+            "parallel_shard_iters": self.parallel_shard_iters,
+            "max_samples_per_sequence": self.max_samples_per_sequence,
+        }
+
 
 def loader_dataset(
     source: DataSource,

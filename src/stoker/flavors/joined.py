@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stoker.errors import ConfigError
-from stoker.flavors.base import BaseCoreDatasetFactory, loader_dataset
+from stoker.flavors.base import BaseCoreDatasetFactory
 from stoker.flavors.webdataset import BaseWebdatasetFactory
 from stoker.metadataset.nodes import ObjectRef
 
@@ -67,12 +67,14 @@ class JoinedWebdatasetFactory(BaseCoreDatasetFactory[Any]):
         self.inner_datasets = inner
         self.paths = [path for d in inner for path in d.paths]
         self.subflavors = dict(inner[0].subflavors)
-        self.training = training
-        self.worker_config = worker_config
-        self.shuffle_over_epochs = shuffle_over_epochs
-        self.parallel_shard_iters = parallel_shard_iters
-        self.max_samples_per_sequence = max_samples_per_sequence
-        self.subset = subset
+        self._keep_loading_options(
+            training=training,
+            worker_config=worker_config,
+            shuffle_over_epochs=shuffle_over_epochs,
+            parallel_shard_iters=parallel_shard_iters,
+            max_samples_per_sequence=max_samples_per_sequence,
+            subset=subset,
+        )
         self.join_index = join_index
         self._joiner = ObjectRef(joiner.__module__, joiner.__qualname__)
 
@@ -92,15 +94,7 @@ class JoinedWebdatasetFactory(BaseCoreDatasetFactory[Any]):
         source = dataclasses.replace(primary, excluded=excluded, join=spec)
         if self.subset is not None:
             source = source.restrict(*self.subset.resolve(int(source.counts.sum())))
-        return loader_dataset(
-            source,
-            training=self.training,
-            worker_config=self.worker_config,
-            decoder=self.inner_datasets[0].native_decoder(),
-            parallel_shard_iters=self.parallel_shard_iters,
-            max_samples_per_sequence=self.max_samples_per_sequence,
-            shuffle_over_epochs=self.shuffle_over_epochs,
-        )
+        return self._loader_dataset(source, self.inner_datasets[0].native_decoder())
 
     def as_file_store(self) -> FileStore:
         raise ConfigError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from stoker.flavors.base import BaseCoreDatasetFactory, as_epath, loader_dataset
+from stoker.flavors.base import BaseCoreDatasetFactory, as_epath
 from stoker.samples import CrudeSample
 
 if TYPE_CHECKING:
@@ -45,12 +45,14 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         self.path = as_epath(path)
         self.paths = [self.path]
         self.name = str(self.path).rsplit("/", 1)[-1]
-        self.training = training
-        self.worker_config = worker_config
-        self.shuffle_over_epochs = shuffle_over_epochs
-        self.parallel_shard_iters = parallel_shard_iters
-        self.max_samples_per_sequence = max_samples_per_sequence
-        self.subset = subset
+        self._keep_loading_options(
+            training=training,
+            worker_config=worker_config,
+            shuffle_over_epochs=shuffle_over_epochs,
+            parallel_shard_iters=parallel_shard_iters,
+            max_samples_per_sequence=max_samples_per_sequence,
+            subset=subset,
+        )
         self.part_filter = part_filter
         if not hasattr(self, "subflavors"):
             self.subflavors = {}
@@ -64,15 +66,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
 
     def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
         source = dataclasses.replace(self._source, subflavors=dict(self.subflavors or {}))
-        return loader_dataset(
-            source,
-            training=self.training,
-            worker_config=self.worker_config,
-            decoder=self._decoder(),
-            parallel_shard_iters=self.parallel_shard_iters,
-            max_samples_per_sequence=self.max_samples_per_sequence,
-            shuffle_over_epochs=self.shuffle_over_epochs,
-        )
+        return self._loader_dataset(source, self._decoder())
 
     def _decoder(self) -> Any:
         return None  # the json part as bytes
@@ -83,15 +77,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         return JsonlFileStore(str(self.path))
 
     def config(self) -> dict[str, Any]:
-        return {
-            "type": type(self).__qualname__,
-            "training": self.training,
-            "_path": str(self.path),
-            "count": self._len,
-            "shuffle_over_epochs": self.shuffle_over_epochs,
-            "parallel_shard_iters": self.parallel_shard_iters,
-            "max_samples_per_sequence": self.max_samples_per_sequence,
-        }
+        return self._loading_config(self.path, count=self._len)
 
     def __str__(self) -> str:
         return f"{type(self).__name__}(path={self.path})"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from stoker.errors import ConfigError
-from stoker.flavors.base import BaseCoreDatasetFactory, as_epath, loader_dataset
+from stoker.flavors.base import BaseCoreDatasetFactory, as_epath
 from stoker.format.dataset_config import DatasetConfig, FactoryRef
 from stoker.format.meta import DEFAULT_SPLIT_CONFIG
 
@@ -104,12 +104,14 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         ]
         self.sample_excludes: set[int] = set(self._source.excluded.tolist())
         self.split_part_files = list(self._source.shards)
-        self.training = training
-        self.worker_config = worker_config
-        self.shuffle_over_epochs = shuffle_over_epochs
-        self.parallel_shard_iters = parallel_shard_iters
-        self.max_samples_per_sequence = max_samples_per_sequence
-        self.subset = subset
+        self._keep_loading_options(
+            training=training,
+            worker_config=worker_config,
+            shuffle_over_epochs=shuffle_over_epochs,
+            parallel_shard_iters=parallel_shard_iters,
+            max_samples_per_sequence=max_samples_per_sequence,
+            subset=subset,
+        )
         self.part_filter = part_filter
         if not hasattr(self, "subflavors"):
             self.subflavors = {}
@@ -122,15 +124,7 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         """The sample for one set of raw parts (plus ``__key__`` and the other metadata)."""
 
     def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
-        return loader_dataset(
-            self.built_source(),
-            training=self.training,
-            worker_config=self.worker_config,
-            decoder=self.native_decoder(),
-            parallel_shard_iters=self.parallel_shard_iters,
-            max_samples_per_sequence=self.max_samples_per_sequence,
-            shuffle_over_epochs=self.shuffle_over_epochs,
-        )
+        return self._loader_dataset(self.built_source(), self.native_decoder())
 
     def built_source(self) -> DataSource:
         """The source ``build()`` loads: samples come from this class's ``load_sample``,
@@ -157,15 +151,8 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         return True
 
     def config(self) -> dict[str, Any]:
-        return {
-            "type": type(self).__qualname__,
-            "training": self.training,
-            "_path": str(self.path),
-            "shards": [{"name": s.name, "count": s.count} for s in self.shards],
-            "shuffle_over_epochs": self.shuffle_over_epochs,
-            "parallel_shard_iters": self.parallel_shard_iters,
-            "max_samples_per_sequence": self.max_samples_per_sequence,
-        }
+        shards = [{"name": s.name, "count": s.count} for s in self.shards]
+        return self._loading_config(self.path, shards=shards)
 
     def __str__(self) -> str:
         return f"{type(self).__name__}(path={self.path})"
