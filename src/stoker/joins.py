@@ -77,8 +77,9 @@ def load_join_source(
 ) -> DataSource:
     """The primary source of a join leaf with its :class:`JoinSpec`, nonmatch and subset applied.
 
-    A missing or stale cached index is built in memory (an info message suggests
-    ``stoker prepare``); a primary sample without an ``error`` partner raises.
+    An index never prepared is built in memory (an info message suggests ``stoker prepare``);
+    a YAML prepared before whose indexes do not match this join (datasets or YAML changed since)
+    raises, as Energon does; a primary sample without an ``error`` partner raises.
     """
     source, _, _ = _join(leaf, dataset_config, split_config, options, write=False)
     if leaf.subset is None:
@@ -109,10 +110,14 @@ def prepare_joins(
         if leaf.join is not None
     ]
     options: dict[str, Any] = {"allowed_modules": allowed_modules}
-    return [
+    reports = [
         prepare_join(leaf, split, DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG, options)
         for split, leaf in tqdm(joins, desc="Joining", unit="join", disable=not progress)
     ]
+    if os.path.isfile(path):  # indexes of joins no longer in the YAML are stale: remove them
+        for stale in set(ji.cached_indexes(path)) - {r.path for r in reports}:
+            os.unlink(stale)
+    return reports
 
 
 def prepare_join(
@@ -162,6 +167,8 @@ def _join(
     locations = ji.load_index(path, key, shape) if path is not None else None
     hit = locations is not None
     if locations is None:
+        if not write and path is not None and ji.cached_indexes(node.where.file):
+            raise _stale_error(node.where.file, parts)
         if not write:
             log.info(
                 "building the join index of %s in memory; run `stoker prepare %s` to build it "
@@ -173,6 +180,16 @@ def _join(
         if write and path is not None:
             ji.save_index(path, key, locations)
     return _apply_nonmatch(node, parts, locations, resolve=not write), path, hit
+
+
+def _stale_error(yaml_path: str, parts: list[DataSource]) -> ConfigError:
+    return ConfigError(
+        f"the join of {', '.join(s.path for s in parts)} does not match the join indexes "
+        "prepared for this metadataset: the YAML or a joined dataset changed since it was "
+        "prepared.",
+        path=yaml_path,
+        hint=f"Run `stoker prepare {yaml_path}` (or prepare_metadataset) again.",
+    )
 
 
 def build_locations(parts: list[DataSource]) -> ji.Int64Array:

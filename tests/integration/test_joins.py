@@ -126,19 +126,24 @@ def test_prepare_writes_the_index_and_loads_use_it(
     result = CliRunner().invoke(prepare_command, [path, "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "built in" in result.output and "matched 40/80" in result.output
-    files = sorted((root / ".stoker-joins").glob("prepared-*.npz"))
+    files = sorted((root / "prepared.yaml.cache").glob("stoker_join_*.npz"))
     assert len(files) == 1
     again = CliRunner().invoke(prepare_command, [path, "--no-progress"])
     assert "up to date" in again.output
     caplog.set_level(logging.INFO, logger="stoker.joins")
     assert len(read_all(path)) == 40
     assert "building the join index" not in caplog.text  # a cache hit
-    # another split part of the primary: another index; the cached one does not apply
+    # another split part of the primary: another index; the prepared one does not match, and
+    # loading refuses (as Energon) until the YAML is prepared again, which drops the stale file
     (root / "prepared.yaml").write_text(
         HEADER + list_join("skip").replace("train:", "train:\n    split_part: val")
     )
+    with pytest.raises(ConfigError, match=r"does not match(.|\n)*stoker prepare"):
+        read_all(path)
+    assert CliRunner().invoke(prepare_command, [path, "--no-progress"]).exit_code == 0
     assert [s.__key__ for s in read_all(path)][:2] == ["k0080", "k0082"]
-    assert "building the join index" in caplog.text
+    assert len(list((root / "prepared.yaml.cache").iterdir())) == 1
+    assert "building the join index" not in caplog.text
 
 
 def test_changed_dataset_uuid_invalidates_the_index(root: Path) -> None:

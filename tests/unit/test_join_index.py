@@ -61,7 +61,7 @@ def test_cache_key_covers_every_input() -> None:
 
 def test_saved_index_loads_only_with_its_key_and_shape(tmp_path: Path) -> None:
     path = ji.cache_path(str(tmp_path / "mds.yaml"), "abc")
-    assert path == str(tmp_path / ".stoker-joins" / "mds-abc.npz")
+    assert path == str(tmp_path / "mds.yaml.cache" / "stoker_join_abc.npz")
     locations = np.arange(6, dtype=np.int64).reshape(2, 3)
     ji.save_index(path, "abc", locations)
     loaded = ji.load_index(path, "abc", (2, 3))
@@ -70,4 +70,7 @@ def test_saved_index_loads_only_with_its_key_and_shape(tmp_path: Path) -> None:
     assert ji.load_index(path, "abc", (2, 4)) is None
     Path(path).write_bytes(b"garbage")
     assert ji.load_index(path, "abc", (2, 3)) is None
-    assert [p.name for p in (tmp_path / ".stoker-joins").iterdir()] == ["mds-abc.npz"]
+    assert [p.name for p in (tmp_path / "mds.yaml.cache").iterdir()] == ["stoker_join_abc.npz"]
+    (tmp_path / "mds.yaml.cache" / "join_index_0.bin").write_bytes(b"not stoker's")
+    assert ji.cached_indexes(str(tmp_path / "mds.yaml")) == [path]
+    assert ji.cached_indexes(str(tmp_path / "other.yaml")) == []

@@ -77,7 +77,7 @@ def command(
 
     PATH is a folder of WebDataset tar shards, or a .jsonl file (which gets a .jsonl.idx), or a
     metadataset YAML: then the join index of each of its joins is built (next to it, in
-    .stoker-joins/), so that loading does not build them again.
+    <yaml>.cache/), so that loading does not build them again.
     Everything is written under temporary names and moved into place at the end, so an
     interrupted or failed prepare leaves the dataset as it was. Without --non-interactive,
     missing choices (split, sample type, field map) are asked for.

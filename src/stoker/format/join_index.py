@@ -4,8 +4,9 @@ each joined (partner) split.
 Keys come from each dataset's ``index.sqlite`` in one query and are matched with numpy (sort +
 ``searchsorted``): two datasets of 10^6 samples join in about a second. A location is a sample's
 global index in its split (shard position x count, plus index in the shard), or -1 for none.
-The index is cached as ``.stoker-joins/<yaml stem>-<key>.npz`` next to the metadataset; the key
-(:func:`cache_key`) hashes every input that changes the index.
+The index is cached as ``<yaml>.cache/stoker_join_<key>.npz`` (the folder Energon keeps its join
+indexes in, next to the metadataset); the key (:func:`cache_key`) hashes every input that
+changes the index.
 
 Example:
     >>> keys = KeyTable(["b", "a", "c"], np.array([0, 1, 2]))
@@ -34,7 +35,9 @@ from stoker.storage import Store
 
 #: Bump when the layout of the cached file changes.
 FORMAT_VERSION = "1"
-CACHE_DIR = ".stoker-joins"
+#: The cache folder is the YAML's path plus this suffix (as Energon's); files carry the prefix.
+CACHE_SUFFIX = ".cache"
+CACHE_PREFIX = "stoker_join_"
 Int64Array = npt.NDArray[np.int64]
 
 
@@ -159,10 +162,17 @@ def cache_key(parts: Sequence[tuple[str, str, str, bytes]]) -> str:
 
 
 def cache_path(yaml_path: str, key: str) -> str:
-    """``<yaml folder>/.stoker-joins/<yaml stem>-<key>.npz``."""
-    folder, name = os.path.split(yaml_path)
-    stem = os.path.splitext(name)[0]
-    return os.path.join(folder, CACHE_DIR, f"{stem}-{key}.npz")
+    """``<yaml>.cache/stoker_join_<key>.npz``."""
+    return os.path.join(yaml_path + CACHE_SUFFIX, f"{CACHE_PREFIX}{key}.npz")
+
+
+def cached_indexes(yaml_path: str) -> list[str]:
+    """The join index files stoker cached for the YAML at ``yaml_path`` (sorted)."""
+    folder = yaml_path + CACHE_SUFFIX
+    if not os.path.isdir(folder):
+        return []
+    names = (n for n in os.listdir(folder) if n.startswith(CACHE_PREFIX) and n.endswith(".npz"))
+    return sorted(os.path.join(folder, n) for n in names)
 
 
 def save_index(path: str, key: str, locations: Int64Array) -> None:
