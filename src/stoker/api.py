@@ -18,7 +18,7 @@ Same names and keyword arguments as ``megatron.energon``, so switching is a chan
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, TypeVar
 
 from stoker.blender import Blender
 from stoker.blending import load_sources
@@ -35,6 +35,8 @@ from stoker.streams import Loadable
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.val_datasets import SourceDatasetFactory, per_source, restrict_sources
 from stoker.worker_config import WorkerConfig
+
+_L = TypeVar("_L", BasicDataLoader, SavableDataLoader)
 
 _EXTRA_KWARGS = (
     "parallel_shard_iters",
@@ -198,9 +200,10 @@ def get_loader(
     ``need_cache`` get as ``cache=``, in every worker. Energon's watchdog arguments are accepted
     and ignored.
     """
-    _check_worker_config(dataset, worker_config)
-    return BasicDataLoader(
+    return _loader(
+        BasicDataLoader,
         dataset,
+        worker_config=worker_config,
         prefetch_factor=prefetch_factor,
         pin_memory=pin_memory,
         timeout=timeout,
@@ -224,9 +227,10 @@ def get_savable_loader(
     (``MapDataset``, ``BatchDataset``, ``BlendDataset``, ...) of them. Energon's checkpoint
     cadence arguments are accepted and ignored.
     """
-    _check_worker_config(dataset, worker_config)
-    return SavableDataLoader(
+    return _loader(
+        SavableDataLoader,
         dataset,
+        worker_config=worker_config,
         prefetch_factor=prefetch_factor,
         pin_memory=pin_memory,
         timeout=timeout,
@@ -234,12 +238,30 @@ def get_savable_loader(
     )
 
 
-def _check_worker_config(dataset: Loadable, worker_config: WorkerConfig | None) -> None:
+def _loader(
+    loader_class: type[_L],
+    dataset: Loadable,
+    *,
+    worker_config: WorkerConfig | None,
+    prefetch_factor: int,
+    pin_memory: bool,
+    timeout: float,
+    cache_pool: CachePool | None,
+) -> _L:
+    """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
+    checking that ``worker_config`` (if given) is the one the dataset was made with."""
     if worker_config is not None and worker_config != dataset.worker_config:
         raise ConfigError(
             "get_loader got another worker_config than the dataset was made with.",
             hint="Pass the same WorkerConfig to get_train_dataset and get_loader (or omit it).",
         )
+    return loader_class(
+        dataset,
+        prefetch_factor=prefetch_factor,
+        pin_memory=pin_memory,
+        timeout=timeout,
+        cache_pool=cache_pool,
+    )
 
 
 _DECODER_KWARGS = ("image_decode", "av_decode", "video_decode_audio")
