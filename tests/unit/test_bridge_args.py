@@ -56,3 +56,14 @@ def test_signatures_differ_only_by_the_two_removed_parameters() -> None:
     ]
     kinds = {name: p.kind for name, p in CURRENT.parameters.items()}
     assert kinds["image_processor"] is kinds["global_batch_size"] is inspect.Parameter.KEYWORD_ONLY
+    assert list(LEGACY.parameters)[:7] == [
+        "path",
+        "tokenizer",
+        "image_processor",
+        "seq_length",
+        "micro_batch_size",
+        "global_batch_size",
+        "num_workers",
+    ]
+    assert LEGACY.parameters["image_processor"].default is inspect.Parameter.empty
+    assert list(LEGACY.parameters)[-2:] == ["pg_collection", "kwargs"]

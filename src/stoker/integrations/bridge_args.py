@@ -48,31 +48,22 @@ def current_parameters(
     Bridge) are still taken by keyword."""
 
 
-def legacy_parameters(
-    path: str,
-    tokenizer: Any,
-    image_processor: Any,
-    seq_length: int = 2048,
-    micro_batch_size: int = 1,
-    global_batch_size: int | None = 1,
-    num_workers: int = 1,
-    num_val_workers: int | None = None,
-    pin_memory: bool = True,
-    shuffle_buffer_size: int = 100,
-    max_samples_per_sequence: int | None = None,
-    multimodal_sample_config: Any = None,
-    task_encoder: Any = None,
-    decoder_seq_length: int | None = None,
-    packing_buffer_size: int | None = None,
-    validation_task_encoder: Any = None,
-    pg_collection: Any = None,
-    **kwargs: Any,
-) -> None:
-    """Bridge 0.3's parameters (with ``pg_collection`` after them, as stoker has taken it)."""
+def legacy_signature(current: inspect.Signature) -> inspect.Signature:
+    """Bridge 0.3's parameters: current Bridge's, with ``image_processor`` third (required) and
+    ``global_batch_size`` (default 1) after ``micro_batch_size``, both positional again."""
+    moved = ("image_processor", "global_batch_size")
+    parameters = [p for p in current.parameters.values() if p.name not in moved]
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    image_processor = current.parameters["image_processor"]
+    parameters.insert(2, image_processor.replace(kind=positional, default=inspect.Parameter.empty))
+    after = [p.name for p in parameters].index("micro_batch_size") + 1
+    global_batch_size = current.parameters["global_batch_size"]
+    parameters.insert(after, global_batch_size.replace(kind=positional, default=1))
+    return current.replace(parameters=parameters)
 
 
 CURRENT = inspect.signature(current_parameters)
-LEGACY = inspect.signature(legacy_parameters)
+LEGACY = legacy_signature(CURRENT)
 
 
 def is_legacy_call(args: tuple[Any, ...]) -> bool:
