@@ -166,8 +166,8 @@ def describe_sample(sample: Any) -> tuple[str | None, str]:
         return None, sample
     if isinstance(sample, list) and sample:  # the samples of a batch
         keys = [describe_sample(s)[0] for s in sample]
-        key = f"{keys[0]} .. {keys[-1]} ({len(keys)} samples)"
-        return key, ", ".join(sorted({describe_sample(s)[1] for s in sample})[:3])
+        where = ", ".join(sorted({describe_sample(s)[1] for s in sample})[:3])
+        return f"{keys[0]} .. {keys[-1]} ({len(keys)} samples)", where
     if isinstance(sample, dict):
         key, sources = sample.get("__key__"), sample.get("__sources__")
     else:
