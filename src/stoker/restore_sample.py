@@ -1,6 +1,7 @@
 """Load one sample or batch again from its ``__restore_key__`` (Energon's ``restore_sample``).
 
-A sample's key is ``("Webdataset", dataset path, sample index in the split)``; a packed
+A sample's key is ``("Webdataset", dataset path, sample index in the split)``, and once encoded
+``(..., the hooks' sample index, output number)`` (which output of a generator hook); a packed
 sample's ``("PackingDataset", output, *its members' keys)``; a batch's ``("BatchDataset", batch
 index, *its samples' keys)``. Restoring reads those samples again and runs the task encoder's
 hooks on them as the stream did (per-sample hooks, then ``postencode_sample`` and
@@ -16,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -109,12 +111,18 @@ def _sample(
     dataset: LoaderDataset, key: Any, batch_index: int, place: int, *, packing: bool
 ) -> Any:
     """The encoded sample at a sample key (its first output, for a generator hook)."""
-    if not (isinstance(key, Sequence) and len(key) == 3 and key[0] == SAMPLE_KEY):
+    if not (isinstance(key, Sequence) and len(key) in (3, 5) and key[0] == SAMPLE_KEY):
         raise ConfigError(
             f"{key!r} is not a restore key stoker made.",
             hint="Pass a sample's or batch's __restore_key__ as the loader returned it.",
         )
-    _, path, ref = key
+    path, ref = key[1], key[2]
+    # an encoded sample's key also names the hooks' sample index and which output it was
+    sample_index, output = (
+        (int(key[3]), int(key[4]))
+        if len(key) == 5
+        else (batch_index * (dataset.batch_size or 1) + place, 0)
+    )
     matches = [source for source in dataset.sources if source.path == path]
     if not matches:
         names = ", ".join(source.path for source in dataset.sources)
@@ -135,11 +143,17 @@ def _sample(
     finally:
         reader.close()
     hooks = sample_hooks(encoder, packing=packing)
-    hook_index.push(batch_index, batch_index * (dataset.batch_size or 1) + place)
+    hook_index.push(batch_index, sample_index)
     try:
-        outputs = list(iter_encoded(encoder, sample, hooks=hooks))
+        outputs = list(itertools.islice(iter_encoded(encoder, sample, hooks=hooks), output + 1))
     finally:
         hook_index.pop()
-    if not outputs:
-        raise StokerError(f"the task encoder gives no sample for {key!r} (it skipped it).")
-    return outputs[0]
+    if len(outputs) <= output:
+        raise StokerError(
+            f"the task encoder gives {len(outputs)} output(s) for {key!r} this time, the key "
+            f"names output #{output}.",
+            hint="Per-sample hooks must give the same outputs for the same sample (seed their "
+            "random numbers with @stateless(restore_seeds=True)).",
+        )
+    set_restore_key(outputs[output], tuple(key))
+    return outputs[output]

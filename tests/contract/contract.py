@@ -38,17 +38,26 @@ def fingerprint(value: Any) -> Any:
 
 
 def rank_free(digest: Any) -> Any:
-    """A :func:`fingerprint` without the batch index in batches' restore keys: it counts the
-    rank's batches (Energon's ``current_batch_index``), so it differs between topologies."""
+    """A :func:`fingerprint` without the batch index in batches' restore keys and the sample index
+    in samples' keys: they count the rank's batches and samples (Energon's
+    ``current_batch_index`` / ``current_sample_index``), so they differ between topologies."""
     if isinstance(digest, tuple):
         if len(digest) == 2 and digest[0] == "__restore_key__":
             key = digest[1]
             if isinstance(key, tuple) and len(key) >= 2 and key[0] == "BatchDataset":
-                return ("__restore_key__", (key[0], *key[2:]))
+                return ("__restore_key__", (key[0], *(_sample_key_free(k) for k in key[2:])))
+            return ("__restore_key__", _sample_key_free(key))
         return tuple(rank_free(item) for item in digest)
     if isinstance(digest, list):
         return [rank_free(item) for item in digest]
     return digest
+
+
+def _sample_key_free(key: Any) -> Any:
+    """An encoded sample's key without the hooks' sample index (it counts the rank's samples)."""
+    if isinstance(key, tuple) and len(key) == 5 and key[0] == "Webdataset":
+        return (*key[:3], key[4])
+    return key
 
 
 def take(loader: Iterable[Any], n: int) -> list[Any]:

@@ -14,6 +14,7 @@ next to the position, and a restored stage re-reads only those (:meth:`SampleStr
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from stoker.errors import StokerError
 from stoker.pipeline import hook_index
-from stoker.pipeline.batching import SKIPPED, BatchMaker
+from stoker.pipeline.batching import SKIPPED, BatchMaker, restore_key_of, set_restore_key
 from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.errors import ErrorPolicy, SkipSample
 from stoker.pipeline.group import Grouper
@@ -207,10 +208,11 @@ class SampleStream:
             try:
                 raw = io.reader.read(shard_id, index)
                 sample = io.builder.build(raw, ref)
+                key = restore_key_of(sample)
                 outputs = iter_encoded(self.spec.task_encoder, sample, hooks=self.hooks)
             finally:
                 hook_index.pop()
-            while True:
+            for made in itertools.count():
                 hook_index.push(self.slots.batch_index(), sample_index)
                 try:
                     output = next(outputs, _END)
@@ -218,7 +220,7 @@ class SampleStream:
                     hook_index.pop()
                 if output is _END:
                     break
-                yield output
+                yield encoded_key(output, key, sample_index, made)
         except SkipSample:  # e.g. raised by a cooker: a deliberate skip, not a failure
             tracker.skip(describe(source, raw, shard_id, index), "cooking")
             return
@@ -233,6 +235,23 @@ class SampleStream:
 
 #: Marks the end of a hook's outputs.
 _END: Any = object()
+
+
+def encoded_key(output: Any, key: Any, sample_index: int, made: int) -> Any:
+    """``output`` (the ``made``-th of the per-sample hooks on a sample whose restore key is
+    ``key``) with ``(sample_index, made)`` appended to that key: what ``restore_sample`` needs
+    to run the hooks again as the stream did (the hooks' ``current_sample_index``, and which
+    output of a generator hook). An output with a key of its own keeps it.
+
+    Example:
+        >>> encoded_key({"__restore_key__": ("Webdataset", "/d", 7)}, ("Webdataset", "/d", 7), 3, 1)
+        {'__restore_key__': ('Webdataset', '/d', 7, 3, 1)}
+    """
+    if isinstance(key, tuple) and len(key) == 3:
+        current = restore_key_of(output)
+        if isinstance(current, tuple) and current[:3] == key:
+            set_restore_key(output, (*key, sample_index, made))
+    return output
 
 
 def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: int) -> str:
