@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -121,33 +122,38 @@ class SampleLocation:
 
 
 class SqliteIndexReader:
-    """Read-only lookups in an index file (opened immutable, safe in many processes)."""
+    """Read-only lookups in an index file (opened immutable, safe in many processes, and in
+    many threads: a cache pool's threads read through the worker's stores)."""
 
     def __init__(self, local_path: str) -> None:
-        self._db = sqlite3.connect(f"file:{local_path}?mode=ro&immutable=1", uri=True)
+        self._db = sqlite3.connect(
+            f"file:{local_path}?mode=ro&immutable=1", uri=True, check_same_thread=False
+        )
+        self._lock = threading.Lock()
 
     def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def locate(self, key: str) -> SampleLocation | None:
         """Where the sample ``key`` is, or None."""
-        row = self._db.execute(
-            "SELECT tar_file_id, sample_index, byte_offset, byte_size FROM samples "
-            "WHERE sample_key = ?",
-            (key,),
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT tar_file_id, sample_index, byte_offset, byte_size FROM samples "
+                "WHERE sample_key = ?",
+                (key,),
+            ).fetchone()
         return None if row is None else SampleLocation(*map(int, row))
 
     def parts(self, shard_id: int, index: int) -> list[tuple[str, int, int]]:
         """(part name, data offset, data size) of one sample, in tar order."""
-        return [
-            (str(name), int(offset), int(size))
-            for name, offset, size in self._db.execute(
+        with self._lock:
+            rows = self._db.execute(
                 "SELECT part_name, content_byte_offset, content_byte_size FROM sample_parts "
                 "WHERE tar_file_id = ? AND sample_index = ? ORDER BY content_byte_offset",
                 (shard_id, index),
-            )
-        ]
+            ).fetchall()
+        return [(str(name), int(offset), int(size)) for name, offset, size in rows]
 
     def duplicate_keys(self, limit: int = 10) -> list[str]:
         return [
