@@ -18,12 +18,14 @@ for another world size or worker count (:func:`redistribute`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.plan import Topology
 
 STATE_VERSION = 1
+_LOG = logging.getLogger(__name__)
 _VERSION_KEY = "stoker_state_version"
 
 
@@ -53,8 +55,27 @@ def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str
     ]
 
 
+def _informative(name: str) -> bool:
+    """Fields a restore reports but does not refuse: the task encoder's class (Energon restores
+    under a changed task encoder; positions count references, which it does not change)."""
+    return name == "task_encoder" or name.endswith(".task_encoder")
+
+
 def check_fingerprint(state: dict[str, Any], current: dict[str, Any]) -> None:
-    diff = fingerprint_diff(state["fingerprint"], current)
+    """Refuse a restore under another configuration, listing each difference; a changed task
+    encoder class is only logged (see :func:`_informative`)."""
+    saved = state["fingerprint"]
+    changed = [n for n in sorted(set(saved) | set(current)) if _informative(n)]
+    for name in changed:
+        if saved.get(name) != current.get(name):
+            _LOG.warning(
+                "restoring a state saved with %s=%r under %r: it continues from the same samples.",
+                name, saved.get(name), current.get(name),
+            )  # fmt: skip
+    diff = fingerprint_diff(
+        {k: v for k, v in saved.items() if not _informative(k)},
+        {k: v for k, v in current.items() if not _informative(k)},
+    )
     if diff:
         raise ConfigError(
             "the loader state was saved with another configuration:\n  " + "\n  ".join(diff),
