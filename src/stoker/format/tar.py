@@ -25,6 +25,10 @@ SKIP_META_RE = re.compile(r"__[^/]*__($|/)")
 _REGULAR_TYPES = frozenset(b"0\x007")
 _GZIP_MAGIC = b"\x1f\x8b"
 _WINDOW = 1 << 20
+#: Largest pax or GNU long-name header data read (real ones are a few hundred bytes).
+_MAX_EXTENDED = 16 << 20
+_PAX_RECORD_RE = re.compile(rb"([0-9]{1,19}) ([^=\0]+)=")
+_PAX_SIZE_RE = re.compile(r"[0-9]{1,19}")
 
 #: Reads ``size`` bytes at ``offset`` (fewer at the end of the file).
 ReadAt = Callable[[int, int], bytes]
@@ -85,11 +89,8 @@ def _octal(field: bytes, where: str, path: str, offset: int) -> int:
     try:
         return int(text, 8)
     except ValueError:
-        raise FormatError(
-            f"corrupt tar header: the {where} field {text[:16]!r} is not a number.",
-            path=path,
-            offset=offset,
-            hint="The file is damaged or not a tar archive; recreate it (e.g. with `stoker pack`).",
+        raise _bad_header(
+            f"{where} field", f"{text[:16]!r} is not a number.", path, offset
         ) from None
 
 
@@ -103,19 +104,46 @@ def _checksum_ok(header: bytes) -> bool:
     return expected == unsigned
 
 
-def _parse_pax(data: bytes) -> dict[str, str]:
+def _bad_header(field: str, problem: str, path: str, offset: int) -> FormatError:
+    return FormatError(
+        f"corrupt tar header: the {field} {problem}",
+        path=path,
+        offset=offset,
+        hint="The file is damaged or not a tar archive; recreate it (e.g. with `stoker pack`).",
+    )
+
+
+def _parse_pax(data: bytes, path: str, offset: int) -> dict[str, str]:
+    """The records ``"<length> <key>=<value>\\n"`` of pax data that starts at byte ``offset``."""
     records: dict[str, str] = {}
     pos = 0
-    while pos < len(data):
-        space = data.find(b" ", pos)
-        if space < 0:
-            break
-        length = int(data[pos:space])
-        record = data[space + 1 : pos + length - 1]
-        key, _, value = record.partition(b"=")
-        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        pos += length
+    while pos < len(data) and data[pos] != 0:
+        match = _PAX_RECORD_RE.match(data, pos)
+        length = int(match.group(1)) if match is not None else 0
+        end = pos + length
+        if match is None or end > len(data) or end <= match.end() or data[end - 1] != 0x0A:
+            raise _bad_header(
+                "pax record",
+                f"at data byte {pos} is malformed (want '<length> <key>=<value>\\n' with a "
+                f"length that covers the record; got {data[pos : pos + 24]!r}).",
+                path,
+                offset + pos,
+            )
+        key = match.group(2).decode("utf-8", "surrogateescape")
+        records[key] = data[match.end() : end - 1].decode("utf-8", "surrogateescape")
+        pos = end
     return records
+
+
+def _pax_size(value: str, path: str, offset: int) -> int:
+    if _PAX_SIZE_RE.fullmatch(value) is None:
+        raise _bad_header(
+            "pax size",
+            f"{value[:24]!r} is not a non-negative decimal number.",
+            path,
+            offset,
+        )
+    return int(value)
 
 
 def _check_start(first: bytes, path: str) -> None:
@@ -166,6 +194,13 @@ def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> 
     member_start: int | None = None
     while pos + BLOCK <= file_size:
         header = window.read(pos, BLOCK)
+        if len(header) < BLOCK:
+            raise FormatError(
+                f"truncated tar: only {len(header)} bytes of a header could be read.",
+                path=path,
+                offset=pos,
+                hint="The file was cut short or changed while being read; copy it again.",
+            )
         if header.count(0) == BLOCK:  # end-of-archive marker
             scan.end = pos
             return
@@ -174,8 +209,11 @@ def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> 
         kind = header[156]
         size = _octal(header[124:136], "size", path, pos)
         if "size" in pax:
-            size = int(pax["size"])
+            size = _pax_size(pax["size"], path, pos)
+        if size < 0:
+            raise _bad_header("size field", f"is negative ({size}).", path, pos)
         data_offset = pos + BLOCK
+        # size >= 0, so next_pos > pos: the walk always moves forward and ends within the file.
         next_pos = data_offset + (size + BLOCK - 1) // BLOCK * BLOCK
         if data_offset + size > file_size:
             raise FormatError(
@@ -186,11 +224,15 @@ def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> 
                 hint="The file was cut short (interrupted copy or download); copy it again.",
             )
         if kind in (ord("L"), ord("x"), ord("g")):
+            if size > _MAX_EXTENDED:
+                raise _bad_header(
+                    "size field", f"of an extended header is {size} bytes (too large).", path, pos
+                )
             data = window.read(data_offset, size) if size <= _WINDOW else read_at(data_offset, size)
             if kind == ord("L"):
                 long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
             elif kind == ord("x"):
-                pax = _parse_pax(data)
+                pax = _parse_pax(data, path, data_offset)
             pos = next_pos
             continue
         if long_name is not None:

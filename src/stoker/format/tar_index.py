@@ -34,3 +34,32 @@ def decode_offsets(data: bytes, path: str) -> npt.NDArray[np.uint64]:
             hint="Re-create the index with `stoker prepare` (`--tar-index-only` for shards).",
         )
     return np.frombuffer(data, dtype=_DTYPE).astype(np.uint64)
+
+
+def load_offsets(data: bytes, path: str) -> npt.NDArray[np.uint64]:
+    """The offsets of an index file, checked for use at load: each entry below 2^63 and each
+    at least the one before it (lint reports the finer problems with ``decode_offsets``).
+
+    Example:
+        >>> load_offsets(encode_offsets([0, 1024, 2048]), "a.tar.idx").tolist()
+        [0, 1024, 2048]
+    """
+    offsets = decode_offsets(data, path)
+    huge = np.flatnonzero(offsets >= np.uint64(1 << 63))
+    if len(huge):
+        raise _bad_entry(path, int(huge[0]), f"is {int(offsets[huge[0]])}, beyond 2^63 - 1")
+    falling = np.flatnonzero(offsets[1:] < offsets[:-1])
+    if len(falling):
+        entry = int(falling[0]) + 1
+        text = f"({int(offsets[entry])}) is smaller than the entry before it"
+        raise _bad_entry(path, entry, text)
+    return offsets
+
+
+def _bad_entry(path: str, entry: int, text: str) -> FormatError:
+    return FormatError(
+        f"invalid tar index: entry {entry} {text}.",
+        path=path,
+        hint="Re-create the index with `stoker prepare` (`--tar-index-only` for shards); "
+        "`stoker lint` shows every problem.",
+    )

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from stoker.errors import FormatError
 from stoker.format.tar import TarScan, split_name
-from stoker.format.tar_index import decode_offsets, tar_index_name
+from stoker.format.tar_index import load_offsets, tar_index_name
 from stoker.pipeline.prefetch import Prefetcher
 from stoker.storage import Store
 
@@ -73,7 +73,7 @@ class ShardReader:
         cached = self._offsets.get(name)
         if cached is None:
             index = tar_index_name(name)
-            cached = decode_offsets(self.store.read_bytes(index), self.store.url(index))
+            cached = load_offsets(self.store.read_bytes(index), self.store.url(index))
             self._offsets.remember(name, cached)
         return cached  # type: ignore[return-value]
 
@@ -176,7 +176,7 @@ class ShardReader:
         names = [tar_index_name(self.shards[s]) for s in missing]
         indexes = self._remote().map(self.store.read_bytes, names)
         for s, name, data in zip(missing, names, indexes, strict=True):
-            self._offsets.remember(self.shards[s], decode_offsets(data, self.store.url(name)))
+            self._offsets.remember(self.shards[s], load_offsets(data, self.store.url(name)))
 
     def close(self) -> None:
         for fd in self._fds.values():
