@@ -76,9 +76,10 @@ def _prepare_args(prepare: bool, flags: Mapping[str, Any]) -> _PrepareArgs | Non
         if used:
             raise click.UsageError(f"{', '.join(used)}: only used with --prepare; add --prepare.")
         return None
-    from stoker.format.splits import parse_split_ratio
+    from stoker.format.splits import compile_split_patterns, parse_split_ratio
 
     parts = _split_parts(flags["split_parts"])
+    compile_split_patterns(parts)  # a bad regex fails before packing
     if parts and flags["split_ratio"]:
         raise click.UsageError("give either --split-ratio or --split-parts, not both.")
     ratio = None if parts else parse_split_ratio(flags["split_ratio"] or "1,0,0")

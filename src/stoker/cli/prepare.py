@@ -15,7 +15,7 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
-from stoker.format.splits import parse_split_ratio
+from stoker.format.splits import compile_split_patterns, parse_split_ratio
 from stoker.joins import JoinReport, prepare_joins
 from stoker.media.extract import MediaFilter
 from stoker.metadataset import is_metadataset
@@ -109,6 +109,7 @@ def command(
     media = _media_filter(by_extension, by_glob, by_header)
     interactive = not non_interactive and not as_json
     split_patterns = [_parse_split_part(item) for item in split_parts]
+    compile_split_patterns(split_patterns)  # a bad regex fails before indexing
     ratio = parse_split_ratio(split_ratio) if split_ratio else None
     dataset_yaml = None
     if sample_type is not None and not skip_dataset_yaml:

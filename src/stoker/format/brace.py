@@ -14,12 +14,64 @@ import braceexpand
 from stoker.errors import ConfigError
 
 _NUMBER_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
+_RANGE_RE = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?$")
+
+#: The most names that the patterns of one :func:`expand` call may stand for.
+MAX_NAMES = 1_000_000
+
+
+def count_bound(pattern: str) -> int:
+    """An upper bound on the number of names ``pattern`` expands to, computed without expanding.
+
+    Each ``{a..b[..step]}`` range multiplies by its length, each ``{x,y,...}`` group by its number
+    of alternatives (nested groups are over-counted, never under-counted).
+
+    Example:
+        >>> count_bound("shard-{000..009}.tar")
+        10
+    """
+    bound = 1
+    stack: list[tuple[int, int]] = []  # (start index of the group's text, commas at its level)
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "{":
+            stack.append((i + 1, 0))
+        elif char == "," and stack:
+            stack[-1] = (stack[-1][0], stack[-1][1] + 1)
+        elif char == "}" and stack:
+            start, commas = stack.pop()
+            bound *= commas + 1 if commas else _range_length(pattern[start:i])
+        i += 1
+    return bound
+
+
+def _range_length(body: str) -> int:
+    match = _RANGE_RE.match(body)
+    if match is None:
+        return 1
+    first, last, step = match.groups()
+    if first.isalpha() != last.isalpha():
+        return 1
+    a, b = (ord(first), ord(last)) if first.isalpha() else (int(first), int(last))
+    return abs(b - a) // max(abs(int(step or 1)), 1) + 1
 
 
 def expand(patterns: Iterable[str]) -> list[str]:
-    """All names that the brace patterns stand for, in order."""
+    """All names that the brace patterns stand for, in order (at most :data:`MAX_NAMES`)."""
     names: list[str] = []
     for pattern in patterns:
+        bound = count_bound(pattern)
+        if len(names) + bound > MAX_NAMES:
+            raise ConfigError(
+                f"the brace pattern {pattern!r} stands for up to {bound:,} names; stoker expands "
+                f"at most {MAX_NAMES:,} shard names at once.",
+                hint="Check the range bounds (a typo such as {000000..999999999}?); list the "
+                "shards that exist, e.g. by running `stoker prepare` again.",
+            )
         try:
             names.extend(braceexpand.braceexpand(pattern))
         except ValueError as e:  # unbalanced braces

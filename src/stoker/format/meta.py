@@ -175,4 +175,9 @@ def read_split_config(store: Store, split_config: str = DEFAULT_SPLIT_CONFIG) ->
     exclude = raw.get("exclude") or []
     if not isinstance(exclude, list) or not all(isinstance(p, str) for p in exclude):
         raise ConfigError("'exclude' must be a list of shard names or patterns.", path=where)
+    for patterns in [*parts.values(), exclude]:
+        try:  # bounded: a mistyped range fails here, with the file named, not at load
+            expand(patterns)
+        except ConfigError as e:
+            raise ConfigError(e.problem, path=where, hint=e.hint) from None
     return SplitConfig(parts, exclude)

@@ -8,6 +8,7 @@ to ``split.yaml``.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Sequence
@@ -35,8 +36,25 @@ def parse_split_ratio(text: str) -> list[tuple[str, float]]:
             hint="Give three numbers for train,val,test (e.g. '8,1,1' or '0.8,0.1,0.1') or "
             "named parts (e.g. 'train=0.9,val=0.1').",
         ) from None
+    if not all(math.isfinite(r) for _, r in ratios) or not math.isfinite(sum(r for _, r in ratios)):
+        raise ConfigError(
+            f"invalid split ratio {text!r}: every ratio must be a finite number.",
+            hint="Use plain numbers such as '8,1,1' (no nan, inf or huge exponents).",
+        )
     if any(r < 0 for _, r in ratios) or sum(r for _, r in ratios) <= 0:
         raise ConfigError(f"invalid split ratio {text!r}: ratios must be >= 0 and not all 0.")
+    names = [name for name, _ in ratios]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated or not all(names):
+        raise ConfigError(
+            f"invalid split ratio {text!r}: "
+            + (
+                f"split {', '.join(repeated)} is given more than once."
+                if repeated
+                else "a split has no name."
+            ),
+            hint="Name each split once, e.g. 'train=0.9,val=0.1'.",
+        )
     return ratios
 
 
@@ -64,8 +82,33 @@ def split_by_patterns(
     shards: Sequence[str], patterns: Sequence[tuple[str, str]]
 ) -> dict[str, list[str]]:
     """Assign shards to splits by brace-expanded regex patterns matched at the start."""
-    out = {}
+    compiled = compile_split_patterns(patterns)
+    return {
+        name: [s for s in shards if any(r.match(s) for r in regexes)] for name, regexes in compiled
+    }
+
+
+def compile_split_patterns(
+    patterns: Sequence[tuple[str, str]],
+) -> list[tuple[str, list[re.Pattern[str]]]]:
+    """The regexes of each ``(split, pattern)``; a :class:`ConfigError` for an invalid one.
+
+    Example:
+        >>> [(name, len(rs)) for name, rs in compile_split_patterns([("val", "val-{0..1}")])]
+        [('val', 2)]
+    """
+    out = []
     for name, pattern in patterns:
-        regexes = [re.compile(p) for p in expand([pattern])]
-        out[name] = [s for s in shards if any(r.match(s) for r in regexes)]
+        regexes = []
+        for regex in expand([pattern]):
+            try:
+                regexes.append(re.compile(regex))
+            except re.error as e:
+                raise ConfigError(
+                    f"invalid --split-parts pattern {pattern!r} for split {name!r}: {regex!r} is "
+                    f"not a regular expression ({e}).",
+                    hint="Escape regex characters such as ( [ + * ? with a backslash, e.g. "
+                    "'val:val-00\\(1\\).tar'.",
+                ) from None
+        out.append((name, regexes))
     return out
