@@ -157,7 +157,11 @@ def test_force_overwrite_replaces_a_prepared_dataset(images: Path, tmp_path: Pat
         "--no-progress",
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["shard-000000.tar", "shard-000001.tar"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".stoker-pack-manifest.json",
+        "shard-000000.tar",
+        "shard-000001.tar",
+    ]
 
 
 def test_cli_does_not_import_torch() -> None:

@@ -24,6 +24,7 @@ from stoker.format.pack import (
     sample_tar_bytes,
     shard_file_bytes,
 )
+from stoker.format.pack.manifest import MANIFEST
 from stoker.format.prepare import TMP_MARK
 from stoker.format.tar import split_name
 
@@ -265,7 +266,7 @@ def test_overwrite_refused_then_replaces(src: Path, tmp_path: Path) -> None:
     assert "--force-overwrite" in (info.value.hint or "")
     assert snapshot(out) == before
     report = pack(str(src), str(out), overwrite=True)
-    assert sorted(snapshot(out)) == ["notes.md", "shard-000000.tar"]
+    assert sorted(snapshot(out)) == [MANIFEST, "notes.md", "shard-000000.tar"]
     assert report.shards == ["shard-000000.tar"]
 
 

@@ -159,8 +159,9 @@ def _print_summary(report: PackReport, prepared: PrepareReport | None) -> None:
 @click.option(
     "--force-overwrite",
     is_flag=True,
-    help="Replace the shards already in OUT (and their .tar.idx files and .nv-meta) instead of "
-    "stopping.",
+    help="Replace the shards an earlier `stoker pack` wrote in OUT (listed in "
+    "OUT/.stoker-pack-manifest.json; also their .tar.idx files and .nv-meta) instead of "
+    "stopping. Files pack did not write are never removed.",
 )
 @click.option(
     "--progress/--no-progress",

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from stoker.errors import ConfigError
 from stoker.format.pack.collect import JSONL_KEY_WIDTH, collect_samples
-from stoker.format.pack.output import Output, check_out
+from stoker.format.pack.output import Output, check_names, check_out, shard_name
 from stoker.format.pack.plan import plan_shards, sample_tar_bytes, shard_file_bytes
 from stoker.format.pack.samples import Part, Sample, SkippedFile
 from stoker.format.pack.write import Sources
@@ -103,8 +103,10 @@ def pack(
     """Pack a folder of files or a ``.jsonl`` file into tar shards ``out/<prefix>000000.tar``, ...
 
     Without limits, shards hold 1000 samples. ``shuffle`` orders samples by ``seed``. Nothing in
-    ``out`` changes unless every shard was written; ``overwrite`` replaces existing shards, their
-    ``.tar.idx`` and ``.nv-meta`` (run ``prepare`` again afterwards).
+    ``out`` changes unless every shard was written; ``overwrite`` replaces the shards an earlier
+    ``pack`` wrote (listed in ``out/.stoker-pack-manifest.json``), their ``.tar.idx`` and
+    ``.nv-meta`` (run ``prepare`` again afterwards); files ``pack`` did not write are never
+    removed, and one in the way of a new shard is an error.
 
     Example:
         >>> report = pack("/data/raw", "/data/shards", max_shard_bytes=10**9)  # doctest: +SKIP
@@ -125,6 +127,8 @@ def pack(
     if shuffle:
         random.Random(seed).shuffle(samples)
     ends = plan_shards([sample_tar_bytes(s) for s in samples], samples_per_shard, max_shard_bytes)
+    if os.path.isdir(out):
+        check_names(out, [shard_name(shard_prefix, i) for i in range(len(ends))], old)
     output = Output(out, shard_prefix)
     try:
         _write_all(output, samples, ends, progress)

@@ -1,9 +1,10 @@
 """The output folder of ``pack``: checked before, written under temporary names, then published.
 
-:func:`check_out` refuses an output that is a file, inside the source, or already holds shards
-(unless overwriting); :class:`Output` hands out temporary shard paths and either publishes them
-all at once (replacing old shards, their indexes and ``.nv-meta``) or discards them, so a failed
-run leaves the folder as it was.
+:func:`check_out` refuses an output that is a file, inside the source or holding it, or already
+holds shards (unless overwriting); :class:`Output` hands out temporary shard paths and either
+publishes them all at once (replacing the shards an earlier ``pack`` recorded in its manifest,
+their indexes and ``.nv-meta``) or discards them, so a failed run leaves the folder as it was.
+Files ``pack`` did not write are never removed or replaced.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 
 from stoker.errors import ConfigError
 from stoker.format.meta import META_DIR
+from stoker.format.pack.manifest import MANIFEST, read_manifest, write_manifest
 from stoker.format.prepare import SHARD_SUFFIXES, TMP_MARK
 from stoker.format.tar_index import tar_index_name
 
@@ -36,7 +38,7 @@ class Output:
 
     def new_shard(self) -> str:
         """The temporary path of the next shard."""
-        self.names.append(f"{self.prefix}{len(self.names):06d}.tar")
+        self.names.append(shard_name(self.prefix, len(self.names)))
         return self._tmp(self.names[-1])
 
     def _tmp(self, name: str) -> str:
@@ -52,7 +54,8 @@ class Output:
                 os.rmdir(self.out)
 
     def publish(self, old: Sequence[str]) -> None:
-        """Replace the old shards, their indexes and ``.nv-meta`` with the new shards."""
+        """Replace the old shards (our own), their indexes and ``.nv-meta`` with the new shards."""
+        write_manifest(self.out, set(old) | set(self.names))  # a crash below forgets nothing
         meta = os.path.join(self.out, META_DIR)
         if os.path.isdir(meta):
             shutil.rmtree(meta)
@@ -64,6 +67,32 @@ class Output:
             os.replace(self._tmp(name), os.path.join(self.out, name))
         for name in set(old) - set(self.names):
             os.remove(os.path.join(self.out, name))
+        write_manifest(self.out, self.names)
+
+
+def shard_name(prefix: str, index: int) -> str:
+    """The file name of shard ``index``: ``shard-000000.tar``, ..."""
+    return f"{prefix}{index:06d}.tar"
+
+
+def check_names(out: str, names: Sequence[str], owned: Sequence[str]) -> None:
+    """Refuse to replace a file in ``out`` that ``pack`` did not write (not in ``owned``)."""
+    own = set(owned)
+    foreign = [
+        entry
+        for name in names
+        for entry in (name, tar_index_name(name))
+        if entry.removesuffix(".idx") not in own and os.path.lexists(os.path.join(out, entry))
+    ]
+    if foreign:
+        raise ConfigError(
+            f"the output folder holds {', '.join(foreign[:3])}"
+            f"{' and more' if len(foreign) > 3 else ''}, which stoker pack did not write (not in "
+            f"{MANIFEST}); it would be overwritten.",
+            path=out,
+            hint="Move or delete those files yourself, choose another --shard-prefix, or choose "
+            "another output folder.",
+        )
 
 
 def _existing_shards(out: str) -> list[str]:
@@ -78,7 +107,8 @@ def _existing_shards(out: str) -> list[str]:
 
 
 def check_out(src: str, out: str, overwrite: bool) -> list[str]:
-    """The shards already in ``out`` (to replace); raises unless ``out`` may be written."""
+    """The shards an earlier ``pack`` wrote in ``out`` (to replace); raises unless ``out`` may be
+    written. Only shards listed in ``out``'s manifest are returned: others are never touched."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise ConfigError(
             "the output exists and is not a folder.",
@@ -92,6 +122,13 @@ def check_out(src: str, out: str, overwrite: bool) -> list[str]:
             path=out,
             hint="Choose an output folder outside the source, or the shards would become samples.",
         )
+    if (real_src + os.sep).startswith(real_out + os.sep):
+        raise ConfigError(
+            "the source is inside the output folder.",
+            path=src,
+            hint=f"Choose an output folder that does not contain the source ({out}), so that "
+            "overwriting it can never touch the source.",
+        )
     old = _existing_shards(out) if os.path.isdir(out) else []
     has_meta = os.path.isdir(os.path.join(out, META_DIR))
     if (old or has_meta) and not overwrite:
@@ -102,4 +139,14 @@ def check_out(src: str, out: str, overwrite: bool) -> list[str]:
             hint="Pass --force-overwrite (overwrite=True) to replace them, or choose another "
             "folder.",
         )
-    return old
+    if not overwrite:
+        return []
+    owned = read_manifest(out) if os.path.isdir(out) else None
+    if has_meta and owned is None:
+        raise ConfigError(
+            f"the output folder holds a {META_DIR} folder, and no {MANIFEST} shows that stoker "
+            "pack wrote there.",
+            path=out,
+            hint=f"Delete {META_DIR} yourself if it may go, or choose another output folder.",
+        )
+    return [name for name in owned or [] if os.path.isfile(os.path.join(out, name))]
