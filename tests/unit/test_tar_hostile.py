@@ -181,3 +181,20 @@ def read_all(dataset: Any) -> int:
 def test_load_offsets_refuses_damaged_indexes(offsets: list[int], problem: str) -> None:
     with pytest.raises(FormatError, match=problem):
         load_offsets(encode_offsets(offsets), "a.tar.idx")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("bad", [1 << 63, 2**64 - 1, 1])
+def test_loading_a_damaged_tar_index_gives_a_clean_error(
+    tmp_path: Path, workers: int, bad: int
+) -> None:
+    path, _ = prepared_with_pax(tmp_path / "ds")
+    index = path.with_name(path.name + ".idx")
+    offsets = load_offsets(index.read_bytes(), str(index)).tolist()
+    offsets[3] = bad  # past 2^63, or smaller than the entry before it
+    index.write_bytes(encode_offsets(offsets))
+    config = WorkerConfig(rank=0, world_size=1, num_workers=workers)
+    dataset = get_val_dataset(str(tmp_path / "ds"), worker_config=config, batch_size=2)
+    with pytest.raises(FormatError, match="invalid tar index: entry 3") as info:
+        read_all(dataset)
+    assert info.value.path is not None and info.value.path.endswith("pax.tar.idx")
