@@ -31,6 +31,8 @@ test: install
 	$(BIN)/ruff format --check $(PY_DIRS)
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/mypy
+	# The docstring examples of the package (those that need a dataset on disk are marked +SKIP).
+	$(BIN)/python -m pytest -q --doctest-modules src/stoker
 	$(BIN)/python -m pytest -q
 
 clean:

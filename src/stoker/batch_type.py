@@ -25,6 +25,7 @@ class Batch(Extendable):
     ``__subflavors__: list[dict]`` without a default), as with Energon.
 
     Example:
+        >>> from dataclasses import dataclass
         >>> @dataclass
         ... class CaptionBatch(Batch):
         ...     image: torch.Tensor

@@ -75,9 +75,9 @@ def data_parallel_worker_config(
     """A :class:`WorkerConfig` on the pure data-parallel rank (context-parallel peers share it).
 
     Example:
-        >>> data_parallel_worker_config(2)
-        WorkerConfig(rank=0, world_size=1, num_workers=2, data_parallel_group=None, \
-seed_offset=0, worker_debug_path=None, worker_log_level=0)
+        >>> config = data_parallel_worker_config(2)  # no torch.distributed: rank 0 of 1
+        >>> config.rank, config.world_size, config.num_workers
+        (0, 1, 2)
     """
     place = data_parallel_place(pg_collection)
     logger.debug(

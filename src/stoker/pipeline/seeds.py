@@ -50,6 +50,8 @@ def stateless(
     compatibility; the loader's ``ErrorPolicy`` decides.
 
     Example:
+        >>> import random
+        >>> from stoker import TaskEncoder
         >>> class Enc(TaskEncoder):
         ...     @stateless(restore_seeds=True)
         ...     def encode_sample(self, sample):
