@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
 from stoker.errors import ConfigError, FormatError, StorageError
 from stoker.format.brace import collapse, expand
+from stoker.format.safe_load import load_yaml_or_json as load_yaml_or_json
 from stoker.storage import Store
 
 META_DIR = ".nv-meta"
@@ -25,21 +25,11 @@ INDEX_UUID = f"{META_DIR}/index.uuid"
 DEFAULT_SPLIT_CONFIG = "split.yaml"
 DEFAULT_DATASET_YAML = "dataset.yaml"
 
+#: Sample counts of ``.info.json`` must be below this (per shard and in total).
+MAX_SAMPLE_COUNT = 2**40
+
 #: The version string written into ``.info.json`` (Energon reads it as free text).
 FORMAT_WRITER = "stoker"
-
-
-def load_yaml_or_json(store: Store, path: str) -> Any:
-    """Parse a YAML (or JSON) file, with an error that names the file and line."""
-    text = store.read_text(path)
-    try:
-        return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise ConfigError(
-            f"invalid {'JSON' if path.endswith('.json') else 'YAML'}: {e}",
-            path=store.url(path),
-            hint="Fix the syntax of the file.",
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -85,13 +75,23 @@ def read_info(store: Store) -> DatasetInfo:
             hint="Re-create it with `stoker prepare --force-overwrite`.",
         )
     counts = raw["shard_counts"]
+    total = 0
     for name, count in counts.items():
-        if not isinstance(count, int) or count < 0:
+        if type(count) is not int or not 0 <= count < MAX_SAMPLE_COUNT:
             raise FormatError(
-                f"invalid sample count {count!r} for shard {name!r}.",
+                f"invalid sample count {count!r} for shard {name!r} "
+                f"(must be a whole number from 0 to {MAX_SAMPLE_COUNT - 1}).",
                 path=store.url(path),
                 hint="Re-create it with `stoker prepare --force-overwrite`.",
             )
+        total += count
+    if total >= MAX_SAMPLE_COUNT:
+        raise FormatError(
+            f"the shards hold {total} samples in all, more than stoker supports "
+            f"({MAX_SAMPLE_COUNT - 1}).",
+            path=store.url(path),
+            hint="Re-create it with `stoker prepare --force-overwrite`.",
+        )
     writer = raw.get("energon_version")
     return DatasetInfo({str(k): int(v) for k, v in counts.items()}, writer)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stoker.errors import FormatError
+from stoker.errors import FormatError, StorageError
 from stoker.format.tar import TarScan, split_name
 from stoker.format.tar_index import load_offsets, tar_index_name
 from stoker.pipeline.prefetch import Prefetcher
@@ -99,7 +99,14 @@ class ShardReader:
         """The open handle of a local shard (kept in an LRU of open files)."""
         fd = self._fds.get(name)
         if fd is None:
-            fd = os.open(local, os.O_RDONLY)
+            try:
+                fd = os.open(local, os.O_RDONLY)
+            except FileNotFoundError:
+                raise StorageError(
+                    "the shard is missing: it was deleted or moved after the dataset was prepared.",
+                    path=self.store.url(name),
+                    hint="Restore the shard, or run `stoker prepare` again.",
+                ) from None
             self._fds.remember(name, fd)
         return fd  # type: ignore[return-value]
 
