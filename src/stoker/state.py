@@ -23,6 +23,7 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.plan import Topology
+from stoker.state_schema import validate_state
 
 STATE_VERSION = 1
 _LOG = logging.getLogger(__name__)
@@ -36,12 +37,14 @@ def check_state(state: Any) -> dict[str, Any]:
             "this is not a stoker loader state.",
             hint="Pass what save_state_rank() (or one entry of save_state_global()) returned.",
         )
-    if state[_VERSION_KEY] != STATE_VERSION:
+    version = state[_VERSION_KEY]
+    if type(version) is not int or version != STATE_VERSION:
         raise ConfigError(
-            f"loader state version {state[_VERSION_KEY]} is not supported "
-            f"(this stoker reads version {STATE_VERSION}).",
+            f"loader state version {version!r} ({type(version).__name__}) is not supported "
+            f"(this stoker reads version {STATE_VERSION}, an int).",
             hint="Restore with the stoker version that saved it.",
         )
+    validate_state(state)
     return state
 
 

@@ -1,0 +1,111 @@
+"""Checks of a saved loader state's fields (types, ranges, lengths) before a restore uses them.
+
+A state is plain data that may have been edited, truncated or built by hand; each bad field gets
+one :class:`~stoker.errors.ConfigError` naming the field, the bad value and what to do, instead
+of a ``KeyError`` or a wrong restore later.
+
+Example:
+    >>> validate_state({"stoker_state_version": 1})  # doctest: +SKIP
+    Traceback (most recent call last):
+    stoker.errors.ConfigError: loader state field 'fingerprint' is missing...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.errors import ConfigError
+
+MAX_COUNT = 2**62  # counters and positions beyond this are not from a real run
+MAX_VIRTUAL_WORKERS = 2**20
+_HINT = "Pass the state save_state_rank() returned, unchanged."
+
+
+def _bad(field: str, value: Any, expected: str) -> ConfigError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return ConfigError(
+        f"loader state field {field!r} is {shown} ({type(value).__name__}); expected {expected}.",
+        hint=_HINT,
+    )
+
+
+def _get(state: dict[str, Any], key: str, field: str) -> Any:
+    if key not in state:
+        raise ConfigError(f"loader state field {field!r} is missing.", hint=_HINT)
+    return state[key]
+
+
+def _int(value: Any, field: str, low: int = 0, high: int = MAX_COUNT) -> int:
+    """An int (not a bool, not a str) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _bad(field, value, f"an int from {low} to {high}")
+    return value
+
+
+def _dict(value: Any, field: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise _bad(field, value, "a dict")
+    return value
+
+
+def _stream_key(key: Any, field: str, virtual_workers: int) -> int:
+    """A stream id written as a decimal str, below the number of virtual workers."""
+    if not isinstance(key, str) or not key.isdigit() or int(key) >= virtual_workers:
+        raise _bad(f"{field}[{key!r}]", key, f"a stream id '0'..'{virtual_workers - 1}'")
+    return int(key)
+
+
+def _topology(state: dict[str, Any]) -> int:
+    topology = _dict(_get(state, "topology", "topology"), "topology")
+    v = _int(_get(topology, "virtual_workers", "topology.virtual_workers"),
+             "topology.virtual_workers", 1, MAX_VIRTUAL_WORKERS)  # fmt: skip
+    world = _int(_get(topology, "world_size", "topology.world_size"), "topology.world_size",
+                 1, MAX_VIRTUAL_WORKERS)  # fmt: skip
+    _int(_get(topology, "rank", "topology.rank"), "topology.rank", 0, world - 1)
+    _int(_get(topology, "num_workers", "topology.num_workers"), "topology.num_workers",
+         0, MAX_VIRTUAL_WORKERS)  # fmt: skip
+    return v
+
+
+def _streams(state: dict[str, Any], v: int) -> None:
+    streams = _dict(_get(state, "streams", "streams"), "streams")
+    if not streams and state["epoch"] == 0 and state["t"] > 0:  # empty only before a batch
+        raise _bad("streams", streams, f"a stream position after t={state['t']} batches")
+    lengths: set[int] = set()
+    for key, position in streams.items():
+        _stream_key(key, "streams", v)
+        field = f"streams[{key!r}]"
+        if not isinstance(position, list) or len(position) < 2:
+            raise _bad(field, position, "a list of at least 2 ints (counts per source, skip)")
+        for i, value in enumerate(position):
+            _int(value, f"{field}[{i}]")
+        lengths.add(len(position))
+    if len(lengths) > 1:
+        raise _bad("streams", streams, "positions of one length (one count per source + skip)")
+
+
+def _exhausted_and_buffers(state: dict[str, Any], v: int) -> None:
+    exhausted = _get(state, "exhausted", "exhausted")
+    if not isinstance(exhausted, list):
+        raise _bad("exhausted", exhausted, "a list of stream ids")
+    for i, stream in enumerate(exhausted):
+        _int(stream, f"exhausted[{i}]", 0, v - 1)
+    if "buffers" in state:  # absent from older states
+        buffers = _dict(state["buffers"], "buffers")
+        for key, value in buffers.items():
+            _stream_key(key, "buffers", v)
+            _dict(value, f"buffers[{key!r}]")
+
+
+def validate_state(state: dict[str, Any]) -> None:
+    """Raise a :class:`ConfigError` naming the first bad field of a (version-checked) state."""
+    _dict(_get(state, "fingerprint", "fingerprint"), "fingerprint")
+    v = _topology(state)
+    for key in ("epoch", "t", "yielded"):
+        _int(_get(state, key, key), key)
+    finished = _get(state, "finished", "finished")
+    if not isinstance(finished, bool):
+        raise _bad("finished", finished, "True or False")
+    _streams(state, v)  # after epoch and t: an empty streams dict depends on them
+    _exhausted_and_buffers(state, v)
