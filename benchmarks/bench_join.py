@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stoker.format.meta import INDEX_SQLITE, INDEX_UUID, INFO_JSON
 from stoker.format.sqlite_index import SqliteIndexWriter
-from stoker.joins import prepare_joins
+from stoker.sources.joins import prepare_joins
 
 SHARD_SIZE = 10_000
 
@@ -67,7 +67,7 @@ def main(samples: int) -> None:
             )
         for path in (root / ".stoker-joins").iterdir():
             path.unlink()
-        from stoker.blending import load_sources
+        from stoker.sources.blending import load_sources
 
         start = time.perf_counter()
         sources, _ = load_sources(

@@ -30,22 +30,7 @@ if TYPE_CHECKING:
         get_val_dataset,
         get_val_datasets,
     )
-    from stoker.aux import DecodeFileStore, FileStore, PrimaryFileStore, SystemFileStore
-    from stoker.batch_type import Batch
-    from stoker.blender import Blender, load_dataset
-    from stoker.cache_pool import (
-        CachePool,
-        DirectLazy,
-        FileStoreDecoder,
-        Lazy,
-        MockLazy,
-        NoCachePool,
-    )
-    from stoker.cooking import Cooker, basic_sample_keys, cooker
-    from stoker.dataclass_helpers import edataclass
-    from stoker.dataset import LoaderDataset
-    from stoker.errors import ConfigError, FormatError, StokerError, StorageError
-    from stoker.file_cache_pool import FileCacheLazy, FileStoreCachePool
+    from stoker.errors import ConfigError, FormatError, SampleError, StokerError, StorageError
     from stoker.flavors import (
         BaseCoreDatasetFactory,
         BaseWebdatasetFactory,
@@ -69,8 +54,12 @@ if TYPE_CHECKING:
         VQAWebdataset,
         get_dataset_from_config,
     )
+    from stoker.flavors.metadataset_tools import (
+        TraversedDatasetReference,
+        prepare_metadataset,
+        traverse_metadataset,
+    )
     from stoker.format.prepare import PrepareReport, prepare_dataset
-    from stoker.loader import Loader
     from stoker.media.av_data import AVData
     from stoker.media.av_decoder import AVDecoder
     from stoker.media.limits import AVLimits
@@ -78,24 +67,18 @@ if TYPE_CHECKING:
     from stoker.media.metadata import AVMetadata, ImageMetadata
     from stoker.media.uniform import get_clips_uniform, get_single_frames_uniform
     from stoker.metadataset import Metadataset
-    from stoker.metadataset_tools import (
-        TraversedDatasetReference,
-        prepare_metadataset,
-        traverse_metadataset,
+    from stoker.model.batch import Batch
+    from stoker.model.cache_pool import (
+        CachePool,
+        DirectLazy,
+        FileStoreDecoder,
+        Lazy,
+        MockLazy,
+        NoCachePool,
     )
-    from stoker.mix_batch import MixBatchDataset
-    from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
-    from stoker.pipeline.bins import first_fit_decreasing
-    from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
-    from stoker.pipeline.decode import SampleDecoder, register_decoder
-    from stoker.pipeline.errors import (
-        ErrorPolicy,
-        SampleError,
-        SkipSample,
-        log_exception,
-        reraise_exception,
-    )
-    from stoker.samples import (
+    from stoker.model.cooking import Cooker, basic_sample_keys, cooker
+    from stoker.model.dataclass_helpers import edataclass
+    from stoker.model.samples import (
         CaptioningSample,
         CrudeSample,
         ImageClassificationSample,
@@ -111,9 +94,7 @@ if TYPE_CHECKING:
         VQAOCRSample,
         VQASample,
     )
-    from stoker.savable_loader import BasicDataLoader, SavableDataLoader
-    from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
-    from stoker.task import (
+    from stoker.model.task import (
         AugmentTaskEncoder,
         DefaultTaskEncoder,
         IgnoreSample,
@@ -121,7 +102,20 @@ if TYPE_CHECKING:
         get_stateless,
         stateless,
     )
-    from stoker.worker_config import WorkerConfig
+    from stoker.model.worker_config import WorkerConfig
+    from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
+    from stoker.pipeline.bins import first_fit_decreasing
+    from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
+    from stoker.pipeline.decode import SampleDecoder, register_decoder
+    from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
+    from stoker.runtime.dataset import LoaderDataset
+    from stoker.runtime.loader import Loader
+    from stoker.runtime.mix_batch import MixBatchDataset
+    from stoker.runtime.savable_loader import BasicDataLoader, SavableDataLoader
+    from stoker.sources.aux import DecodeFileStore, FileStore, PrimaryFileStore, SystemFileStore
+    from stoker.sources.blender import Blender, load_dataset
+    from stoker.sources.file_cache_pool import FileCacheLazy, FileStoreCachePool
+    from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
     from stoker.wrappers import (
         BatchDataset,
         BlendDataset,
@@ -182,74 +176,74 @@ _EXPORTS: dict[str, str] = {
     "RepeatDataset": "stoker.wrappers",
     "ShuffleBufferDataset": "stoker.wrappers",
     "WatchdogDataset": "stoker.wrappers",
-    "BasicDataLoader": "stoker.savable_loader",
-    "SavableDataLoader": "stoker.savable_loader",
+    "BasicDataLoader": "stoker.runtime.savable_loader",
+    "SavableDataLoader": "stoker.runtime.savable_loader",
     "reraise_exception": "stoker.pipeline.errors",
     "log_exception": "stoker.pipeline.errors",
-    "edataclass": "stoker.dataclass_helpers",
-    "AugmentTaskEncoder": "stoker.task",
+    "edataclass": "stoker.model.dataclass_helpers",
+    "AugmentTaskEncoder": "stoker.model.task",
     "AVDecoder": "stoker.media.av_decoder",
     "AVLimits": "stoker.media.limits",
     "AVMetadata": "stoker.media.metadata",
-    "Blender": "stoker.blender",
-    "load_dataset": "stoker.blender",
-    "prepare_metadataset": "stoker.metadataset_tools",
-    "traverse_metadataset": "stoker.metadataset_tools",
-    "TraversedDatasetReference": "stoker.metadataset_tools",
+    "Blender": "stoker.sources.blender",
+    "load_dataset": "stoker.sources.blender",
+    "prepare_metadataset": "stoker.flavors.metadataset_tools",
+    "traverse_metadataset": "stoker.flavors.metadataset_tools",
+    "TraversedDatasetReference": "stoker.flavors.metadataset_tools",
     "Metadataset": "stoker.metadataset",
-    "MixBatchDataset": "stoker.mix_batch",
-    "Batch": "stoker.batch_type",
-    "CachePool": "stoker.cache_pool",
-    "DirectLazy": "stoker.cache_pool",
-    "FileCacheLazy": "stoker.file_cache_pool",
-    "FileStoreCachePool": "stoker.file_cache_pool",
-    "FileStoreDecoder": "stoker.cache_pool",
-    "MockLazy": "stoker.cache_pool",
-    "CaptioningSample": "stoker.samples",
+    "MixBatchDataset": "stoker.runtime.mix_batch",
+    "Batch": "stoker.model.batch",
+    "CachePool": "stoker.model.cache_pool",
+    "DirectLazy": "stoker.model.cache_pool",
+    "FileCacheLazy": "stoker.sources.file_cache_pool",
+    "FileStoreCachePool": "stoker.sources.file_cache_pool",
+    "FileStoreDecoder": "stoker.model.cache_pool",
+    "MockLazy": "stoker.model.cache_pool",
+    "CaptioningSample": "stoker.model.samples",
     "ConfigError": "stoker.errors",
     "DEFAULT_PROFILE_NAME": "stoker.storage.epath",
-    "Cooker": "stoker.cooking",
-    "CrudeSample": "stoker.samples",
-    "DecodeFileStore": "stoker.aux",
-    "DefaultTaskEncoder": "stoker.task",
+    "Cooker": "stoker.model.cooking",
+    "CrudeSample": "stoker.model.samples",
+    "DecodeFileStore": "stoker.sources.aux",
+    "DefaultTaskEncoder": "stoker.model.task",
     "EPath": "stoker.storage.epath",
     "ErrorPolicy": "stoker.pipeline.errors",
-    "FileStore": "stoker.aux",
+    "FileStore": "stoker.sources.aux",
     "FormatError": "stoker.errors",
-    "IgnoreSample": "stoker.task",
+    "IgnoreSample": "stoker.model.task",
     "ImageMetadata": "stoker.media.metadata",
-    "ImageClassificationSample": "stoker.samples",
-    "ImageSample": "stoker.samples",
-    "InterleavedSample": "stoker.samples",
-    "Lazy": "stoker.cache_pool",
-    "Loader": "stoker.loader",
-    "LoaderDataset": "stoker.dataset",
-    "MultiChoiceVQASample": "stoker.samples",
-    "NoCachePool": "stoker.cache_pool",
-    "OCRSample": "stoker.samples",
+    "ImageClassificationSample": "stoker.model.samples",
+    "ImageSample": "stoker.model.samples",
+    "InterleavedSample": "stoker.model.samples",
+    "Lazy": "stoker.model.cache_pool",
+    "Loader": "stoker.runtime.loader",
+    "LoaderDataset": "stoker.runtime.dataset",
+    "MultiChoiceVQASample": "stoker.model.samples",
+    "NoCachePool": "stoker.model.cache_pool",
+    "OCRSample": "stoker.model.samples",
     "PrepareReport": "stoker.format.prepare",
-    "PrimaryFileStore": "stoker.aux",
-    "Sample": "stoker.samples",
+    "PrimaryFileStore": "stoker.sources.aux",
+    "Sample": "stoker.model.samples",
     "SampleDecoder": "stoker.pipeline.decode",
-    "SampleError": "stoker.pipeline.errors",
-    "SimilarityInterleavedSample": "stoker.samples",
+    "SampleError": "stoker.errors",
+    "SimilarityInterleavedSample": "stoker.model.samples",
     "SkipSample": "stoker.pipeline.errors",
-    "SourceInfo": "stoker.samples",
+    "SourceInfo": "stoker.model.samples",
     "StokerError": "stoker.errors",
     "StorageError": "stoker.errors",
-    "SystemFileStore": "stoker.aux",
-    "TaskEncoder": "stoker.task",
-    "TextSample": "stoker.samples",
-    "VQAOCRSample": "stoker.samples",
-    "VQASample": "stoker.samples",
-    "VidQASample": "stoker.samples",
-    "WorkerConfig": "stoker.worker_config",
-    "basic_sample_keys": "stoker.cooking",
+    "SystemFileStore": "stoker.sources.aux",
+    "TaskEncoder": "stoker.model.task",
+    "TextSample": "stoker.model.samples",
+    "VQAOCRSample": "stoker.model.samples",
+    "VQASample": "stoker.model.samples",
+    "VidQASample": "stoker.model.samples",
+    "WorkerConfig": "stoker.model.worker_config",
+    "basic_sample_keys": "stoker.model.cooking",
     "batch_list": "stoker.pipeline.batch",
     "batch_pad_stack": "stoker.pipeline.batch",
     "batch_stack": "stoker.pipeline.batch",
     "concat_pad": "stoker.pipeline.concat",
-    "cooker": "stoker.cooking",
+    "cooker": "stoker.model.cooking",
     "first_fit_decreasing": "stoker.pipeline.bins",
     "generic_batch": "stoker.pipeline.batch",
     "generic_concat": "stoker.pipeline.concat",
@@ -258,14 +252,14 @@ _EXPORTS: dict[str, str] = {
     "get_media_metadata": "stoker.media.lookup",
     "get_savable_loader": "stoker.api",
     "get_single_frames_uniform": "stoker.media.uniform",
-    "get_stateless": "stoker.task",
+    "get_stateless": "stoker.model.task",
     "get_train_dataset": "stoker.api",
     "get_val_dataset": "stoker.api",
     "get_val_datasets": "stoker.api",
     "homogeneous_concat_mix": "stoker.pipeline.concat",
     "prepare_dataset": "stoker.format.prepare",
     "register_decoder": "stoker.pipeline.decode",
-    "stateless": "stoker.task",
+    "stateless": "stoker.model.task",
 }
 _ALIASES = {
     "SavableDataset": "LoaderDataset",

@@ -20,21 +20,21 @@ from __future__ import annotations
 import warnings
 from typing import Any, TypeVar
 
-from stoker.blender import Blender
-from stoker.blending import load_sources
-from stoker.cache_pool import CachePool
-from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
+from stoker.flavors.val_datasets import SourceDatasetFactory, per_source, restrict_sources
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.metadataset import Metadataset
+from stoker.model.cache_pool import CachePool
+from stoker.model.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
+from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.plan.order import combine_multipliers
-from stoker.savable_loader import BasicDataLoader, SavableDataLoader
-from stoker.streams import Loadable
-from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
-from stoker.val_datasets import SourceDatasetFactory, per_source, restrict_sources
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.dataset import LoaderDataset
+from stoker.runtime.savable_loader import BasicDataLoader, SavableDataLoader
+from stoker.runtime.streams import Loadable
+from stoker.sources.blender import Blender
+from stoker.sources.blending import load_sources
 
 _L = TypeVar("_L", BasicDataLoader, SavableDataLoader)
 

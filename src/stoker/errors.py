@@ -77,3 +77,36 @@ class AlreadyPreparedError(StokerError):
 
 def _rebuild(cls: type[StokerError], problem: str, fields: dict[str, object]) -> StokerError:
     return cls(problem, **fields)  # type: ignore[arg-type]
+
+
+class SampleError(StokerError):
+    """One sample could not be read, decoded, mapped or encoded.
+
+    Args:
+        problem: What went wrong.
+        part: The part (e.g. ``jpg``) or field concerned, if any.
+
+    Example:
+        >>> str(SampleError("cannot decode.", key="s1", part="jpg"))
+        "sample 's1', part 'jpg': cannot decode."
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        path: str | None = None,
+        key: str | None = None,
+        offset: int | None = None,
+        part: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.part = part
+        super().__init__(problem, path=path, key=key, offset=offset, hint=hint)
+
+    @property
+    def where(self) -> str:
+        where = super().where
+        if self.part is None:
+            return where
+        return f"{where}, part {self.part!r}" if where else f"part {self.part!r}"

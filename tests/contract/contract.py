@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 
 
 def fingerprint(value: Any) -> Any:

@@ -24,7 +24,7 @@ from stoker import (
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.conftest import write_shard
 from tests.contract.contract import fingerprint, rank_free, roundtrip, run_contract, take
 

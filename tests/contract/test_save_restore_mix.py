@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stoker import SkipSample, get_loader, homogeneous_concat_mix
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.contract.contract import fingerprint, roundtrip, run_contract
 from tests.integration.test_mix_batch import Ids, make_mix, write_ids
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from stoker import stateless
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.contract.contract import fingerprint, roundtrip, run_contract, take
 from tests.integration.test_packing import (
     GeneratorHooks,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stoker import DefaultTaskEncoder, TextSample, WorkerConfig, get_loader, get_train_dataset
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.contract.contract import roundtrip
 from tests.contract.test_save_restore_batch_size import dataset  # noqa: F401  (fixture)
 

@@ -32,8 +32,8 @@ from stoker import (
     get_train_dataset,
     get_val_dataset,
 )
-from stoker.loader import Loader
-from stoker.streams import Loadable
+from stoker.runtime.loader import Loader
+from stoker.runtime.streams import Loadable
 from tests.contract.contract import fingerprint, roundtrip, run_contract, take
 from tests.integration.test_mix_batch import write_ids
 

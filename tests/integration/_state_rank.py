@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from stoker import WorkerConfig, get_savable_loader, get_train_dataset
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.contract.contract import rank_free, take
 
 

@@ -68,7 +68,7 @@ def not_a_sample() -> str:
 def text_factory(path: Any, **kwargs: Any) -> Any:
     """A plain function a dataset.yaml names as its class: allowed only explicitly."""
     from stoker.flavors import StandardWebdatasetFactory
-    from stoker.samples import TextSample
+    from stoker.model.samples import TextSample
 
     kwargs.pop("decoder", None)
     return StandardWebdatasetFactory(path, sample_type=TextSample, **kwargs)

@@ -36,7 +36,7 @@ from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.prepare import prepare_dataset
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.conftest import write_shard
 from tests.contract.contract import run_contract
 from tests.integration._images import colour_of

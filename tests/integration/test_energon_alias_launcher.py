@@ -87,7 +87,7 @@ def test_launcher_serves_energon_in_workers(program: Path, start_method: str) ->
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["base"] == "stoker.task"  # the program's class subclasses stoker's
+    assert report["base"] == "stoker.model.task"  # the program's class subclasses stoker's
     texts = report["texts"]
     assert sorted(t.split("|")[0] for t in texts) == sorted(
         f"caption s{s}_{i}" for s in range(3) for i in range(4)

@@ -17,7 +17,6 @@ from click.testing import CliRunner
 from PIL import Image
 
 from stoker import WorkerConfig, get_savable_loader, get_train_dataset
-from stoker.aux import SystemFileStore
 from stoker.cli.energon_tools import (
     analyze_debug_command,
     checkpoint_command,
@@ -33,6 +32,7 @@ from stoker.cli.main import cli
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
 from stoker.media.av_decoder import AVDecoder
+from stoker.sources.aux import SystemFileStore
 from tests.conftest import make_dataset, write_shard
 from tests.integration._media import make_audio, make_video
 

@@ -1,7 +1,7 @@
 """Float images (Energon's default ``torchrgb``) through the loader's fused path.
 
 Where no user code sees samples before batching, float images stay uint8 until the batcher
-scales them while stacking (:class:`stoker.pipeline.image.FloatImage`). The batches must be
+scales them while stacking (:class:`stoker.media.image.FloatImage`). The batches must be
 exactly those of the unfused path: same values, zero padding, float32, in worker processes
 (batches built in shared memory) and in process.
 """
@@ -20,8 +20,8 @@ from PIL import Image
 from stoker import DefaultTaskEncoder, SampleDecoder, WorkerConfig, get_loader, get_val_dataset
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
-from stoker.pipeline.build import SampleBuilder
-from stoker.pipeline.image import FloatImage
+from stoker.media.image import FloatImage
+from stoker.runtime.build import SampleBuilder
 from tests.conftest import write_shard
 
 #: (width, height) of sample i: every batch pads some images in both dimensions.

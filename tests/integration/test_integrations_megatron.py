@@ -42,7 +42,7 @@ from stoker.integrations.megatron import (
 from stoker.integrations.sequences import MultiModalBatch
 from stoker.integrations.task_encoder import MultiModalSampleConfig, MultiModalTaskEncoder
 from stoker.integrations.topology import data_parallel_place
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 
 CAPTION = re.compile(r"a (red|green|blue|yellow|purple) (circle|square|triangle)")
 IMAGE = -200

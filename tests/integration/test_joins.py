@@ -15,7 +15,7 @@ from stoker.cli.prepare import command as prepare_command
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.conftest import write_shard
 from tests.contract.contract import run_contract
 
@@ -130,7 +130,7 @@ def test_prepare_writes_the_index_and_loads_use_it(
     assert len(files) == 1
     again = CliRunner().invoke(prepare_command, [path, "--no-progress"])
     assert "up to date" in again.output
-    caplog.set_level(logging.INFO, logger="stoker.joins")
+    caplog.set_level(logging.INFO, logger="stoker.sources.joins")
     assert len(read_all(path)) == 40
     assert "building the join index" not in caplog.text  # a cache hit
     # another split part of the primary: another index; the prepared one does not match, and

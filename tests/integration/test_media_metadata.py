@@ -25,13 +25,12 @@ from stoker import (
     get_train_dataset,
 )
 from stoker.cli.main import cli
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
 from stoker.media.extract import MediaFilter
 from stoker.media.lookup import get_media_metadata
 from stoker.media.prepare import prepare_media
-from stoker.pipeline.errors import SampleError
 from tests.conftest import snapshot, write_shard
 from tests.integration._media import make_audio, make_video
 

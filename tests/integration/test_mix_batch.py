@@ -28,7 +28,7 @@ from stoker import (
 )
 from stoker.errors import ConfigError
 from stoker.format.jsonl import prepare_jsonl
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.contract.contract import roundtrip, take
 
 #: Sub-batch size of each dataset.

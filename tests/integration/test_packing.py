@@ -23,7 +23,7 @@ from stoker import (
 )
 from stoker.errors import ConfigError
 from stoker.format.jsonl import prepare_jsonl
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 
 #: Tokens per pack.
 MAX_LEN = 16

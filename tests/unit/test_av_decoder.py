@@ -10,11 +10,11 @@ import sys
 import av
 import pytest
 
+from stoker.errors import SampleError
 from stoker.media.av_data import AVData
 from stoker.media.av_decoder import AVDecoder
 from stoker.media.limits import AVLimits
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SampleError
 from tests.integration._media import frame_numbers, make_audio, make_video
 
 

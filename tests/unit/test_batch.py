@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from stoker.errors import StokerError
+from stoker.media.image import FloatImage
+from stoker.model.samples import CaptioningSample, SourceInfo
 from stoker.pipeline.batch import (
     batch_list,
     batch_pad_stack,
@@ -16,8 +18,6 @@ from stoker.pipeline.batch import (
     batch_stack,
     generic_batch,
 )
-from stoker.pipeline.image import FloatImage
-from stoker.samples import CaptioningSample, SourceInfo
 
 
 def caption(i: int, h: int, w: int) -> CaptioningSample:
@@ -106,7 +106,7 @@ def test_batch_samples_with_actions_and_result_type() -> None:
 
 
 def test_crude_dicts_keep_their_type_and_subflavors_per_sample() -> None:
-    from stoker.samples import CrudeSample
+    from stoker.model.samples import CrudeSample
 
     crude = [CrudeSample(txt=f"t{i}", __subflavors__={"a": i}) for i in range(2)]
     out = generic_batch(crude)
@@ -193,8 +193,8 @@ def test_fused_decoder_batches_like_the_float_decoder(mode: Any, ext: str) -> No
 
 
 def test_float_images_fuse_only_where_no_user_code_sees_samples() -> None:
-    from stoker.pipeline.build import fuses_float_images
-    from stoker.task import DefaultTaskEncoder
+    from stoker.model.task import DefaultTaskEncoder
+    from stoker.runtime.build import fuses_float_images
 
     class DecoderOnly(DefaultTaskEncoder[Any, Any, Any, Any]):
         decoder = None

@@ -30,7 +30,7 @@ from stoker import (
     SourceInfo,
     SystemFileStore,
 )
-from stoker.cache_pool import current_cache_pool, use_cache_pool
+from stoker.model.cache_pool import current_cache_pool, use_cache_pool
 
 
 class DictStore(FileStore):

@@ -12,21 +12,25 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from stoker.aux import DecodeFileStore, PrimaryFileStore, SystemFileStore, WebdatasetFileStore
-from stoker.cache_pool import NoCachePool
-from stoker.cooking import Cooker, basic_sample_keys, cooker, select_cooker
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.prepare import prepare_dataset
 from stoker.metadataset.nodes import AuxRef
-from stoker.pipeline.build import SampleBuilder
+from stoker.model.cache_pool import NoCachePool
+from stoker.model.cooking import Cooker, basic_sample_keys, cooker, select_cooker
+from stoker.model.samples import CrudeSample, SourceInfo, TextSample
+from stoker.model.task import TaskEncoder
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SampleError
 from stoker.pipeline.read import RawSample
-from stoker.samples import CrudeSample, SourceInfo, TextSample
-from stoker.sources import load_source
-from stoker.task import TaskEncoder
+from stoker.runtime.build import SampleBuilder
+from stoker.sources.aux import (
+    DecodeFileStore,
+    PrimaryFileStore,
+    SystemFileStore,
+    WebdatasetFileStore,
+)
+from stoker.sources.source import load_source
 from tests.conftest import write_shard
 
 

@@ -16,10 +16,9 @@ import pytest
 import torch
 from PIL import Image
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.pipeline import decode as decode_module
 from stoker.pipeline.decode import SampleDecoder, guess_extension, register_decoder
-from stoker.pipeline.errors import SampleError
 
 RED, BLUE = (255, 0, 0), (0, 0, 255)
 

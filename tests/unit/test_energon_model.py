@@ -32,11 +32,11 @@ from stoker import (
     log_exception,
     reraise_exception,
 )
+from stoker.model.task import sample_hooks, uses_grouping
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import BatchMaker, restore_key_of
 from stoker.pipeline.errors import ErrorTracker
 from stoker.pipeline.hook_index import BatchSlots, batch_slots
-from stoker.task import sample_hooks, uses_grouping
 
 SRC = SourceInfo(dataset_path="/d", index=3, shard_name="s.tar", file_names=("k.txt",))
 
@@ -354,7 +354,7 @@ def test_worker_config_as_energons() -> None:
 
 
 def test_float_images_stay_tensors_for_pre_and_postencode_hooks() -> None:
-    from stoker.pipeline.build import fuses_float_images
+    from stoker.runtime.build import fuses_float_images
 
     class Post(DefaultTaskEncoder[Any, Any, Any, Any]):
         def postencode_sample(self, sample: Any) -> Any:

@@ -11,7 +11,7 @@ from stoker import CrudeWebdataset, Sample, StandardWebdatasetFactory, TextSampl
 from stoker.errors import ConfigError
 from stoker.flavors.allow import resolve_class
 from stoker.format.dataset_config import module_allowed, parse_dataset_config
-from stoker.pipeline.field_map import build_sample
+from stoker.sources.field_map import build_sample
 
 TEXT = {"__module__": "megatron.energon", "__class__": "TextSample"}
 
@@ -65,7 +65,7 @@ def test_resolve_class_allow_list() -> None:
     assert "allowed_modules=('os.path',)" in str(e.value)
     assert resolve_class("os.path", "join", where="x", allowed=("os",)) is not None
     with pytest.raises(ConfigError, match="has no 'Nope'"):
-        resolve_class("stoker.samples", "Nope", where="x")
+        resolve_class("stoker.model.samples", "Nope", where="x")
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from stoker import (
     homogeneous_concat_mix,
 )
 from stoker.pipeline.mix import MixSpec, MixStream, SubState, decode, encode
-from stoker.pipeline.stream import Position
+from stoker.pipeline.refs import Position
 
 Output = tuple[Any, Position, Any]
 

@@ -1,4 +1,4 @@
-"""stoker.sample_format: Energon's sample_utils text formats for samples and batches."""
+"""stoker.model.sample_format: Energon's sample_utils text formats for samples and batches."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from stoker.sample_format import (
+from stoker.model.sample_format import (
     default_get_batch_keys,
     format_sample_compact,
     format_sample_detailed,

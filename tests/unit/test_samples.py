@@ -9,12 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.format.dataset_config import parse_dataset_config
 from stoker.format.sample_types import SAMPLE_TYPES
-from stoker.pipeline.errors import SampleError
-from stoker.pipeline.field_map import build_sample, load_part_filter, load_sample_loader
-from stoker.samples import (
+from stoker.model.samples import (
     SAMPLE_CLASSES,
     CaptioningSample,
     CrudeSample,
@@ -23,6 +21,7 @@ from stoker.samples import (
     TextSample,
     VQASample,
 )
+from stoker.sources.field_map import build_sample, load_part_filter, load_sample_loader
 
 SRC = SourceInfo(dataset_path="/d", index=3, shard_name="s.tar", file_names=("a.txt",))
 

@@ -14,7 +14,7 @@ from stoker import WorkerConfig, get_loader, get_train_dataset
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 from tests.conftest import make_dataset
 
 

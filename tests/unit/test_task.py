@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from stoker.errors import ConfigError, StokerError
-from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SampleError
-from stoker.samples import CaptioningSample, SourceInfo, TextSample
-from stoker.task import (
+from stoker.errors import ConfigError, SampleError, StokerError
+from stoker.model.samples import CaptioningSample, SourceInfo, TextSample
+from stoker.model.task import (
     DefaultTaskEncoder,
     ErrorPolicy,
     ErrorTracker,
@@ -29,6 +27,7 @@ from stoker.task import (
     sample_seed,
     stateless,
 )
+from stoker.pipeline.decode import SampleDecoder
 
 SRC = SourceInfo(dataset_path="/data/ds", index=7, shard_name="shard_003.tar", file_names=())
 

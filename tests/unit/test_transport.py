@@ -14,8 +14,8 @@ from typing import Any
 import torch
 import torch.utils.data
 
+from stoker.media.image import FloatImage
 from stoker.pipeline.batch import batch_pad_stack
-from stoker.pipeline.image import FloatImage
 from stoker.pipeline.transport import (
     MIN_SLOT_BYTES,
     Exported,

@@ -23,7 +23,7 @@ from stoker import (
     get_val_dataset,
 )
 from stoker.errors import ConfigError
-from stoker.pipeline.stream import Position
+from stoker.pipeline.refs import Position
 from stoker.wrappers.calls import Failures, emit, get_sample_restore_key
 from tests.integration.test_mix_batch import write_ids
 

@@ -30,7 +30,7 @@ def info(files: tuple[str, ...], as_json: bool) -> None:
       stoker checkpoint info ckpt/loader_states.pt
       stoker checkpoint info ckpt/                  # every state file in the folder
     """
-    from stoker.checkpoint import describe, load_states
+    from stoker.runtime.checkpoint import describe, load_states
 
     report = describe(load_states(list(files)))
     if as_json:
@@ -101,7 +101,7 @@ def redist(
       stoker checkpoint redist ckpt/state_rank*.pt resumed/ --new-world-size 4
       stoker checkpoint redist ckpt/ resumed.pt --new-world-size 4 --single-file
     """
-    from stoker.checkpoint import load_states, redistribute_files
+    from stoker.runtime.checkpoint import load_states, redistribute_files
 
     if new_world_size is None:
         states = load_states(list(files))

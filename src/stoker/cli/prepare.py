@@ -16,9 +16,9 @@ from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
 from stoker.format.splits import compile_split_patterns, parse_split_ratio
-from stoker.joins import JoinReport, prepare_joins
 from stoker.media.extract import MediaFilter
 from stoker.metadataset import is_metadataset
+from stoker.sources.joins import JoinReport, prepare_joins
 from stoker.storage import open_store
 
 

@@ -144,9 +144,10 @@ _SAME_NAME: dict[str, str] = {
 _ELSEWHERE: dict[str, dict[str, str]] = {
     "": {"__version__": f"{_CONFIG}:ENERGON_VERSION"},
     "task_encoder.base": {
-        t: f"stoker.task:{t}" for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
+        t: f"stoker.model.task:{t}"
+        for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
     },
-    "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.samples:Extendable"},
+    "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.model.samples:Extendable"},
     "flavors.webdataset": {
         "AVDecoderType": "stoker.pipeline.decode:AVDecoderType",
         "ImageDecoderType": "stoker.pipeline.decode:ImageDecoderType",
@@ -168,7 +169,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "DEFAULT_PROFILE_NAME": _PROFILE,
         "NVDATASET_CACHE_DIR": "stoker.storage.epath:NVDATASET_CACHE_DIR",
     },
-    "source_info": {"add_source_info": "stoker.aux:add_source_info"},
+    "source_info": {"add_source_info": "stoker.sources.aux:add_source_info"},
     "metadataset.loader_interface": {
         "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",
         "LoadedDataset": "stoker.metadataset:LoadedDataset",
@@ -183,10 +184,10 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "BaseWrapperDataset": "stoker:BaseWrapperDataset|stoker.wrappers:BaseWrapperDataset",
         "get_sample_restore_key": "stoker.wrappers:get_sample_restore_key",
     },
-    "cache.base": {"FileStoreWrapper": "stoker.aux:FileStoreWrapper"},
+    "cache.base": {"FileStoreWrapper": "stoker.sources.aux:FileStoreWrapper"},
     "cache.file_store": {
-        "WebdatasetFileStore": "stoker.aux:WebdatasetFileStore",
-        "JsonlFileStore": "stoker.aux:JsonlFileStore",
+        "WebdatasetFileStore": "stoker.sources.aux:WebdatasetFileStore",
+        "JsonlFileStore": "stoker.sources.aux:JsonlFileStore",
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
@@ -208,9 +209,9 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "|stoker.media.prepare:prepare_filesystem_dataset",
     },
     "sample_utils": {
-        "format_sample_compact": "stoker.sample_format:format_sample_compact",
-        "format_sample_detailed": "stoker.sample_format:format_sample_detailed",
-        "default_get_batch_keys": "stoker.sample_format:default_get_batch_keys",
+        "format_sample_compact": "stoker.model.sample_format:format_sample_compact",
+        "format_sample_detailed": "stoker.model.sample_format:format_sample_detailed",
+        "default_get_batch_keys": "stoker.model.sample_format:default_get_batch_keys",
     },
     "tools": {},
     "tools.prepare": {"command": f"{_TOOLS}:prepare_command"},

@@ -24,9 +24,9 @@ from stoker.errors import ConfigError
 from stoker.flavors.base import BaseCoreDatasetFactory
 from stoker.format.dataset_config import ALLOW_HINT, DatasetConfig, FactoryRef, module_allowed
 from stoker.format.sample_types import BUILTIN_MODULES
-from stoker.samples import CrudeSample, Sample
-from stoker.sources import DataSource
-from stoker.worker_config import WorkerConfig
+from stoker.model.samples import CrudeSample, Sample
+from stoker.model.worker_config import WorkerConfig
+from stoker.sources.source import DataSource
 
 _BASES = (Sample, BaseCoreDatasetFactory)
 
@@ -130,7 +130,7 @@ def resolve_source(
         config = dataclasses.replace(config, sample_class=cls)
     source = dataclasses.replace(source, config=config)
     if config.sample_loader is not None:  # untrusted code: say so now, not in a worker
-        from stoker.pipeline.field_map import load_part_filter, load_sample_loader
+        from stoker.sources.field_map import load_part_filter, load_sample_loader
 
         load_sample_loader(source.root, config.sample_loader, source.trust_sample_loader)
         load_part_filter(source.root, config.part_filter, source.trust_sample_loader)
@@ -163,7 +163,7 @@ def source_sample_class(source: DataSource) -> Any:
         return CrudeSample
     if config.sample_class is not None:
         return config.sample_class
-    from stoker.samples import SAMPLE_CLASSES
+    from stoker.model.samples import SAMPLE_CLASSES
 
     return SAMPLE_CLASSES.get(config.sample_type or "")
 

@@ -1,7 +1,8 @@
 """``BaseCoreDatasetFactory``: what a ``dataset.yaml`` (or a user's subclass) describes.
 
 A factory knows one split of one dataset and how its samples are loaded; ``build()`` turns it
-into an unbatched :class:`~stoker.dataset.LoaderDataset` (stoker's plan, readers and workers).
+into an unbatched :class:`~stoker.runtime.dataset.LoaderDataset` (stoker's plan, readers and
+workers).
 Energon's factory classes keep their names, arguments and override points here, so code that
 subclasses them (``class ChatMLWebdataset(DefaultDecoderWebdatasetFactory[ChatMLSample])``)
 keeps working after the import changes.
@@ -21,10 +22,10 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from stoker.aux import FileStore
-    from stoker.dataset import LoaderDataset
-    from stoker.sources import DataSource
-    from stoker.worker_config import WorkerConfig
+    from stoker.model.worker_config import WorkerConfig
+    from stoker.runtime.dataset import LoaderDataset
+    from stoker.sources.aux import FileStore
+    from stoker.sources.source import DataSource
 
 T_sample = TypeVar("T_sample", covariant=True)
 
@@ -136,9 +137,9 @@ def loader_dataset(
     ``training`` loops and shuffles shard slices like ``get_train_dataset`` (without its shuffle
     buffer, which Energon applies after the factory); otherwise one pass in order.
     """
-    from stoker.dataset import LoaderDataset
+    from stoker.model.task import DefaultTaskEncoder
     from stoker.plan import default_virtual_workers
-    from stoker.task import DefaultTaskEncoder
+    from stoker.runtime.dataset import LoaderDataset
 
     task_encoder: DefaultTaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder()
     task_encoder.decoder = decoder

@@ -23,9 +23,9 @@ from stoker.flavors.jsonl import DefaultCrudeJsonlDatasetFactory
 from stoker.flavors.typed import CrudeWebdataset
 from stoker.format.dataset_config import DatasetConfig
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
-from stoker.samples import CrudeSample
-from stoker.sources import DataSource, load_source
-from stoker.worker_config import WorkerConfig
+from stoker.model.samples import CrudeSample
+from stoker.model.worker_config import WorkerConfig
+from stoker.sources.source import DataSource, load_source
 
 T_sample = TypeVar("T_sample")
 
@@ -126,7 +126,7 @@ def _factory(path: Any, source: DataSource, options: dict[str, Any], trust: bool
 
 def source_class(config: DatasetConfig) -> Any:
     """The sample class a (non-factory, typed) dataset config names."""
-    from stoker.samples import SAMPLE_CLASSES
+    from stoker.model.samples import SAMPLE_CLASSES
 
     if config.sample_class is not None:
         return config.sample_class

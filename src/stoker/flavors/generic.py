@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from stoker.errors import ConfigError
 from stoker.flavors.webdataset import BaseWebdatasetFactory
 from stoker.format.dataset_config import DatasetConfig, parse_field_map
+from stoker.model.samples import Sample
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.field_map import build_sample, load_part_filter, load_sample_loader
-from stoker.samples import Sample
+from stoker.sources.field_map import build_sample, load_part_filter, load_sample_loader
 
 if TYPE_CHECKING:
-    from stoker.sources import DataSource
+    from stoker.sources.source import DataSource
 
 T_sample = TypeVar("T_sample", covariant=True)
 

@@ -1,7 +1,7 @@
 """``JoinedWebdatasetFactory``: samples of several datasets with the same key, joined into one.
 
 Stoker's metadataset ``join:`` is the usual way to join; this class gives Energon's Python
-form over the same machinery (:mod:`stoker.joins`): the first dataset is the primary, each
+form over the same machinery (:mod:`stoker.sources.joins`): the first dataset is the primary, each
 partner's sample is found by key, and the joiner (a Sample class, whose ``from_joined`` is
 called, or an importable function) makes the joined sample. Primary samples that lack a
 partner are skipped.
@@ -27,9 +27,9 @@ from stoker.flavors.webdataset import BaseWebdatasetFactory
 from stoker.metadataset.nodes import ObjectRef
 
 if TYPE_CHECKING:
-    from stoker.aux import FileStore
-    from stoker.dataset import LoaderDataset
-    from stoker.worker_config import WorkerConfig
+    from stoker.model.worker_config import WorkerConfig
+    from stoker.runtime.dataset import LoaderDataset
+    from stoker.sources.aux import FileStore
 
 
 class JoinedWebdatasetFactory(BaseCoreDatasetFactory[Any]):
@@ -82,7 +82,7 @@ class JoinedWebdatasetFactory(BaseCoreDatasetFactory[Any]):
         return len(self.inner_datasets[0])
 
     def build(self, worker_rotation_offset: int = 0) -> LoaderDataset:
-        from stoker.joins import JoinSpec, build_locations
+        from stoker.sources.joins import JoinSpec, build_locations
 
         sources = [d.built_source() for d in self.inner_datasets]
         locations = build_locations(sources)

@@ -11,12 +11,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from stoker.flavors.base import BaseCoreDatasetFactory, as_epath
-from stoker.samples import CrudeSample
+from stoker.model.samples import CrudeSample
 
 if TYPE_CHECKING:
-    from stoker.aux import FileStore
-    from stoker.dataset import LoaderDataset
-    from stoker.worker_config import WorkerConfig
+    from stoker.model.worker_config import WorkerConfig
+    from stoker.runtime.dataset import LoaderDataset
+    from stoker.sources.aux import FileStore
 
 
 class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
@@ -40,7 +40,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         subset: Any = None,
         part_filter: Any = None,
     ) -> None:
-        from stoker.sources import load_source
+        from stoker.sources.source import load_source
 
         self.path = as_epath(path)
         self.paths = [self.path]
@@ -72,7 +72,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         return None  # the json part as bytes
 
     def as_file_store(self) -> FileStore:
-        from stoker.aux import JsonlFileStore
+        from stoker.sources.aux import JsonlFileStore
 
         return JsonlFileStore(str(self.path))
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import ConfigError
 from stoker.flavors.generic import DefaultDecoderWebdatasetFactory
 from stoker.format.dataset_config import DatasetConfig
-from stoker.samples import (
+from stoker.model.samples import (
     CaptioningSample,
     CrudeSample,
     ImageClassificationSample,
@@ -31,7 +31,7 @@ from stoker.samples import (
 )
 
 if TYPE_CHECKING:
-    from stoker.sources import DataSource
+    from stoker.sources.source import DataSource
 
 
 class _Deprecated(DefaultDecoderWebdatasetFactory[Any]):

@@ -19,10 +19,10 @@ from stoker.format.dataset_config import DatasetConfig, FactoryRef
 from stoker.format.meta import DEFAULT_SPLIT_CONFIG
 
 if TYPE_CHECKING:
-    from stoker.aux import FileStore
-    from stoker.dataset import LoaderDataset
-    from stoker.sources import DataSource
-    from stoker.worker_config import WorkerConfig
+    from stoker.model.worker_config import WorkerConfig
+    from stoker.runtime.dataset import LoaderDataset
+    from stoker.sources.aux import FileStore
+    from stoker.sources.source import DataSource
 
 T_sample = TypeVar("T_sample", covariant=True)
 
@@ -73,7 +73,7 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         split_config: str | None = None,
         part_filter: Callable[[str], bool] | None = None,
     ) -> None:
-        from stoker.sources import load_split
+        from stoker.sources.source import load_split
 
         if self.__sample_type__ is None:
             raise ConfigError(
@@ -142,7 +142,7 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         return None
 
     def as_file_store(self) -> FileStore:
-        from stoker.aux import WebdatasetFileStore
+        from stoker.sources.aux import WebdatasetFileStore
 
         return WebdatasetFileStore(str(self.path))
 

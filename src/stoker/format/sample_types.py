@@ -1,7 +1,7 @@
 """The catalogue of sample types a ``dataset.yaml`` may name, with their fields.
 
 This is plain data so that ``prepare`` and ``lint`` can check field maps without importing torch;
-the sample classes themselves (``stoker.task``) are checked against it by the tests.
+the sample classes themselves (``stoker.model.task``) are checked against it by the tests.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from stoker.api import get_savable_loader, get_train_dataset, get_val_dataset
 from stoker.integrations.loaders import RestartingLoader, ResumableLoader
 from stoker.integrations.topology import data_parallel_worker_config
-from stoker.task import DefaultTaskEncoder, TaskEncoder
-from stoker.worker_config import WorkerConfig
+from stoker.model.task import DefaultTaskEncoder, TaskEncoder
+from stoker.model.worker_config import WorkerConfig
 
 __all__ = ["StokerDataModule"]
 

@@ -1,7 +1,7 @@
 """Loader wrappers that training frameworks expect: resumable training, restarting validation.
 
-A stoker :class:`~stoker.loader.Loader` already knows its position. Frameworks want more from the
-object they iterate:
+A stoker :class:`~stoker.runtime.loader.Loader` already knows its position. Frameworks want more
+from the object they iterate:
 
 - Lightning: a *training* loader continues where it stopped each time the framework calls
   ``iter()`` on it (a new epoch, or after a restore), and hands out its position as a
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from stoker.errors import ConfigError
-from stoker.loader import Loader
+from stoker.runtime.loader import Loader
 
 T = TypeVar("T")
 

@@ -26,7 +26,6 @@ from typing import Any, ClassVar, Literal
 import torch
 
 from stoker.api import get_savable_loader, get_train_dataset, get_val_dataset
-from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.integrations.bridge_args import CURRENT, bind_bridge_arguments
 from stoker.integrations.loaders import (
@@ -37,8 +36,9 @@ from stoker.integrations.loaders import (
 )
 from stoker.integrations.task_encoder import MultiModalSampleConfig, MultiModalTaskEncoder
 from stoker.integrations.topology import data_parallel_worker_config
-from stoker.loader import Loader
-from stoker.task import TaskEncoder
+from stoker.model.task import TaskEncoder
+from stoker.runtime.dataset import LoaderDataset
+from stoker.runtime.loader import Loader
 
 __all__ = [
     "EnergonDataloader",
@@ -81,7 +81,7 @@ class MultiModalDataModule:
 
     Attributes, as Bridge documents them: ``init_global_step`` (0; the trainer sets it when it
     resumes), ``train_dataloader_object`` / ``val_dataloader_object`` (the stoker
-    :class:`~stoker.loader.Loader` under each iterator, None until built).
+    :class:`~stoker.runtime.loader.Loader` under each iterator, None until built).
 
     Example:
         >>> data = MultiModalDataModule("/data/llava", tokenizer, seq_length=4096,  # doctest: +SKIP

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from stoker.errors import SampleError
 from stoker.integrations.adapters import processed_image, special_token_id, token_ids
 from stoker.integrations.sequences import (
     MultiModalBatch,
@@ -29,8 +30,7 @@ from stoker.integrations.sequences import (
     pack,
     pad_batch,
 )
-from stoker.pipeline.errors import SampleError
-from stoker.task import TaskEncoder, stateless
+from stoker.model.task import TaskEncoder, stateless
 
 _PAD_NAMES = ("pad_token_id", "pad_id", "pad")
 _EOS_NAMES = ("eos_token_id", "eos_id", "eod", "eos")

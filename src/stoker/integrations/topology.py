@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
 
 logger = logging.getLogger("stoker")
 

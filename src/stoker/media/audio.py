@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from stoker.errors import SampleError
 from stoker.media.container import closing_iterator
 from stoker.media.limits import AVLimits
 from stoker.media.probe import StreamIndex
-from stoker.pipeline.errors import SampleError
 
 if TYPE_CHECKING:
     from av.container import InputContainer

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
+from stoker.errors import SampleError
 from stoker.media.audio import AudioUnit
 from stoker.media.av_data import AVData
 from stoker.media.clips import Clips, Ranges, audio_clips, video_clips
@@ -30,7 +31,6 @@ from stoker.media.limits import AVLimits
 from stoker.media.metadata import AVMetadata
 from stoker.media.probe import StreamIndex, av_metadata, count_audio_samples, index_streams
 from stoker.media.video import VideoUnit
-from stoker.pipeline.errors import SampleError
 
 if TYPE_CHECKING:
     from av.container import InputContainer

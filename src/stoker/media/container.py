@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from stoker.errors import ConfigError
-from stoker.pipeline.errors import SampleError
+from stoker.errors import ConfigError, SampleError
 
 if TYPE_CHECKING:
     from av.container import InputContainer

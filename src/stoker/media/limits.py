@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stoker.pipeline.errors import SampleError
+from stoker.errors import SampleError
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.format.media_metadata import MediaMetadataReader
 from stoker.format.meta import INDEX_SQLITE
 from stoker.media.metadata import MediaMetadata, deserialize_media_metadata
-from stoker.pipeline.errors import SampleError
 from stoker.storage import open_store
 
 _READERS: dict[tuple[int, str], MediaMetadataReader] = {}

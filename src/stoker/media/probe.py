@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from stoker.errors import SampleError
 from stoker.media.container import closing_iterator
 from stoker.media.metadata import AVMetadata
-from stoker.pipeline.errors import SampleError
 
 if TYPE_CHECKING:
     from av.container import InputContainer

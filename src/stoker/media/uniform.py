@@ -16,10 +16,10 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from stoker.errors import SampleError
 from stoker.media.av_data import AVData
 from stoker.media.av_decoder import AVDecoder
 from stoker.media.metadata import AVMetadata
-from stoker.pipeline.errors import SampleError
 
 
 def get_clips_uniform(

@@ -21,7 +21,7 @@ import torch
 import torch.utils.data
 
 from stoker.errors import StokerError
-from stoker.pipeline.image import FloatImage
+from stoker.media.image import FloatImage
 from stoker.pipeline.transport import batch_buffer
 
 FeatureBatcher = Callable[[list[Any]], Any]
@@ -35,7 +35,7 @@ def batch_stack(batch: list[Any]) -> Any:
 def batch_pad_stack(batch: list[Any]) -> Any:
     """Stack tensors of any shapes (same number of dimensions), padding with zeros at the end.
 
-    :class:`~stoker.pipeline.image.FloatImage` items are scaled to float32 in [0, 1] on the way.
+    :class:`~stoker.media.image.FloatImage` items are scaled to float32 in [0, 1] on the way.
 
     Example:
         >>> batch_pad_stack([torch.ones(1, 2), torch.ones(2, 1)]).shape

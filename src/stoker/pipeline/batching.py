@@ -19,8 +19,8 @@ from stoker.pipeline import hook_index
 from stoker.pipeline.errors import ErrorTracker, SkipSample
 
 if TYPE_CHECKING:
+    from stoker.model.task import TaskEncoder
     from stoker.pipeline.hook_index import BatchSlots
-    from stoker.task import TaskEncoder
 
 #: What :meth:`BatchMaker.make` returns for a batch that was skipped.
 SKIPPED: Any = object()

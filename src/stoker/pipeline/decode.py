@@ -8,7 +8,7 @@ Video and audio parts become lazy :class:`stoker.media.av_decoder.AVDecoder` obj
 
 JPEGs are decoded with libjpeg-turbo through simplejpeg where it is installed (about 1.5x
 faster than Pillow, same pixels; see ``benchmarks/bench_jpeg.py``), else with Pillow
-(:mod:`stoker.pipeline.image`).
+(:mod:`stoker.media.image`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from stoker.errors import ConfigError
-from stoker.pipeline.errors import SampleError
-from stoker.pipeline.image import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
-from stoker.pipeline.image import IMAGE_MODES as IMAGE_MODES
-from stoker.pipeline.image import ImageDecoderType as ImageDecoderType
-from stoker.pipeline.image import decode_image
+from stoker.errors import ConfigError, SampleError
+from stoker.media.image import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
+from stoker.media.image import IMAGE_MODES as IMAGE_MODES
+from stoker.media.image import ImageDecoderType as ImageDecoderType
+from stoker.media.image import decode_image
 
 AVDecoderType = Literal["torch", "AVDecoder", "pyav"]
 #: A part decoder: (extension, bytes, the SampleDecoder with its options) -> decoded value.
@@ -230,7 +229,7 @@ def _cbor(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
 
 
 def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
-    from stoker.media.decode_hook import decode_av  # PyAV and the media code load on first use
+    from stoker.pipeline.decode_av import decode_av  # PyAV and the media code load on first use
 
     return decode_av(ext, data, decoder)
 

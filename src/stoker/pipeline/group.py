@@ -22,7 +22,7 @@ from stoker.pipeline.errors import ErrorTracker, SkipSample
 from stoker.pipeline.refs import Ref, RefSource
 
 if TYPE_CHECKING:
-    from stoker.pipeline.stream import Position
+    from stoker.pipeline.refs import Position
 
 
 @dataclass

@@ -26,8 +26,7 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.pipeline.errors import SkipSample
-from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position
+from stoker.pipeline.refs import Buffers, Position
 from stoker.plan import weighted_choices
 
 logger = logging.getLogger("stoker")

@@ -1,7 +1,7 @@
 """Sequence packing: buffer encoded samples, let the task encoder pick groups, pack each group.
 
 Each encoded sample (``preencode_sample``'s outputs where it is overridden, see
-:func:`stoker.task.sample_hooks`) goes into a buffer. When the buffer holds
+:func:`stoker.model.task.sample_hooks`) goes into a buffer. When the buffer holds
 ``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
 through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
 Samples no group takes stay in the buffer for the next round: none is dropped. At the end of a
@@ -27,11 +27,12 @@ from stoker.pipeline import hook_index
 from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
 from stoker.pipeline.hook_index import BatchSlots
+from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.refs import Ref, RefSource, chunks, flat, pick
-from stoker.task import TaskEncoder, iter_hook
 
 if TYPE_CHECKING:
-    from stoker.pipeline.stream import Position
+    from stoker.model.task import TaskEncoder
+    from stoker.pipeline.refs import Position
 
 logger = logging.getLogger("stoker")
 

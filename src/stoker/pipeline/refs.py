@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from stoker.errors import StokerError
-
-if TYPE_CHECKING:
-    from stoker.pipeline.stream import Position
 
 #: A sample's reference (see the module docstring).
 Ref = tuple[int, ...]
@@ -58,3 +56,18 @@ def flat(refs: Iterable[Ref]) -> list[int]:
 def chunks(values: Sequence[int], size: int) -> list[Ref]:
     """The references of a :func:`flat` list."""
     return [tuple(int(v) for v in values[i : i + size]) for i in range(0, len(values), size)]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a stream resumes: per-dataset reference counts, minus ``skip`` used outputs."""
+
+    counts: tuple[int, ...]
+    skip: int = 0
+
+    def to_list(self) -> list[int]:
+        return [*self.counts, self.skip]
+
+    @staticmethod
+    def from_list(values: Sequence[int]) -> Position:
+        return Position(tuple(int(v) for v in values[:-1]), int(values[-1]))

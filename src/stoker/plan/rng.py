@@ -29,7 +29,7 @@ SLICE_ORDER: Final = 1
 WINDOW: Final = 2
 #: Jitter of the blend schedule's due times (:mod:`stoker.plan.blend`).
 BLEND: Final = 3
-#: Seed of the choice of sub-datasets of a mix of whole batches (:mod:`stoker.mix_batch`).
+#: Seed of the choice of sub-datasets of a mix of whole batches (:mod:`stoker.runtime.mix_batch`).
 MIX_BATCH: Final = 4
 
 

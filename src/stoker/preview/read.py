@@ -1,7 +1,7 @@
 """Read the samples of a preview: in order, decoded and mapped exactly as the loader does.
 
 :func:`preview_dataset` opens the split, picks the samples with :func:`kept_refs` (skipping
-excluded ones), builds each with the loader's :class:`~stoker.pipeline.build.SampleBuilder` and
+excluded ones), builds each with the loader's :class:`~stoker.runtime.build.SampleBuilder` and
 summarises every field; a sample that fails to decode is reported with its error.
 """
 
@@ -13,16 +13,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stoker.errors import ConfigError, StokerError
+from stoker.errors import ConfigError, SampleError, StokerError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
-from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.decode import ImageDecoderType, SampleDecoder
-from stoker.pipeline.errors import SampleError
 from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
 from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 from stoker.preview.summary import summarize
-from stoker.sources import DataSource, load_source
+from stoker.runtime.build import SampleBuilder
+from stoker.sources.source import DataSource, load_source
 
 
 class EmptySplitError(ConfigError):

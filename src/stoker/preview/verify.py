@@ -16,16 +16,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from stoker.errors import StokerError
+from stoker.errors import SampleError, StokerError
 from stoker.format.lint.report import MAX_REPORTED, Finding
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
-from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SampleError
 from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
 from stoker.preview.read import kept_refs
-from stoker.sources import load_source
+from stoker.runtime.build import SampleBuilder
+from stoker.sources.source import load_source
 
 #: References planned and read at a time.
 _BLOCK = 1024

@@ -1,7 +1,7 @@
 """The base of dataset wrappers: a recipe over an inner dataset that transforms each stream.
 
 A wrapper (Energon's ``MapDataset``, ``BatchDataset``, ``LimitDataset``, ...) is a picklable
-recipe over any inner :class:`~stoker.streams.Loadable` (a ``LoaderDataset``, a
+recipe over any inner :class:`~stoker.runtime.streams.Loadable` (a ``LoaderDataset``, a
 ``MixBatchDataset``, another wrapper). It runs in the dataloader workers over the same streams
 (virtual workers) as its inner dataset: each worker opens the inner streams it owns and feeds
 each to :meth:`Wrapper.transform`, which yields the wrapper's outputs, each with the inner
@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position
+from stoker.model.worker_config import WorkerConfig
+from stoker.pipeline.refs import Buffers, Position
 from stoker.plan import Topology
-from stoker.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
 
 #: Where an inner stream resumes: its position and what its stages buffer there.
 Mark = tuple[Position, Buffers | None]
@@ -161,7 +160,7 @@ class Wrapper:
         return rank_len(self)
 
     def __iter__(self) -> Iterator[Any]:
-        from stoker.loader import Loader
+        from stoker.runtime.loader import Loader
 
         with Loader(self, in_process=True) as loader:
             yield from loader

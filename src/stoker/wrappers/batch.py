@@ -6,9 +6,9 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.batching import restore_key_of, set_restore_key
-from stoker.streams import Loadable, StreamBatches
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, StreamBatches
 from stoker.wrappers.base import Out, StreamContext, Wrapper
 from stoker.wrappers.calls import Failures, emit, function_name
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stoker.mix_batch import MixBatchDataset
-from stoker.streams import Loadable
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.mix_batch import MixBatchDataset
+from stoker.runtime.streams import Loadable
 from stoker.wrappers.base import all_can_restore, restore_from_any
 
 

@@ -7,8 +7,8 @@ import dataclasses
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
+from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.errors import ErrorPolicy, ErrorTracker, SkipSample
-from stoker.worker_config import WorkerConfig
 from stoker.wrappers.base import Mark
 
 

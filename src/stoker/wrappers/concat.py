@@ -7,11 +7,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position
+from stoker.model.worker_config import WorkerConfig
+from stoker.pipeline.refs import Buffers, Position
 from stoker.plan import Topology
-from stoker.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
 from stoker.wrappers.base import Mark, all_can_restore, check_inner, restore_from_any
 
 
@@ -101,7 +100,7 @@ class ConcatDataset:
         return rank_len(self)
 
     def __iter__(self) -> Iterator[Any]:
-        from stoker.loader import Loader
+        from stoker.runtime.loader import Loader
 
         with Loader(self, in_process=True) as loader:
             yield from loader

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.streams import Loadable, StreamBatches
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, StreamBatches
 from stoker.wrappers.base import Out, StreamContext, Wrapper
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.streams import Loadable
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable
 from stoker.wrappers.base import StreamContext
 from stoker.wrappers.batch import check_counted_inside
 from stoker.wrappers.calls import Failures, function_name

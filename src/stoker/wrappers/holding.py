@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stoker.errors import StokerError
-from stoker.pipeline.stream import Position
-from stoker.streams import StreamBatches
+from stoker.pipeline.refs import Position
+from stoker.runtime.streams import StreamBatches
 from stoker.wrappers.base import Mark, Out, StreamContext, Wrapper
 
 #: An item of the inner stream with its number in the pass.

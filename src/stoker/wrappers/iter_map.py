@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from stoker.streams import Loadable
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable
 from stoker.wrappers.base import Mark, StreamContext
 from stoker.wrappers.calls import function_name
 from stoker.wrappers.replay import Marked, ReplayWrapper, Step

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
-from stoker.streams import Loadable, StreamBatches
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, StreamBatches
 from stoker.wrappers.base import Out, StreamContext, Wrapper
 from stoker.wrappers.calls import Failures, emit, function_name
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from stoker.errors import StokerError
-from stoker.streams import Loadable, StreamBatches
-from stoker.worker_config import WorkerConfig
+from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, StreamBatches
 from stoker.wrappers.base import Out, StreamContext, Wrapper
 
 logger = logging.getLogger("stoker")

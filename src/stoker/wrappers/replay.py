@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from stoker.pipeline.stream import Position
-from stoker.streams import StreamBatches
+from stoker.pipeline.refs import Position
+from stoker.runtime.streams import StreamBatches
 from stoker.wrappers.base import Mark, Out, StreamContext, Wrapper
 
 #: An item of the inner stream with the inner mark after it.

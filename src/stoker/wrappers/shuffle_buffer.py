@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
+from stoker.model.worker_config import WorkerConfig
 from stoker.plan.rng import keyed_rng
-from stoker.streams import Loadable
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable
 from stoker.wrappers.base import StreamContext
 from stoker.wrappers.holding import HoldingWrapper, Numbered, pick
 

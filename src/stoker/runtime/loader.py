@@ -20,13 +20,12 @@ from typing import Any
 import torch.utils.data
 from torch.utils.data import _utils
 
-from stoker.cache_pool import CachePool, use_cache_pool
-from stoker.loader_state import LoaderState
-from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position
+from stoker.model.cache_pool import CachePool, use_cache_pool
+from stoker.model.samples import pin_memory
+from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport, activate
-from stoker.samples import pin_memory
-from stoker.streams import Loadable, Resume
+from stoker.runtime.loader_state import LoaderState
+from stoker.runtime.streams import Loadable, Resume
 
 #: Item kinds sent from workers to the main process.
 BATCH, END, ERROR = 0, 1, 2
@@ -196,7 +195,7 @@ def _end_workers(torch_iter: Any) -> None:
 
 class Loader(LoaderState):
     """Iterates a dataset in canonical order and knows its position (its state: see
-    :class:`~stoker.loader_state.LoaderState`).
+    :class:`~stoker.runtime.loader_state.LoaderState`).
 
     Use :func:`stoker.get_loader` / :func:`stoker.get_savable_loader` to make one.
     """

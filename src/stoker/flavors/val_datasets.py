@@ -11,16 +11,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from stoker.aux import FileStore, WebdatasetFileStore
-from stoker.blender import Blender
-from stoker.dataset import LoaderDataset
 from stoker.errors import ConfigError
 from stoker.flavors.base import BaseCoreDatasetFactory, loader_dataset
 from stoker.metadataset import Metadataset, SubsetRange, is_metadataset
+from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.schedule import BlendSpec
-from stoker.sources import DataSource
+from stoker.runtime.dataset import LoaderDataset
+from stoker.sources.aux import FileStore, WebdatasetFileStore
+from stoker.sources.blender import Blender
+from stoker.sources.source import DataSource
 from stoker.storage.epath import EPath
-from stoker.worker_config import WorkerConfig
 
 
 class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):

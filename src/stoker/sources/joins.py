@@ -1,9 +1,9 @@
 """Joins: samples of several datasets matched by key and joined into one sample.
 
-A join leaf of a metadataset becomes one :class:`~stoker.sources.DataSource`: the primary (first)
-dataset, planned as usual, with a :class:`JoinSpec` attached that holds the partner datasets
+A join leaf of a metadataset becomes one :class:`~stoker.sources.source.DataSource`: the primary
+(first) dataset, planned as usual, with a :class:`JoinSpec` attached that holds the partner datasets
 and, per primary sample, each partner's sample with the same key (the join index). The workers'
-:class:`~stoker.pipeline.build.SampleBuilder` reads the partners and calls the joiner.
+:class:`~stoker.runtime.build.SampleBuilder` reads the partners and calls the joiner.
 
 ``nonmatch`` of a partner decides what a primary sample without such a partner becomes:
 ``error`` (a :class:`~stoker.errors.ConfigError` naming the key), ``skip`` (the primary sample is
@@ -34,8 +34,8 @@ from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG, read_
 from stoker.metadataset import flatten, load_metadataset
 from stoker.metadataset.flatten import Leaf
 from stoker.metadataset.nodes import JoinNode, ObjectRef
-from stoker.pipeline.join import resolve_joiner
-from stoker.sources import DataSource, load_source
+from stoker.sources.joiner import resolve_joiner
+from stoker.sources.source import DataSource, load_source
 from stoker.storage import open_store
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.plan import Topology
-from stoker.state_schema import validate_state
+from stoker.runtime.state_schema import validate_state
 
 STATE_VERSION = 1
 _LOG = logging.getLogger(__name__)

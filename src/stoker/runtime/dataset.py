@@ -13,15 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.model.task import ErrorPolicy, TaskEncoder
+from stoker.model.worker_config import WorkerConfig
+from stoker.pipeline.refs import Position
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
-from stoker.pipeline.stream import Position, StreamSpec
 from stoker.plan import StreamPlan, Topology
 from stoker.plan.order import combine_multipliers
 from stoker.plan.slices import blend_stream_sizes, rotations
-from stoker.sources import DataSource
-from stoker.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
-from stoker.task import ErrorPolicy, TaskEncoder
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.stream import StreamSpec
+from stoker.runtime.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
+from stoker.sources.source import DataSource
 
 
 @dataclass
@@ -175,13 +176,13 @@ class LoaderDataset:
         return source_counts(self, positions, epoch)
 
     def can_restore_sample(self) -> bool:
-        from stoker.restore_sample import can_restore
+        from stoker.runtime.restore_sample import can_restore
 
         return can_restore(self)
 
     def restore_sample(self, restore_key: Sequence[Any]) -> Any:
         """The sample or batch whose ``__restore_key__`` is ``restore_key``, loaded again."""
-        from stoker.restore_sample import restore_item
+        from stoker.runtime.restore_sample import restore_item
 
         return restore_item(self, restore_key)
 
@@ -193,7 +194,7 @@ class LoaderDataset:
         return stream_batches(self, stream)
 
     def __iter__(self) -> Iterator[Any]:
-        from stoker.loader import Loader
+        from stoker.runtime.loader import Loader
 
         with Loader(self, in_process=True) as loader:
             yield from loader

@@ -15,11 +15,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.format.dataset_config import DatasetConfig, FieldAccess
 from stoker.format.meta import META_DIR
-from stoker.pipeline.errors import SampleError
-from stoker.samples import SAMPLE_CLASSES, CrudeSample, Sample, SourceInfo
+from stoker.model.samples import SAMPLE_CLASSES, CrudeSample, Sample, SourceInfo
 from stoker.storage import Store, open_store
 
 SampleLoader = Callable[[dict[str, Any]], dict[str, Any]]

@@ -32,9 +32,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from stoker.aux import FileStore, add_source_info
-from stoker.cache_pool import CachePool, Lazy
-from stoker.samples import SourceInfo
+from stoker.model.cache_pool import CachePool, Lazy
+from stoker.model.samples import SourceInfo
+from stoker.sources.aux import FileStore, add_source_info
 
 __all__ = ["CacheFileLazy", "FileCacheLazy", "FileStoreCachePool"]
 

@@ -16,25 +16,21 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 from types import MethodType
 from typing import Any, Generic, TypeVar
 
-from stoker.errors import StokerError
+from stoker.model.samples import Sample
 from stoker.pipeline import hook_index
 from stoker.pipeline.batch import batch_samples, generic_batch
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import (
     ErrorPolicy,
     ErrorTracker,
-    SampleError,
     SkipSample,
-    wrap_failure,
 )
+from stoker.pipeline.hooks import convert, iter_encoded, iter_hook
 from stoker.pipeline.seeds import get_stateless, sample_seed, stateless
-from stoker.samples import Sample
 
 T_sample = TypeVar("T_sample")
 T_encoded_sample = TypeVar("T_encoded_sample")
@@ -66,7 +62,7 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
     def cache(self) -> Any:
         """The loader's cache pool (``get_loader(..., cache_pool=...)``; else one that reads
         directly), as cookers with ``need_cache`` get it (Energon's ``TaskEncoder.cache``)."""
-        from stoker.cache_pool import current_cache_pool
+        from stoker.model.cache_pool import current_cache_pool
 
         return current_cache_pool()
 
@@ -273,74 +269,6 @@ def sample_hooks(task_encoder: TaskEncoder[Any, Any, Any, Any], *, packing: bool
     if not packing and overridden(task_encoder.postencode_sample):
         hooks.append("postencode_sample")
     return hooks
-
-
-def convert(value: Any, target: type[Any] | None) -> Any:
-    """``value`` (dataclass, NamedTuple or dict) as ``target``, fields matched by name."""
-    if target is None or isinstance(value, target):
-        return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    elif isinstance(value, tuple) and hasattr(value, "_fields"):
-        fields = dict(zip(value._fields, value, strict=True))
-    elif isinstance(value, dict):
-        fields = dict(value)
-    else:
-        raise SampleError(f"cannot convert a {type(value).__name__} to {target.__name__}.")
-    if issubclass(target, dict):
-        return fields
-    return target(**fields)
-
-
-def iter_encoded(
-    task_encoder: TaskEncoder[Any, Any, Any, Any],
-    sample: Any,
-    *,
-    tracker: ErrorTracker | None = None,
-    hooks: Sequence[str] = ("encode_sample",),
-) -> Iterator[Any]:
-    """``task_encoder.encode_sample(sample)`` (or the chain of ``hooks``, see
-    :func:`sample_hooks`) as an iterator of its 0..n outputs.
-
-    A returned value gives one output, a generator its items; :class:`SkipSample` ends the
-    outputs (counted by ``tracker``). Other exceptions propagate as a :class:`SampleError`
-    naming the sample's key and sources.
-
-    Example:
-        >>> list(iter_encoded(TaskEncoder(), "s"))
-        ['s']
-    """
-    values = iter_hook(getattr(task_encoder, hooks[0]), sample, stage=hooks[0], tracker=tracker)
-    for name in hooks[1:]:
-        values = _then(getattr(task_encoder, name), values, name, tracker)
-    return values
-
-
-def _then(hook: Any, values: Iterator[Any], stage: str, tracker: ErrorTracker | None) -> Any:
-    """The outputs of ``hook`` on each of ``values``, made as they are taken."""
-    for value in values:
-        yield from iter_hook(hook, value, stage=stage, tracker=tracker)
-
-
-def iter_hook(
-    hook: Any, value: Any, *, stage: str, tracker: ErrorTracker | None = None
-) -> Iterator[Any]:
-    """Call ``hook(value)`` and iterate its output(s); see :func:`iter_encoded`."""
-    try:
-        result = hook(value)
-        if inspect.isgenerator(result):
-            yield from result
-        else:
-            yield result
-    except SkipSample:
-        if tracker is not None:
-            tracker.skip(value, stage)
-    except (NotImplementedError, StokerError) as e:
-        if not isinstance(e, SampleError):
-            raise
-        raise wrap_failure(e, value, stage) from e
-    except Exception as e:
-        raise wrap_failure(e, value, stage) from e
 
 
 __all__ = [

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from stoker.aux import (
+from stoker.errors import SampleError, StokerError
+from stoker.model.cache_pool import current_cache_pool
+from stoker.model.cooking import Cooker, select_cooker
+from stoker.model.samples import CrudeSample, Sample, SourceInfo
+from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.errors import SkipSample, wrap_failure
+from stoker.pipeline.read import RawSample
+from stoker.sources.aux import (
     DecodeFileStore,
     FileStore,
     JsonlFileStore,
@@ -14,24 +21,17 @@ from stoker.aux import (
     WebdatasetFileStore,
     open_aux,
 )
-from stoker.cache_pool import current_cache_pool
-from stoker.cooking import Cooker, select_cooker
-from stoker.errors import StokerError
-from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SampleError, SkipSample, wrap_failure
-from stoker.pipeline.field_map import (
+from stoker.sources.field_map import (
     build_sample,
     factory_sample_loader,
     load_part_filter,
     load_sample_loader,
 )
-from stoker.pipeline.join import Joiner, Partners, resolve_joiner
-from stoker.pipeline.read import RawSample
-from stoker.samples import CrudeSample, Sample, SourceInfo
-from stoker.sources import DataSource
+from stoker.sources.joiner import Joiner, Partners, resolve_joiner
+from stoker.sources.source import DataSource
 
 if TYPE_CHECKING:
-    from stoker.task import TaskEncoder
+    from stoker.model.task import TaskEncoder
 
 
 def fuses_float_images(
@@ -47,7 +47,7 @@ def fuses_float_images(
     samples. This is a speed-up with identical batches, not a change of behaviour.
     :class:`SampleBuilder` also checks the source for sample loaders, joins and cookers.
     """
-    from stoker.task import DefaultTaskEncoder
+    from stoker.model.task import DefaultTaskEncoder
 
     hooks = ("encode_sample", "preencode_sample", "postencode_sample", "batch")
     default_hooks = isinstance(task_encoder, DefaultTaskEncoder) and all(

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from stoker.pipeline.errors import SampleError
-from stoker.samples import Sample, SourceInfo
+from stoker.errors import SampleError
+from stoker.model.samples import Sample, SourceInfo
 
 T_sample = TypeVar("T_sample", covariant=True)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,10 +50,10 @@ def cooker(
     """Mark a cook function; ask for extra keyword arguments when it is called.
 
     Args:
-        need_primary: Also pass ``primary=``: a :class:`~stoker.aux.FileStore` over the sample's
-            own dataset; a name starting with ``.`` is a part of the current sample
+        need_primary: Also pass ``primary=``: a :class:`~stoker.sources.aux.FileStore` over the
+            sample's own dataset; a name starting with ``.`` is a part of the current sample
             (``primary.get(".jpg")``).
-        need_cache: Also pass ``cache=``: a :class:`~stoker.cache_pool.CachePool` (``get``,
+        need_cache: Also pass ``cache=``: a :class:`~stoker.model.cache_pool.CachePool` (``get``,
             ``get_lazy``, ``to_cache``): the loader's ``cache_pool`` (e.g. a
             :class:`~stoker.FileStoreCachePool`), else one that reads when asked.
 

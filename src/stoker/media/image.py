@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from stoker.pipeline.errors import SampleError
+from stoker.errors import SampleError
 
 if TYPE_CHECKING:
     from stoker.pipeline.decode import SampleDecoder

@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from stoker.dataclass_helpers import edataclass
+from stoker.model.dataclass_helpers import edataclass
 
 if TYPE_CHECKING:
     import torch

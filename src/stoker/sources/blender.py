@@ -48,8 +48,8 @@ def location(path: str | os.PathLike[str] | EPath) -> str:
 
 def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
     """Check ``path`` and return what ``get_*_dataset`` accept: a parsed metadataset (with
-    Energon's ``get_datasets``, see :class:`~stoker.metadataset_tools.LoadedMetadataset`) or the
-    path.
+    Energon's ``get_datasets``, see
+    :class:`~stoker.flavors.metadataset_tools.LoadedMetadataset`) or the path.
 
     Example:
         >>> mds = load_dataset("/data/blend.yaml")  # doctest: +SKIP
@@ -58,7 +58,9 @@ def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
     """
     path = location(path)
     if is_metadataset(path):
-        from stoker.metadataset_tools import loaded_metadataset  # reads datasets: a layer above
+        from stoker.flavors.metadataset_tools import (
+            loaded_metadataset,  # reads datasets: a layer above
+        )
 
         return loaded_metadataset(path)
     from stoker.format.meta import read_info

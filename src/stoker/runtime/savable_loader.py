@@ -1,5 +1,5 @@
 """Energon's loader class names, ``SavableDataLoader`` and ``BasicDataLoader``, over stoker's
-:class:`~stoker.loader.Loader`.
+:class:`~stoker.runtime.loader.Loader`.
 
 Every stoker loader can save and restore its position (each batch carries it), so the two differ
 only in the arguments they accept: Energon's checkpoint cadence, garbage-collection and watchdog
@@ -11,9 +11,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from stoker.cache_pool import CachePool
-from stoker.loader import Loader
-from stoker.streams import Loadable
+from stoker.model.cache_pool import CachePool
+from stoker.runtime.loader import Loader
+from stoker.runtime.streams import Loadable
 
 
 class BasicDataLoader(Loader):

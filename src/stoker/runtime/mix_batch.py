@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.batch import batch_list
 from stoker.pipeline.mix import MixSpec, MixStream, SubState, decode, encode
-from stoker.pipeline.stream import Position
+from stoker.pipeline.refs import Position
 from stoker.plan import Topology
 from stoker.plan.rng import MIX_BATCH, keyed_rng
-from stoker.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
-from stoker.worker_config import WorkerConfig
+from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
 
 
 class MixBatchDataset:
@@ -128,7 +128,7 @@ class MixBatchDataset:
         return rank_len(self)
 
     def __iter__(self) -> Iterator[Any]:
-        from stoker.loader import Loader
+        from stoker.runtime.loader import Loader
 
         with Loader(self, in_process=True) as loader:
             yield from loader

@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from stoker.dataclass_helpers import edataclass
+from stoker.media.image import FloatImage
+from stoker.model.dataclass_helpers import edataclass
+from stoker.model.samples import Extendable, Sample, SourceInfo, pin_memory
 from stoker.pipeline.batch import batch_pad_stack
-from stoker.pipeline.image import FloatImage
-from stoker.samples import Extendable, Sample, SourceInfo, pin_memory
 
 B = TypeVar("B", bound="Batch")
 

@@ -1,7 +1,7 @@
 """What a loader needs from a dataset: the batches of the streams a worker owns, and their count.
 
-A *loadable* dataset (:class:`Loadable`: a :class:`~stoker.dataset.LoaderDataset` or a
-:class:`~stoker.mix_batch.MixBatchDataset`) opens the streams (virtual workers) of one
+A *loadable* dataset (:class:`Loadable`: a :class:`~stoker.runtime.dataset.LoaderDataset` or a
+:class:`~stoker.runtime.mix_batch.MixBatchDataset`) opens the streams (virtual workers) of one
 dataloader worker, each as an iterator of ``(batch, position after it, buffered references)``,
 from a :class:`Resume`. The loader never looks inside a position: it keeps the last one of each
 stream and hands it back on restore.
@@ -13,16 +13,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stoker.pipeline.build import SampleBuilder, fuses_float_images
+from stoker.model.task import ErrorTracker
 from stoker.pipeline.hook_index import batch_slots
-from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position, SampleStream, SourceIO, batches
-from stoker.task import ErrorTracker
+from stoker.pipeline.refs import Buffers, Position
+from stoker.runtime.build import SampleBuilder, fuses_float_images
+from stoker.runtime.stream import SampleStream, SourceIO, batches
 
 if TYPE_CHECKING:
-    from stoker.dataset import LoaderDataset
+    from stoker.model.worker_config import WorkerConfig
     from stoker.plan import Topology
-    from stoker.worker_config import WorkerConfig
+    from stoker.runtime.dataset import LoaderDataset
 
 #: A stream's batches: each with the stream's position after it and what its stages buffer then.
 StreamBatches = Iterator[tuple[Any, Position, Buffers | None]]
@@ -53,7 +53,7 @@ class OpenStreams(Protocol):
 
 
 class Loadable(Protocol):
-    """A dataset recipe a :class:`~stoker.loader.Loader` can iterate, save and restore."""
+    """A dataset recipe a :class:`~stoker.runtime.loader.Loader` can iterate, save and restore."""
 
     @property
     def worker_config(self) -> WorkerConfig: ...
@@ -100,7 +100,8 @@ def rank_len(dataset: Loadable) -> int:
 
 
 class DatasetStreams:
-    """Streams of a :class:`~stoker.dataset.LoaderDataset` in one process, sharing its readers."""
+    """Streams of a :class:`~stoker.runtime.dataset.LoaderDataset` in one process, sharing its
+    readers."""
 
     def __init__(self, dataset: LoaderDataset, streams: Sequence[int], resume: Resume) -> None:
         encoder = dataset.task_encoder

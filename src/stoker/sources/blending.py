@@ -6,15 +6,15 @@ import dataclasses
 import warnings
 from typing import Any
 
-from stoker.aux import check_aux
-from stoker.blender import Blender
 from stoker.errors import ConfigError
-from stoker.joins import load_join_source
 from stoker.metadataset import Metadataset, flatten, is_metadataset, load_metadataset
 from stoker.metadataset.flatten import Leaf
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.schedule import BlendSpec
-from stoker.sources import DataSource, load_source
+from stoker.sources.aux import check_aux
+from stoker.sources.blender import Blender
+from stoker.sources.joins import load_join_source
+from stoker.sources.source import DataSource, load_source
 
 
 def load_sources(

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stoker.errors import ConfigError, StokerError
+from stoker.model.task import iter_encoded, sample_hooks
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import BATCH_KEY, set_restore_key
-from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.pack import PACK_KEY
 from stoker.plan import global_to_shard
-from stoker.task import iter_encoded, sample_hooks
+from stoker.runtime.build import SampleBuilder
 
 if TYPE_CHECKING:
-    from stoker.dataset import LoaderDataset
+    from stoker.runtime.dataset import LoaderDataset
 
 #: The first element of a sample's restore key.
 SAMPLE_KEY = "Webdataset"

@@ -6,7 +6,7 @@ a joiner, the primary sample's class joins (a stoker extension; Energon requires
 
 Example:
     >>> from stoker.metadataset.nodes import ObjectRef
-    >>> from stoker.samples import TextSample
+    >>> from stoker.model.samples import TextSample
     >>> join = resolve_joiner(ObjectRef("megatron.energon", "TextSample"), None, None)
     >>> join([TextSample(__key__="a", __restore_key__=(), text="x"), None]).text
     'x'
@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, StokerError
+from stoker.errors import ConfigError, SampleError, StokerError
 from stoker.format.sample_types import BUILTIN_MODULES
 from stoker.metadataset.nodes import ObjectRef
-from stoker.pipeline.errors import SampleError, SkipSample
+from stoker.model.samples import SAMPLE_CLASSES
+from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.read import RawSample, ShardReader
-from stoker.samples import SAMPLE_CLASSES
 
 if TYPE_CHECKING:
-    from stoker.joins import JoinSpec
+    from stoker.sources.joins import JoinSpec
 
 Joiner = Callable[[Sequence[Any]], Any]
 BuildFn = Callable[[RawSample, int], Any]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ConfigError, FormatError, StorageError
-from stoker.state import check_state, merge, redistribute
+from stoker.runtime.state import check_state, merge, redistribute
 
 _MAX_DEPTH = 4
 STATE_SUFFIXES = (".pt", ".pth", ".json")

@@ -16,11 +16,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from stoker.blending import load_sources
 from stoker.errors import ConfigError
 from stoker.flavors.generic import DEFAULT_DECODER
+from stoker.flavors.val_datasets import SourceDatasetFactory
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
-from stoker.joins import JoinReport, prepare_joins
 from stoker.metadataset import (
     DatasetBlendMode,
     LoadedDataset,
@@ -30,10 +29,11 @@ from stoker.metadataset import (
     is_metadataset,
     load_metadataset,
 )
+from stoker.model.worker_config import WorkerConfig
 from stoker.plan.order import combine_multipliers
+from stoker.sources.blending import load_sources
+from stoker.sources.joins import JoinReport, prepare_joins
 from stoker.storage.epath import EPath
-from stoker.val_datasets import SourceDatasetFactory
-from stoker.worker_config import WorkerConfig
 
 _MODES = {
     "weighted": DatasetBlendMode.DATASET_WEIGHT,

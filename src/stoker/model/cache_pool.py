@@ -2,7 +2,7 @@
 
 A cooker may defer reading a file: ``cache.get_lazy(store, name)`` returns a :class:`Lazy` whose
 ``get(sample)`` reads it later (e.g. in ``pack_selected_samples``). :class:`NoCachePool` (the
-default) reads on ``get``; :class:`~stoker.file_cache_pool.FileStoreCachePool` (pass it as
+default) reads on ``get``; :class:`~stoker.sources.file_cache_pool.FileStoreCachePool` (pass it as
 ``get_loader(ds, cache_pool=...)``) fetches in the background onto a local cache folder. The
 loader makes its pool the current one in each worker; :func:`current_cache_pool` returns it.
 
@@ -18,14 +18,14 @@ import abc
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from stoker.aux import FileStore, add_source_info
-from stoker.samples import SourceInfo
+from stoker.model.samples import SourceInfo
+from stoker.sources.aux import FileStore, add_source_info
 
 T = TypeVar("T")
 
 
 class FileStoreDecoder(abc.ABC):
-    """Decodes one file of a :class:`~stoker.aux.FileStore` by its name (Energon's interface).
+    """Decodes one file of a :class:`~stoker.sources.aux.FileStore` by its name (Energon's API).
 
     Example:
         >>> class Upper(FileStoreDecoder):

@@ -31,7 +31,7 @@ from stoker.pipeline.read import ShardReader
 from stoker.storage import Store, open_store, split_location
 
 if TYPE_CHECKING:
-    from stoker.joins import JoinSpec
+    from stoker.sources.joins import JoinSpec
 
 CRUDE_JSONL = DatasetConfig(sample_type=None, sample_module="stoker")
 

@@ -1,5 +1,5 @@
 """The loader's save and restore methods (Energon's names), over the plain-data state of
-:mod:`stoker.state`.
+:mod:`stoker.runtime.state`.
 
 The loader's whole state is the last position of each stream it owns plus a few counters; these
 methods turn it into plain data and back, on the same or another topology.
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from stoker import state as state_module
 from stoker.errors import ConfigError
-from stoker.pipeline.refs import Buffers
-from stoker.pipeline.stream import Position
-from stoker.streams import Loadable
+from stoker.pipeline.refs import Buffers, Position
+from stoker.runtime import state as state_module
+from stoker.runtime.streams import Loadable
 
 
 class LoaderState:
-    """Save/restore for :class:`~stoker.loader.Loader` (a mixin: it owns the attributes)."""
+    """Save/restore for :class:`~stoker.runtime.loader.Loader` (a mixin: it owns the attributes)."""
 
     dataset: Loadable
     streams: list[int]
@@ -88,8 +87,8 @@ class LoaderState:
     def restore_state_rank(self, state: dict[str, Any] | None) -> None:
         """Continue from ``state`` (saved by this rank, same world size; the number of workers
         may differ where it divides the state's virtual workers; the batch size may differ
-        where it divides the samples consumed, see :func:`stoker.state.rebatch`). ``None`` (no
-        state saved yet) leaves the loader at its start, as in Energon."""
+        where it divides the samples consumed, see :func:`stoker.runtime.state.rebatch`).
+        ``None`` (no state saved yet) leaves the loader at its start, as in Energon."""
         if state is None:
             return
         state = state_module.check_state(state)

@@ -22,38 +22,23 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import StokerError
+from stoker.model.task import ErrorTracker, TaskEncoder, iter_encoded, sample_hooks
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker, restore_key_of, set_restore_key
-from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.errors import ErrorPolicy, SkipSample
 from stoker.pipeline.group import Grouper
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
-from stoker.pipeline.refs import Buffers, Ref, RefSource, pick
+from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.plan import global_to_shard
-from stoker.sources import DataSource
-from stoker.task import ErrorTracker, TaskEncoder, iter_encoded, sample_hooks
+from stoker.runtime.build import SampleBuilder
+from stoker.sources.source import DataSource
 
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
 #: comes soon; larger after, so remote reads coalesce over whole shard slices (fewer requests).
 _FIRST_BLOCK, _BLOCK = 1024, 4096
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a stream resumes: per-dataset reference counts, minus ``skip`` used outputs."""
-
-    counts: tuple[int, ...]
-    skip: int = 0
-
-    def to_list(self) -> list[int]:
-        return [*self.counts, self.skip]
-
-    @staticmethod
-    def from_list(values: Sequence[int]) -> Position:
-        return Position(tuple(int(v) for v in values[:-1]), int(values[-1]))
 
 
 @dataclass

@@ -20,19 +20,18 @@ import os
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, SampleError
 from stoker.format.meta import INDEX_SQLITE, read_info
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar import split_name
 from stoker.metadataset.nodes import AuxRef
-from stoker.pipeline.errors import SampleError
+from stoker.model.samples import SourceInfo
 from stoker.pipeline.read import ShardReader
-from stoker.samples import SourceInfo
 from stoker.storage import Store, open_store, split_location
 from stoker.storage.epath import EPath
 
 if TYPE_CHECKING:  # decoding needs torch; importing this module must not
-    from stoker.cache_pool import FileStoreDecoder
+    from stoker.model.cache_pool import FileStoreDecoder
     from stoker.pipeline.decode import SampleDecoder
 
 
@@ -208,7 +207,7 @@ class DecodeFileStore(FileStoreWrapper):
     """Another store's files decoded by ``decoder``, by the extension of their names.
 
     ``decoder`` is a :class:`~stoker.SampleDecoder`, or any object with Energon's
-    ``decode(fname, data)`` (a :class:`~stoker.cache_pool.FileStoreDecoder`).
+    ``decode(fname, data)`` (a :class:`~stoker.model.cache_pool.FileStoreDecoder`).
     """
 
     def __init__(self, inner: FileStore, *, decoder: SampleDecoder | FileStoreDecoder) -> None:
