@@ -9,12 +9,15 @@ bucket::
     path_style: true
     access_key_id: KEY            # optional; else the AWS chain
     secret_access_key: SECRET
-    retry: {max_attempts: 10, max_seconds: 120, connect_timeout: 5, read_timeout: 30}
+    retry: {max_seconds: 120, max_delay: 4, connect_timeout: 5, read_timeout: 30}
     buckets:
       other-bucket: {endpoint_url: https://s3.example.com, profile: other}
 
 ``msc://profile/path`` names a Multi-Storage Client profile (:mod:`stoker.storage.msc`); a
 profile may also be written directly as the mapping above plus ``base_path``.
+
+The retry budget (:class:`~stoker.storage.retry.RetryBudget`) defaults to 120 s per request, or
+the seconds ``STOKER_STORAGE_RETRY_SECONDS`` gives; the ``retry`` mapping overrides both.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from typing import Any
 import yaml
 
 from stoker.errors import ConfigError
+from stoker.storage.retry import RetryBudget
 
 CONFIG_ENV = "STOKER_STORAGE_CONFIG"
+#: Seconds of the default retry budget (where no ``retry: {max_seconds: ...}`` is configured).
+RETRY_SECONDS_ENV = "STOKER_STORAGE_RETRY_SECONDS"
 
 _KEYS = {
     "endpoint_url",
@@ -40,14 +46,27 @@ _KEYS = {
     "profile",
     "retry",
 }
-_RETRY_KEYS = {
-    "max_attempts",
-    "max_seconds",
-    "connect_timeout",
-    "read_timeout",
-    "base_delay",
-    "max_delay",
-}
+_BUDGET_KEYS = {f.name for f in dataclasses.fields(RetryBudget)}
+_TIMEOUT_KEYS = {"connect_timeout", "read_timeout"}
+_RETRY_KEYS = _BUDGET_KEYS | _TIMEOUT_KEYS
+
+
+def default_retry_budget() -> RetryBudget:
+    """The retry budget where none is configured: 120 s, or ``STOKER_STORAGE_RETRY_SECONDS``.
+
+    Raises:
+        ConfigError: the variable is not a number of seconds >= 0.
+    """
+    value = os.environ.get(RETRY_SECONDS_ENV, "").strip()
+    if not value:
+        return RetryBudget()
+    try:
+        return RetryBudget(max_seconds=float(value))
+    except (ValueError, ConfigError):
+        raise ConfigError(
+            f"{RETRY_SECONDS_ENV}={value!r} is not a number of seconds >= 0.",
+            hint=f"E.g. {RETRY_SECONDS_ENV}=600 to keep retrying a request for 10 minutes.",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -61,11 +80,8 @@ class S3Settings:
     secret_access_key: str | None = None
     session_token: str | None = None
     profile: str | None = None
-    #: Retry budget: attempts per request and seconds per request, whichever ends first.
-    max_attempts: int = 10
-    max_seconds: float = 120.0
-    base_delay: float = 0.1
-    max_delay: float = 5.0
+    #: How long each request keeps trying (the ``retry`` mapping's budget keys).
+    retry: RetryBudget = dataclasses.field(default_factory=default_retry_budget)
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
 
@@ -86,9 +102,14 @@ class S3Settings:
                 path=where,
                 hint=f"Use a mapping with keys among {', '.join(sorted(_RETRY_KEYS))}.",
             )
-        changes.update(retry)
+        changes.update({k: v for k, v in retry.items() if k in _TIMEOUT_KEYS})
+        budget = {k: v for k, v in retry.items() if k in _BUDGET_KEYS}
         try:
+            if budget:
+                changes["retry"] = dataclasses.replace(self.retry, **budget)
             return dataclasses.replace(self, **changes)
+        except ConfigError as e:
+            raise ConfigError(e.problem, path=where, hint=e.hint) from None
         except TypeError as e:
             raise ConfigError(f"invalid storage settings ({e}).", path=where) from None
 
@@ -97,7 +118,7 @@ class S3Settings:
 class StorageConfig:
     """The explicit configuration: defaults plus per-bucket overrides."""
 
-    default: S3Settings = S3Settings()
+    default: S3Settings = dataclasses.field(default_factory=S3Settings)
     buckets: tuple[tuple[str, S3Settings], ...] = ()
 
     def for_bucket(self, bucket: str) -> S3Settings:

@@ -23,7 +23,7 @@ from stoker.storage.cache import default_cache, is_metadata, read_entry, scratch
 from stoker.storage.config import S3Settings, load_storage_config
 from stoker.storage.fsspec_fs import check_protocol, filesystem_for, protocol_of
 from stoker.storage.ranged import open_ranged
-from stoker.storage.retry import RetryPolicy, is_transient, with_retry
+from stoker.storage.retry import is_transient, with_retry
 
 T = TypeVar("T")
 #: Protocols whose servers take no writes through stoker and offer no listing of a folder.
@@ -51,8 +51,6 @@ class FsspecStore(Store):
         self.root = root.rstrip("/")
         self.protocol = protocol_of(root)
         self.settings = settings or load_storage_config().default
-        s = self.settings
-        self.policy = RetryPolicy(s.max_attempts, s.max_seconds, s.base_delay, s.max_delay)
         self.read_only = self.protocol in READ_ONLY
 
     # -- plumbing -------------------------------------------------------------------------
@@ -65,7 +63,7 @@ class FsspecStore(Store):
         url = self.url(path)
         try:
             return with_retry(
-                lambda: fn(self.fs, url), self.policy, what=what or f"{op} {url}", url=url
+                lambda: fn(self.fs, url), self.settings.retry, what=what or f"{op} {url}", url=url
             )
         except StorageError:
             raise

@@ -1,5 +1,5 @@
-"""Retrying remote requests: exponential backoff with full jitter, within a budget of attempts
-and seconds, then one clear :class:`~stoker.errors.StorageError`.
+"""Retrying remote requests: exponential backoff with full jitter within a budget of time
+(:class:`RetryBudget`, two minutes by default), then one clear :class:`~stoker.errors.StorageError`.
 
 Only transient failures are retried: connection errors, timeouts, a response cut short,
 throttling and 5xx answers. Callers that stream bodies keep what they received between attempts
@@ -9,13 +9,14 @@ throttling and 5xx answers. Callers that stream bodies keep what they received b
 from __future__ import annotations
 
 import http.client
+import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from stoker.errors import StorageError
+from stoker.errors import ConfigError, StorageError
 
 T = TypeVar("T")
 
@@ -40,17 +41,60 @@ class ShortRead(Exception):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """How long to keep trying one request."""
+class RetryBudget:
+    """How long one request keeps trying: a span of time, not a number of attempts.
 
-    max_attempts: int = 10
+    After a transient failure the request sleeps a random time in ``[0, min(max_delay,
+    base_delay * 2**n)]`` (exponential backoff with full jitter: the n-th failure in a row) and
+    tries again, until ``max_seconds`` have passed since its first failure, or since the last
+    attempt that received bytes (a read cut short resumes where it stopped, so progress renews
+    the budget). The last sleep ends at that deadline and one last attempt follows it. The
+    default rides out an outage of two minutes. ``max_attempts`` also bounds the attempts
+    (None: only time does).
+
+    Example:
+        >>> budget = RetryBudget(max_seconds=600)  # wait up to 10 minutes for the store
+        >>> 0.0 <= budget.delay(3, random.Random(0)) <= 0.8
+        True
+    """
+
     max_seconds: float = 120.0
+    max_delay: float = 4.0
     base_delay: float = 0.1
-    max_delay: float = 5.0
+    max_attempts: int | None = None
 
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """Full jitter: uniform in [0, min(max_delay, base_delay * 2**attempt)]."""
-        return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2 ** min(attempt, 30))))
+    def __post_init__(self) -> None:
+        _check_seconds("max_seconds", self.max_seconds, zero=True)
+        _check_seconds("max_delay", self.max_delay)
+        _check_seconds("base_delay", self.base_delay)
+        attempts = self.max_attempts
+        if attempts is not None and (type(attempts) is not int or attempts < 1):
+            raise ConfigError(
+                f"retry max_attempts must be a whole number >= 1 (or null: no limit), not "
+                f"{attempts!r}."
+            )
+
+    def delay(self, failures: int, rng: random.Random) -> float:
+        """The sleep after ``failures + 1`` failures in a row (full jitter, capped)."""
+        return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2 ** min(failures, 30))))
+
+    def describe(self) -> str:
+        """The budget in the words of its settings, for messages."""
+        text = f"max_seconds={self.max_seconds:g}"
+        return text + (f", max_attempts={self.max_attempts}" if self.max_attempts else "")
+
+
+def _check_seconds(name: str, value: object, zero: bool = False) -> None:
+    """A one-line :class:`ConfigError` unless ``value`` is a finite number of seconds."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        bound = ">= 0" if zero else "> 0"
+        raise ConfigError(f"retry {name} must be a number of seconds {bound}, not {value!r}.")
 
 
 #: Errors that another attempt cannot fix, even where a broader transient class matches.
@@ -105,29 +149,36 @@ def _is_aiohttp_transient(error: BaseException) -> bool:
 
 def with_retry(
     attempt: Callable[[], T],
-    policy: RetryPolicy,
+    budget: RetryBudget,
     *,
     what: str,
     url: str,
-    progress: Callable[[], str] = lambda: "",
+    progress: Callable[[], int] = lambda: 0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
 ) -> T:
-    """``attempt()``, called again after transient failures until the budget is spent.
+    """``attempt()``, called again after transient failures until ``budget`` is spent.
 
     Args:
         attempt: One try; it raises on failure.
-        policy: The budget of attempts and seconds and the backoff.
-        what: What is being done, for the message (``"GET bytes=0-99"``).
+        budget: How long to keep trying, and the backoff.
+        what: What is being done, for the message (``"GET bucket/key bytes 0-99"``).
         url: The object concerned, for the message.
-        progress: Describes how far the attempts got, for the message (e.g. the offset reached).
+        progress: Bytes received so far by all attempts; an attempt that adds some renews the
+            budget (the next one resumes there), and the message reports them.
+        sleep, clock, rng: Injected by tests (a fake clock, a seeded generator).
 
     Raises:
-        StorageError: a permanent failure (at once) or the budget is spent.
+        StorageError: the budget is spent; it says what was tried, for how long, the last
+            error, and how to raise the budget.
+        Exception: a permanent failure, at once, as ``attempt`` raised it.
     """
-    rng = random.Random()
-    start = clock()
-    tries = 0
+    rng = rng or random.Random()
+    tries = failures = 0  # attempts, and failures since the budget was last renewed
+    first_failure: float | None = None
+    deadline = 0.0
+    received = progress()
     while True:
         tries += 1
         try:
@@ -135,17 +186,36 @@ def with_retry(
         except Exception as e:
             if not is_transient(e):
                 raise
-            elapsed = clock() - start
-            pause = policy.delay(tries - 1, rng)
-            if tries >= policy.max_attempts or elapsed + pause > policy.max_seconds:
-                reached = progress()
-                raise StorageError(
-                    f"{what} failed after {tries} attempt(s) in {elapsed:.1f} s"
-                    + (f" ({reached})" if reached else "")
-                    + f"; last error: {type(e).__name__}: {e}.",
-                    path=url,
-                    hint="Check that the storage endpoint is reachable; the retry budget is "
-                    f"max_attempts={policy.max_attempts}, max_seconds={policy.max_seconds:g} "
-                    "(the 'retry' settings of the file STOKER_STORAGE_CONFIG names).",
-                ) from e
-            sleep(pause)
+            now = clock()
+            if first_failure is None or progress() > received:  # (re)start the budget
+                received, failures, deadline = progress(), 0, now + budget.max_seconds
+                first_failure = now if first_failure is None else first_failure
+            failures += 1
+            out_of_attempts = budget.max_attempts is not None and tries >= budget.max_attempts
+            if now >= deadline or out_of_attempts:
+                elapsed = now - first_failure
+                raise _exhausted(e, budget, what, url, tries, elapsed, received) from e
+            sleep(min(budget.delay(failures - 1, rng), deadline - now))
+
+
+def _exhausted(
+    error: Exception,
+    budget: RetryBudget,
+    what: str,
+    url: str,
+    tries: int,
+    seconds: float,
+    received: int,
+) -> StorageError:
+    """The error that ends a request whose retry budget is spent."""
+    from stoker.storage.config import CONFIG_ENV, RETRY_SECONDS_ENV  # it imports this module
+
+    got = f", {received} bytes received before" if received else ""
+    return StorageError(
+        f"{what} failed after {tries} attempt(s) over {seconds:.1f} s (retry budget "
+        f"{budget.describe()}{got}); last error: {type(error).__name__}: {error}.",
+        path=url,
+        hint="Check that the storage endpoint is reachable. To wait longer for it, raise the "
+        f"budget: retry: {{max_seconds: N}} in the file {CONFIG_ENV} names, or "
+        f"{RETRY_SECONDS_ENV}=N.",
+    )

@@ -18,7 +18,7 @@ from stoker.storage.base import Store
 from stoker.storage.cache import MetaCache, default_cache, is_metadata, read_entry, scratch_cache
 from stoker.storage.config import S3Settings
 from stoker.storage.ranged import open_ranged
-from stoker.storage.retry import RetryPolicy, ShortRead, with_retry
+from stoker.storage.retry import ShortRead, with_retry
 from stoker.storage.s3_client import STATS, RequestStats, client_for
 from stoker.storage.s3_get import S3HttpError, getter_for
 
@@ -46,24 +46,31 @@ class S3Store(Store):
         self.settings = settings
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self.policy = RetryPolicy(
-            settings.max_attempts, settings.max_seconds, settings.base_delay, settings.max_delay
-        )
 
     # -- plumbing -------------------------------------------------------------------------
     def _key(self, path: str) -> str:
         path = path.strip("/")
         return f"{self.prefix}/{path}" if self.prefix and path else self.prefix or path
 
-    def _call(self, op: str, path: str, fn: Callable[[Any], T], what: str = "") -> T:
+    def _call(
+        self,
+        op: str,
+        path: str,
+        fn: Callable[[Any], T],
+        what: str = "",
+        progress: Callable[[], int] = lambda: 0,
+    ) -> T:
         """``fn(client)`` with retries; S3 errors become :class:`StorageError`."""
 
         def attempt() -> T:
             STATS.count(op)
             return fn(client_for(self.settings))
 
+        what = what or f"{op} {self.bucket}/{self._key(path)}"
         try:
-            return with_retry(attempt, self.policy, what=what or op, url=self.url(path))
+            return with_retry(
+                attempt, self.settings.retry, what=what, url=self.url(path), progress=progress
+            )
         except StorageError:
             raise
         except Exception as e:
@@ -129,7 +136,7 @@ class S3Store(Store):
             return got
 
         what = f"GET {self.bucket}/{key}" + (f" bytes {start}-{end - 1}" if end else "")
-        return self._call("GET", path, attempt, what)
+        return self._call("GET", path, attempt, what, progress=lambda: got.size)
 
     # -- the Store interface ----------------------------------------------------------------
     def url(self, path: str) -> str:
