@@ -135,5 +135,5 @@ def test_marks_apply_to_the_next_block_only(tmp_path: Path) -> None:
     ]
     assert blocks[0].code == "x = 1\n" and blocks[3].code == "```\n"
     page.write_text("```python\nx = 1\n")
-    with pytest.raises(ValueError, match="page.md:1: the code block is never closed"):
+    with pytest.raises(ValueError, match=r"page\.md:1: the code block is never closed"):
         read_blocks(page)
