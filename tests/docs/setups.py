@@ -1,7 +1,8 @@
 """Files that some docs code blocks expect beside the demo data (``<!-- setup: NAME -->``).
 
 Each setup gets the block's working folder, which already holds a copy of the demo data
-(``demo-data/raw`` and the prepared ``demo-data/shards``), and adds what its block reads.
+(``demo-data/raw`` and the prepared ``demo-data/shards``), and the test's fixture request; it adds
+what its block reads and returns environment variables the block runs with.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 
-def unprepared(work: Path) -> None:
+Env = dict[str, str]
+
+
+def unprepared(work: Path, request: pytest.FixtureRequest) -> Env:
     """``demo-data/shards`` as `stoker pack` left it: shards without ``.nv-meta``."""
     shutil.rmtree(work / "demo-data/shards/.nv-meta")
     for index in (work / "demo-data/shards").glob("*.tar.idx"):
         index.unlink()
+    return {}
 
 
-def texts_jsonl(work: Path) -> None:
+def texts_jsonl(work: Path, request: pytest.FixtureRequest) -> Env:
     """``demo-data/texts.jsonl``: 300 documents of 20-1500 characters, indexed."""
     from stoker.format.jsonl import prepare_jsonl
 
@@ -31,9 +37,10 @@ def texts_jsonl(work: Path) -> None:
         for i in range(300):
             f.write(json.dumps({"text": f"document {i} " + "word " * (4 + i * 37 % 300)}) + "\n")
     prepare_jsonl(str(path))
+    return {}
 
 
-def loader_states(work: Path) -> None:
+def loader_states(work: Path, request: pytest.FixtureRequest) -> Env:
     """``ckpt/state_rank{0,1}.pt`` (2 ranks x 2 workers) and ``loader_states.pt`` (the list)."""
     script = """
 import torch
@@ -55,9 +62,10 @@ torch.save(states, "loader_states.pt")
 """
     (work / "ckpt").mkdir()
     subprocess.run([sys.executable, "-c", script], cwd=work, check=True, timeout=120)
+    return {}
 
 
-def aux_captions(work: Path) -> None:
+def aux_captions(work: Path, request: pytest.FixtureRequest) -> Env:
     """docs/cookers.md's worked example: its metadataset YAML as ``example.yaml``, the prepared
     image dataset ``images/``, the folder ``folder/`` and ``captions.jsonl`` naming images in both.
     """
@@ -85,11 +93,33 @@ def aux_captions(work: Path) -> None:
             store = "files" if png.startswith("sub/") else "images"
             f.write(json.dumps({"caption": f"caption {i}", "image": png, "store": store}) + "\n")
     prepare_jsonl(str(work / "captions.jsonl"))
+    return {}
 
 
-SETUPS: dict[str, Callable[[Path], None]] = {
+def s3_bucket(work: Path, request: pytest.FixtureRequest) -> Env:
+    """The prepared demo dataset at ``s3://my-bucket/datasets/coco`` on the session's S3 server
+    (tests/s3server.py), reached through the standard AWS variables."""
+    weed = request.getfixturevalue("weed")
+    s3 = weed.client()
+    if "my-bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="my-bucket")
+    shards = work / "demo-data/shards"
+    for path in sorted(p for p in shards.rglob("*") if p.is_file()):
+        key = f"datasets/coco/{path.relative_to(shards).as_posix()}"
+        s3.put_object(Bucket="my-bucket", Key=key, Body=path.read_bytes())
+    return {
+        "AWS_ENDPOINT_URL": weed.endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "STOKER_CACHE_DIR": str(work / "cache"),
+    }
+
+
+SETUPS: dict[str, Callable[[Path, pytest.FixtureRequest], Env]] = {
     "unprepared": unprepared,
     "texts.jsonl": texts_jsonl,
     "loader states": loader_states,
     "aux captions": aux_captions,
+    "s3 bucket": s3_bucket,
 }

@@ -30,18 +30,22 @@ DEMO_MARKER = "python scripts/make_demo_files.py demo-data/raw"
 TIMEOUT_S = 120
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in [str(ROOT / "src"), env.get("PYTHONPATH", "")] if p
     )
     env["PYTHONWARNINGS"] = "error"  # as pytest: a warning is a failure
-    env.pop("STOKER_STORAGE_CONFIG", None)
+    for name in ("STOKER_STORAGE_CONFIG", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "MSC_CONFIG"):
+        env.pop(name, None)
+    env.update(extra or {})
     return env
 
 
-def _run(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    block: Block, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     suffix = ".py" if block.language == "python" else ".sh"
     script = cwd / f"docs_block{suffix}"
     script.write_text(block.code)
@@ -51,7 +55,7 @@ def _run(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
         else ["bash", "-eo", "pipefail", script.name]
     )
     return subprocess.run(
-        argv, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+        argv, cwd=cwd, env=_env(env), capture_output=True, text=True, timeout=TIMEOUT_S
     )
 
 
@@ -91,7 +95,9 @@ def test_every_page_has_blocks_and_marks_are_known() -> None:
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language in RUNNABLE], ids=lambda b: b.id)
-def test_code_block(block: Block, demo: Path, tmp_path: Path) -> None:
+def test_code_block(
+    block: Block, demo: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if block.mark == "fragment":
         if block.language == "python":
             compile(block.code, block.id, "exec")
@@ -103,9 +109,8 @@ def test_code_block(block: Block, demo: Path, tmp_path: Path) -> None:
         assert (demo / "demo-data/shards/.nv-meta/index.sqlite").is_file()
         return
     work = _workdir(demo, tmp_path)
-    if block.mark == "setup":
-        SETUPS[block.note](work)
-    done = _run(block, work)
+    env = SETUPS[block.note](work, request) if block.mark == "setup" else {}
+    done = _run(block, work, env)
     assert done.returncode == 0, _failure(block, done)
 
 
