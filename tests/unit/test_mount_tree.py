@@ -5,8 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import uuid
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from stoker import prepare_dataset
@@ -98,3 +100,18 @@ def test_unprepared_folder_is_a_stoker_error(tmp_path: Path) -> None:
     with pytest.raises(StokerError) as e:
         DatasetTree(str(tmp_path))
     assert "stoker prepare" in str(e.value)
+
+
+def test_remote_dataset_is_read_by_ranges(dataset: Path, tmp_path: Path) -> None:
+    fs = fsspec.filesystem("memory")
+    url = f"memory://stoker-{uuid.uuid4().hex}"
+    for path in dataset.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"{url}/{path.relative_to(dataset).as_posix()}", path.read_bytes())
+    try:
+        tree = DatasetTree(url, sample_folders=True)
+        assert tree.listdir("b/0003") == ["seg.png", "txt"]
+        assert tree.read("a/0001/jpg", 100, 5) == b"JJJJJ"
+        assert tree.read("b/0003/seg.png", 0, 10) == b"PPP"
+    finally:
+        fs.rm(url, recursive=True)
