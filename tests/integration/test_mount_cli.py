@@ -91,8 +91,9 @@ def test_mount_shows_sample_folders_with_their_parts(dataset: Path, mountpoint: 
     finally:
         if os.path.ismount(mountpoint):
             unmount(mountpoint)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Mounting" in out and "10 files" in out
 
 
 @pytest.mark.skipif(WHY is not None, reason=f"FUSE cannot mount here: {WHY}")
