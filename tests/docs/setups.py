@@ -41,15 +41,15 @@ def texts_jsonl(work: Path, request: pytest.FixtureRequest) -> Env:
 
 
 def loader_states(work: Path, request: pytest.FixtureRequest) -> Env:
-    """``ckpt/state_rank{0,1}.pt`` (2 ranks x 2 workers) and ``loader_states.pt`` (the list)."""
+    """``ckpt/state_rank{0,1}.pt`` (2 ranks, 4 virtual workers) and ``loader_states.pt``."""
     script = """
 import torch
 from stoker import WorkerConfig, get_savable_loader, get_train_dataset
 
 states = []
 for rank in range(2):
-    wc = WorkerConfig(rank=rank, world_size=2, num_workers=2)
-    ds = get_train_dataset("demo-data/shards", worker_config=wc, batch_size=4,
+    wc = WorkerConfig(rank=rank, world_size=2, num_workers=0)  # as 2 x 2 workers, in-process
+    ds = get_train_dataset("demo-data/shards", worker_config=wc, batch_size=4, virtual_workers=4,
                            shuffle_buffer_size=10, max_samples_per_sequence=10)
     loader = get_savable_loader(ds)
     for step, _ in enumerate(loader):
