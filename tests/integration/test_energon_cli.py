@@ -262,7 +262,16 @@ def test_energon_invocations(tmp_path: Path) -> None:
     debug = runner.invoke(analyze_debug_command, ["log.jsonl", "--include-modality", "train,val"])
     assert debug.exit_code == 1 and "not available in stoker" in debug.output
     assert sorted(main.commands) == sorted(
-        ["analyze-debug", "checkpoint", "info", "lint", "prepare", "prepare-media", "preview"]
+        [
+            "analyze-debug",
+            "checkpoint",
+            "info",
+            "lint",
+            "mount",
+            "prepare",
+            "prepare-media",
+            "preview",
+        ]
     )
     assert yaml.safe_load((data / ".nv-meta/dataset.yaml").read_text())["field_map"] == {
         "text": "txt"

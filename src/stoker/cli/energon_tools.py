@@ -37,7 +37,7 @@ from typing import Any
 
 import click
 
-from stoker.cli import checkpoint, energon_preview, info, lint, prepare, prepare_media
+from stoker.cli import checkpoint, energon_preview, info, lint, mount, prepare, prepare_media
 from stoker.cli.common import CONTEXT_SETTINGS
 
 #: stoker's exit status for bad input, and Energon's for any failure.
@@ -85,6 +85,7 @@ prepare_media_command = energon_command(prepare_media.command)
 lint_command = energon_command(lint.command)
 info_command = energon_command(info.command)
 preview_command = energon_command(energon_preview.command)
+mount_command = energon_command(mount.command)
 checkpoint_command = energon_command(checkpoint.command)
 command_redist = checkpoint_command.commands["redist"]  # type: ignore[attr-defined]
 command_info = checkpoint_command.commands["info"]  # type: ignore[attr-defined]
@@ -120,6 +121,7 @@ for _command in (
     checkpoint_command,
     info_command,
     lint_command,
+    mount_command,
     prepare_command,
     prepare_media_command,
     preview_command,

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lint": ("stoker.cli.lint", "command", "Check a prepared dataset for problems."),
     "checkpoint": ("stoker.cli.checkpoint", "command", "Inspect and re-cut saved loader states."),
     "preview": ("stoker.cli.preview", "command", "Show the first samples of a split, decoded."),
+    "mount": ("stoker.cli.mount", "command", "Browse a dataset's samples as read-only files."),
 }
 
 

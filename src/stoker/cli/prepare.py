@@ -42,6 +42,19 @@ from stoker.storage import open_store
 @click.option("--non-interactive", is_flag=True, help="Never ask; fail if something is missing.")
 @click.option("--force-overwrite", is_flag=True, help="Prepare again an already prepared dataset.")
 @click.option("--num-workers", type=click.IntRange(1), help="Shard-indexing processes.")
+@click.option(
+    "--fix-duplicates",
+    is_flag=True,
+    help="If a sample key occurs in more than one shard, rename every shard's members to "
+    "<shard path>/<name> in place first, which makes keys unique (Energon's flag; local "
+    "datasets).",
+)
+@click.option(
+    "--tmp-path",
+    type=click.Path(file_okay=False),
+    help="When PATH is remote (e.g. S3): the local folder where index.sqlite is built before "
+    "upload (default: the system's temporary folder; the file is removed afterwards).",
+)
 @media_options
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option(
@@ -66,6 +79,8 @@ def command(
     non_interactive: bool,
     force_overwrite: bool,
     num_workers: int | None,
+    fix_duplicates: bool,
+    tmp_path: str | None,
     by_extension: bool,
     by_glob: str | None,
     by_header: bool,
@@ -117,6 +132,8 @@ def command(
     elif field_map is not None:
         raise ConfigError("--field-map needs --sample-type.")
     overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+    if fix_duplicates and (overwrite or not is_prepared(open_store(path))):
+        _fix_duplicates(path, exclude, as_json)
     pending = index_shards(
         path,
         exclude=exclude,
@@ -124,6 +141,7 @@ def command(
         num_workers=num_workers,
         progress=progress and not as_json,
         overwrite=overwrite,
+        tmp_dir=tmp_path,
     )
     with pending:
         if not as_json:
@@ -155,6 +173,22 @@ def command(
             extra_meta_files=extra,
         )
     _print_report(report, as_json)
+
+
+def _fix_duplicates(path: str, exclude: str | None, as_json: bool) -> None:
+    from stoker.format.fix_duplicates import fix_duplicate_keys
+
+    report = fix_duplicate_keys(path, exclude)
+    if as_json:
+        return
+    if report.renamed_shards:
+        click.echo(
+            f"{report.duplicate_keys} sample keys occurred in more than one shard (e.g. "
+            f"{report.examples[0]}); renamed the members of {report.renamed_shards} shards to "
+            "<shard>/<name>."
+        )
+    else:
+        click.echo("No duplicate keys found, continuing.")
 
 
 def _print_joins(path: str, reports: list[JoinReport], as_json: bool) -> None:

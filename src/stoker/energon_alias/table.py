@@ -225,12 +225,15 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "command_info": f"{_TOOLS}:command_info",
     },
     "tools.analyze_debug": {"command": f"{_TOOLS}:analyze_debug_command"},
+    "tools.mount": {"command": f"{_TOOLS}:mount_command"},
     "cli": {},
     "cli.main": {
         "main": f"{_TOOLS}:main",
         **{
             f"{tool}_command": f"{_TOOLS}:{tool}_command"
-            for tool in _words("analyze_debug checkpoint info lint prepare prepare_media preview")
+            for tool in _words(
+                "analyze_debug checkpoint info lint mount prepare prepare_media preview"
+            )
         },
     },
 }
@@ -302,7 +305,6 @@ HINTS: dict[str, str] = {
     "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
     f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
     "inside your TaskEncoder.encode_sample",
-    f"{ROOT}.tools.mount": "stoker has no FUSE mount; read samples with `stoker preview`",
     f"{ROOT}.fork_hook": "Energon-internal fork hooks; stoker's workers need none",
     f"{ROOT}.flavors.webdataset.indexing": "Energon-internal SQLite writer; use "
     "stoker.prepare_dataset",

@@ -104,6 +104,12 @@ def dataset_info(
     )
     if store.exists(f"{META_DIR}/{dataset_config}"):
         _describe_dataset_yaml(store, report, dataset_config)
+    elif dataset_config != DEFAULT_DATASET_YAML:  # named explicitly: as Energon, it must exist
+        raise StorageError(
+            f"dataset config {dataset_config!r} not found.",
+            path=store.url(f"{META_DIR}/{dataset_config}"),
+            hint="Pass the name of a dataset config in .nv-meta (e.g. dataset.yaml).",
+        )
     return report
 
 

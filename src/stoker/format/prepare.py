@@ -233,8 +233,12 @@ def index_shards(
     progress: bool = False,
     overwrite: bool = False,
     shards: Sequence[str] | None = None,
+    tmp_dir: str | None = None,
 ) -> PendingPrepare:
     """Scan every shard of the dataset at ``path`` into temporary index files.
+
+    ``tmp_dir``: where ``index.sqlite`` is built when ``path`` is remote (Energon's
+    ``--tmp-path``; default: the system's temporary folder), before it is uploaded.
 
     Raises:
         AlreadyPreparedError: the dataset has metadata and ``overwrite`` is False.
@@ -276,7 +280,7 @@ def index_shards(
         )
     pending = PendingPrepare(store, names, tar_index_only)
     try:
-        _index_into(pending, num_workers, progress)
+        _index_into(pending, num_workers, progress, tmp_dir)
     except BaseException:
         pending.discard()
         raise
@@ -339,11 +343,15 @@ def _remove_stale_tmp(store: Store) -> None:
             store.remove(name)
 
 
-def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool) -> None:
+def _index_into(
+    pending: PendingPrepare, num_workers: int | None, progress: bool, tmp_dir: str | None = None
+) -> None:
     store = pending.store
     local_db = store.local_path(INDEX_SQLITE)
     if local_db is None:
-        fd, local_db = tempfile.mkstemp(suffix=".sqlite", prefix="stoker-index-")
+        if tmp_dir is not None:
+            os.makedirs(tmp_dir, exist_ok=True)
+        fd, local_db = tempfile.mkstemp(suffix=".sqlite", prefix="stoker-index-", dir=tmp_dir)
         os.close(fd)
         pending._sqlite_tmp = local_db
     else:
@@ -398,8 +406,9 @@ def _duplicate_error(
         f"duplicate sample key: it occurs in {where}; sample keys must be unique in a dataset.",
         path=pending.store.url(shard.name),
         key=e.key,
-        hint="Re-shard the data with `stoker pack`, which makes keys unique, or put each shard's "
-        "files in a folder named after the shard.",
+        hint="Run `stoker prepare` with --fix-duplicates (renames each shard's members to "
+        "<shard>/<name> in place), re-shard the data with `stoker pack`, which makes keys "
+        "unique, or put each shard's files in a folder named after the shard.",
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 SAMPLES_DDL = """
@@ -154,6 +154,18 @@ class SqliteIndexReader:
                 (shard_id, index),
             ).fetchall()
         return [(str(name), int(offset), int(size)) for name, offset, size in rows]
+
+    def iter_parts(self) -> Iterator[tuple[str, str, int, int, int]]:
+        """(sample key, part name, shard id, data offset, data size) of every part, in shard
+        and tar order."""
+        rows = self._db.execute(
+            "SELECT s.sample_key, p.part_name, p.tar_file_id, p.content_byte_offset, "
+            "p.content_byte_size FROM samples s JOIN sample_parts p ON "
+            "p.tar_file_id = s.tar_file_id AND p.sample_index = s.sample_index "
+            "ORDER BY p.tar_file_id, p.sample_index, p.content_byte_offset"
+        )
+        for key, part, shard, offset, size in rows:
+            yield str(key), str(part), int(shard), int(offset), int(size)
 
     def duplicate_keys(self, limit: int = 10) -> list[str]:
         return [
