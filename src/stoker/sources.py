@@ -113,6 +113,7 @@ def load_source(
     allowed_modules: tuple[str, ...] = (),
     trust_sample_loader: bool = False,
     sample_type: type | None = None,
+    allow_outside_paths: bool | None = None,
 ) -> DataSource:
     """Read the meta files of the dataset at ``path`` (a folder or a ``.jsonl`` file).
 
@@ -122,6 +123,8 @@ def load_source(
 
     Args:
         sample_type: If given, the dataset's samples must be of this class or a subclass.
+        allow_outside_paths: Let ``.info.json`` and the split config name shards outside the
+            dataset folder (``..``, absolute paths); default: ``STOKER_ALLOW_OUTSIDE_PATHS``.
 
     Example:
         >>> source = load_source("/data/coco-wds", split_part="val")  # doctest: +SKIP
@@ -142,6 +145,7 @@ def load_source(
             config=config,
             subflavors=subflavors,
             trust_sample_loader=trust_sample_loader,
+            allow_outside_paths=allow_outside_paths,
         )
     from stoker.flavors.allow import resolve_source  # the flavors import this module
 
@@ -162,11 +166,17 @@ def load_split(
     config: DatasetConfig,
     subflavors: dict[str, Any] | None = None,
     trust_sample_loader: bool = False,
+    allow_outside_paths: bool | None = None,
 ) -> DataSource:
-    """The shards and counts of one split of the dataset at ``path``, loaded per ``config``."""
+    """The shards and counts of one split of the dataset at ``path``, loaded per ``config``.
+
+    Raises:
+        ConfigError: the split lists a shard twice, has no samples, or names a shard outside
+            the dataset folder (unless ``allow_outside_paths``).
+    """
     store = open_store(path)
-    info = read_info(store)
-    split = read_split_config(store, split_config)
+    info = read_info(store, allow_outside_paths=allow_outside_paths)
+    split = read_split_config(store, split_config, allow_outside_paths=allow_outside_paths)
     shards = split.shards(split_part)
     missing = [name for name in shards if name not in info.shard_counts]
     if missing:
@@ -175,8 +185,17 @@ def load_split(
             path=store.url(f".nv-meta/{split_config}"),
             hint="Prepare the dataset again, or fix the split config.",
         )
+    where = store.url(f".nv-meta/{split_config}")
+    _check_no_duplicates(shards, split_part, where)
     counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
     excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
+    if int(counts.sum()) - len(excluded) <= 0:
+        raise ConfigError(
+            f"split {split_part!r} has no samples: "
+            + ("every shard or sample in it is excluded." if shards else "it names no shards."),
+            path=where,
+            hint="Fix split_parts / exclude in the split config, or load another split part.",
+        )
     merged = {**config.subflavors, **(subflavors or {})}
     return DataSource(
         path,
@@ -189,6 +208,19 @@ def load_split(
         merged,
         trust_sample_loader,
     )
+
+
+def _check_no_duplicates(shards: list[str], split_part: str, where: str) -> None:
+    """A shard listed twice would deliver each of its samples twice per epoch: refuse it."""
+    seen: set[str] = set()
+    for name in shards:
+        if name in seen:
+            raise ConfigError(
+                f"split {split_part!r} lists shard {name!r} more than once.",
+                path=where,
+                hint="List each shard once in split_parts (check overlapping brace patterns).",
+            )
+        seen.add(name)
 
 
 def _jsonl_source(path: str, split_part: str, subflavors: dict[str, Any]) -> DataSource:

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
+from stoker.format.fingerprints import FINGERPRINTS, encode_fingerprints
 from stoker.format.meta import (
     DEFAULT_DATASET_YAML,
     DEFAULT_SPLIT_CONFIG,
@@ -110,6 +111,7 @@ class PendingPrepare:
         self.counts: dict[str, int] = {}
         self.bytes = 0
         self.part_names: set[str] = set()
+        self.fingerprints: dict[str, str] = {}
         self._token = uuid.uuid4().hex[:12]
         self._tmp: dict[str, str] = {}  # final name -> temporary name
         self._start = time.perf_counter()
@@ -200,6 +202,7 @@ class PendingPrepare:
             with open(self._sqlite_tmp, "rb") as f:
                 self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
         self.store.write_bytes(self.tmp_name(INDEX_UUID), str(uuid.uuid4()).encode())
+        self.store.write_bytes(self.tmp_name(FINGERPRINTS), encode_fingerprints(self.fingerprints))
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
         for final in ordered:
             self.store.publish(self._tmp[final], final)
@@ -372,6 +375,7 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
                 pending.tmp_name(tar_index_name(shard.name)), encode_offsets(shard.offsets)
             )
             pending.counts[shard.name] = len(shard.keys)
+            pending.fingerprints[shard.name] = shard.fingerprint
             pending.bytes += shard.size
             pending.part_names |= shard.part_names
             bar.update()
