@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 CRUDE_JSONL = DatasetConfig(sample_type=None, sample_module="stoker")
 
 
+class EmptyDatasetError(ConfigError):
+    """The split part has no samples: no shards, or every shard or sample in it is excluded
+    (Energon's name; ``preview --split-parts`` and ``lint`` skip such split parts)."""
+
+
 @dataclass(frozen=True)
 class DataSource:
     """The shards of one split, their sample counts, exclusions and how to build samples."""
@@ -190,9 +195,13 @@ def load_split(
     counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
     excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
     if int(counts.sum()) - len(excluded) <= 0:
-        raise ConfigError(
+        raise EmptyDatasetError(
             f"split {split_part!r} has no samples: "
-            + ("every shard or sample in it is excluded." if shards else "it names no shards."),
+            + (
+                "every shard or sample in it is excluded."
+                if split.exclude
+                else "it names no shards with samples."
+            ),
             path=where,
             hint="Fix split_parts / exclude in the split config, or load another split part.",
         )

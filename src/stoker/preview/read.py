@@ -22,11 +22,10 @@ from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
 from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 from stoker.preview.summary import summarize
-from stoker.sources import DataSource, load_source
+from stoker.sources import DataSource, EmptyDatasetError, load_source
 
-
-class EmptySplitError(ConfigError):
-    """The split part holds no samples (``preview --split-parts`` skips it, as Energon does)."""
+#: The split part holds no samples (``preview --split-parts`` skips it, as Energon does).
+EmptySplitError = EmptyDatasetError
 
 
 def preview_dataset(
