@@ -13,6 +13,7 @@ from stoker import state as state_module
 from stoker.errors import ConfigError
 from stoker.pipeline.refs import Buffers
 from stoker.pipeline.stream import Position
+from stoker.state_schema import check_positions
 from stoker.streams import Loadable
 
 
@@ -96,6 +97,7 @@ class LoaderState:
         self._adopt_virtual_workers(state)
         state = state_module.rebatch(state, self.dataset.fingerprint())
         state_module.check_fingerprint(state, self.dataset.fingerprint())
+        check_positions(state, len(self.dataset.sources))
         saved, current = state["topology"], self.dataset.topology()
         if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
             raise ConfigError(
@@ -142,6 +144,7 @@ class LoaderState:
         self._adopt_virtual_workers(merged)
         merged = state_module.rebatch(merged, self.dataset.fingerprint())
         state_module.check_fingerprint(merged, self.dataset.fingerprint())
+        check_positions(merged, len(self.dataset.sources))
         self._apply(state_module.for_rank(merged, self.dataset.topology()))
 
     def state_dict(self) -> dict[str, Any]:

@@ -109,3 +109,16 @@ def validate_state(state: dict[str, Any]) -> None:
         raise _bad("finished", finished, "True or False")
     _streams(state, v)  # after epoch and t: an empty streams dict depends on them
     _exhausted_and_buffers(state, v)
+
+
+def check_positions(state: dict[str, Any], sources: int) -> None:
+    """Raise a :class:`ConfigError` unless every stream position has one count per dataset of
+    the loader (``sources``) plus the skip count (a state of another blend, or edited)."""
+    for key, position in state["streams"].items():
+        if len(position) != sources + 1:
+            raise _bad(
+                f"streams[{key!r}]",
+                position,
+                f"a list of {sources + 1} ints (a count for each of the loader's {sources} "
+                "datasets, then the skip count)",
+            )
