@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import ConfigError, StorageError
+from stoker.format.brace import expand
 from stoker.format.dataset_config import DatasetConfig, read_dataset_config
 from stoker.format.jsonl import jsonl_index_name
 from stoker.format.meta import (
@@ -195,13 +196,16 @@ def load_split(
     counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
     excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
     if int(counts.sum()) - len(excluded) <= 0:
+        if not expand(split.split_parts[split_part]):
+            problem = f"no shards in split part {split_part!r}."
+        elif split.exclude:
+            problem = (
+                f"split {split_part!r} has no samples: every shard or sample in it is excluded."
+            )
+        else:
+            problem = f"split {split_part!r} has no samples: its shards are empty."
         raise EmptyDatasetError(
-            f"split {split_part!r} has no samples: "
-            + (
-                "every shard or sample in it is excluded."
-                if split.exclude
-                else "it names no shards with samples."
-            ),
+            problem,
             path=where,
             hint="Fix split_parts / exclude in the split config, or load another split part.",
         )
