@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import multiprocessing.util
 import pickle
 import traceback
 import warnings
@@ -21,6 +22,7 @@ import torch.utils.data
 from torch.utils.data import _utils
 
 from stoker.cache_pool import CachePool, use_cache_pool
+from stoker.errors import StokerError
 from stoker.loader_state import LoaderState
 from stoker.pipeline.refs import Buffers
 from stoker.pipeline.stream import Position
@@ -81,6 +83,15 @@ def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int
     return own
 
 
+def _worker_died(error: BaseException) -> StokerError:
+    """A worker ended while the main process read a batch from it (killed, out of memory)."""
+    return StokerError(
+        f"a dataloader worker exited unexpectedly while sending a batch ({error}).",
+        hint="A worker was killed (out of memory? see `dmesg`) or crashed; restart from the "
+        "last saved loader state.",
+    )
+
+
 class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
@@ -131,6 +142,9 @@ class _Live:
             use_cache_pool(loader.cache_pool)
             self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
             return
+        # Workers inherit this process's temporary folder (removed when it exits) instead of
+        # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
+        multiprocessing.util.get_temp_dir()
         self._transport = MainTransport(multiprocessing.get_context(), workers)
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
@@ -151,7 +165,10 @@ class _Live:
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
-            item: Item = self._received(next(self._torch_iter))
+            try:
+                item: Item = self._received(next(self._torch_iter))
+            except (ConnectionError, EOFError) as e:  # its batch's sender is gone
+                raise _worker_died(e) from e
             self.queues[item[0]].append(item)
         return queue.popleft()
 
