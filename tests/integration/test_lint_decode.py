@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,16 @@ def test_decode_samples_counts_each_shard_once(images: Path, workers: int) -> No
     assert [(f.path, f.key) for f in report.findings] == [("shard_001.tar", "s1_003")]
     only_val = decode_samples(str(images), split_parts=["val"], num_workers=workers)
     assert (only_val.checked, only_val.failed) == (PER_SHARD, 0)
+
+
+def test_without_torch_lint_says_what_to_install(images: Path) -> None:
+    code = (
+        "import sys\nsys.modules['torch'] = None  # as if torch were not installed\n"
+        "from stoker.cli.main import cli\ncli(['lint', sys.argv[1], '--no-progress'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(images)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "pip install 'stoker[torch,image]', or pass --no-decode" in result.stdout

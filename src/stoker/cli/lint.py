@@ -135,8 +135,15 @@ def _decode(
         problem = "the samples were not decoded: fix the errors above first."
         report.findings.append(Finding("warning", problem))
         return
-    from stoker.preview.lint_decode import decode_samples
-
+    try:
+        from stoker.preview.lint_decode import decode_samples
+    except ImportError as e:  # decoding needs torch, as the loader does
+        problem = f"the samples cannot be decoded here ({e})."
+        hint = (
+            "Install the loader's extras: pip install 'stoker[torch,image]', or pass --no-decode."
+        )
+        report.findings.append(Finding("error", problem, hint=hint))
+        return
     decoded = decode_samples(
         path,
         split_parts=parts,
