@@ -97,7 +97,7 @@ class LoaderState:
         self._adopt_virtual_workers(state)
         state = state_module.rebatch(state, self.dataset.fingerprint())
         state_module.check_fingerprint(state, self.dataset.fingerprint())
-        check_positions(state, len(self.dataset.sources))
+        check_positions(state, self.dataset.position_size())
         saved, current = state["topology"], self.dataset.topology()
         if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
             raise ConfigError(
@@ -144,7 +144,7 @@ class LoaderState:
         self._adopt_virtual_workers(merged)
         merged = state_module.rebatch(merged, self.dataset.fingerprint())
         state_module.check_fingerprint(merged, self.dataset.fingerprint())
-        check_positions(merged, len(self.dataset.sources))
+        check_positions(merged, self.dataset.position_size())
         self._apply(state_module.for_rank(merged, self.dataset.topology()))
 
     def state_dict(self) -> dict[str, Any]:

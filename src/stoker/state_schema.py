@@ -111,14 +111,14 @@ def validate_state(state: dict[str, Any]) -> None:
     _exhausted_and_buffers(state, v)
 
 
-def check_positions(state: dict[str, Any], sources: int) -> None:
-    """Raise a :class:`ConfigError` unless every stream position has one count per dataset of
-    the loader (``sources``) plus the skip count (a state of another blend, or edited)."""
+def check_positions(state: dict[str, Any], size: int) -> None:
+    """Raise a :class:`ConfigError` unless every stream position is ``size`` ints long (the
+    loader's ``position_size()``: a state of another blend or wrapper stack, or edited)."""
     for key, position in state["streams"].items():
-        if len(position) != sources + 1:
+        if len(position) != size:
             raise _bad(
                 f"streams[{key!r}]",
                 position,
-                f"a list of {sources + 1} ints (a count for each of the loader's {sources} "
-                "datasets, then the skip count)",
+                f"a list of {size} ints (this loader's stream position: a count per dataset, "
+                "wrapper counters, then the skip count)",
             )

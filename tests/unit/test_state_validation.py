@@ -88,7 +88,7 @@ def _every_position(extra: list[int]) -> Any:
 
 
 GARBLED = [
-    ("positions too long", _every_position([0]), "a count for each of the loader's 1 datasets"),
+    ("positions too long", _every_position([0]), "expected a list of 2 ints (this loader's"),
     ("positions much too long", _every_position([0, 0, 0]), "streams['"),
     ("missing t", _drop(("t",)), "'t'"),
     ("missing streams", _drop(("streams",)), "'streams'"),

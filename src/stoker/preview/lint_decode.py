@@ -150,7 +150,7 @@ def _decode_shard(task: _ShardTask) -> tuple[int, int, list[Finding]]:
     excluded = source.excluded
     skip = set((excluded[(excluded >= task.start) & (excluded < task.start + count)]).tolist())
     reader = source.reader()
-    checked, failed, findings = 0, 0, []
+    checked, failed, findings = 0, 0, list[Finding]()
     try:
         for index in range(count):
             if task.start + index in skip:
