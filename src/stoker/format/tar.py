@@ -11,6 +11,7 @@ one pass over its headers, not over its bytes.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -94,6 +95,12 @@ def _octal(field: bytes, where: str, path: str, offset: int) -> int:
         ) from None
 
 
+def _byte_sum(block: bytes) -> int:
+    """The sum of a 512-byte block's bytes, in C: Adler-32's first half is 1 + the byte sum
+    modulo 65521, exact for 256 bytes (at most 65280), so two halves give the sum."""
+    return (zlib.adler32(block[:256]) & 0xFFFF) + (zlib.adler32(block[256:]) & 0xFFFF) - 2
+
+
 def _checksum_ok(header: bytes) -> bool:
     """The header's checksum field matches its bytes (unsigned sum, or the signed sum some old
     tar programs wrote, as Python's ``tarfile`` accepts)."""
@@ -102,7 +109,7 @@ def _checksum_ok(header: bytes) -> bool:
         expected = int(stored, 8)
     except ValueError:
         return False
-    unsigned = sum(header) - sum(header[148:156]) + 8 * 32
+    unsigned = _byte_sum(header) - sum(header[148:156]) + 8 * 32
     if expected == unsigned:
         return True
     signed = sum(b - 256 if b > 127 else b for b in header)
