@@ -225,3 +225,12 @@ def test_paths_outside_the_dataset_are_refused(
         assert len(load_all(root, workers)) == SHARDS * PER_SHARD
         monkeypatch.delenv("STOKER_ALLOW_OUTSIDE_PATHS")
         _point_outside(root, "shard_000.tar")
+
+
+def test_fingerprints_of_an_earlier_prepare_are_ignored(root: Path) -> None:
+    """Prepared again by another tool (a new index.uuid): the old fingerprints no longer say
+    which shard is which, so lint checks without them instead of reporting every shard."""
+    (root / "shard_001.tar").write_bytes((root / "shard_002.tar").read_bytes())
+    (root / ".nv-meta/index.uuid").write_text("prepared-again")
+    duplicates = [f for f in errors(lint(root)) if "duplicate" in f.problem]
+    assert len(errors(lint(root))) == len(duplicates) == PER_SHARD  # no fingerprint findings

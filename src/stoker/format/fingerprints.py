@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from stoker.errors import StokerError
-from stoker.format.meta import META_DIR
+from stoker.format.meta import INDEX_UUID, META_DIR
 from stoker.format.safe_load import load_yaml_or_json
 from stoker.storage import Store
 
@@ -24,15 +24,18 @@ FINGERPRINTS = f"{META_DIR}/.stoker-shards.json"
 _VERSION = 1
 
 
-def encode_fingerprints(fingerprints: dict[str, str]) -> bytes:
-    """The file's content for ``fingerprints`` (shard name -> fingerprint)."""
-    data = {"version": _VERSION, "fingerprints": fingerprints}
+def encode_fingerprints(fingerprints: dict[str, str], index_uuid: str) -> bytes:
+    """The file's content for ``fingerprints`` (shard name -> fingerprint), tied to the
+    ``index.uuid`` written by the same ``prepare``."""
+    data = {"version": _VERSION, "index_uuid": index_uuid, "fingerprints": fingerprints}
     return json.dumps(data, indent=1).encode()
 
 
 def read_fingerprints(store: Store) -> dict[str, str]:
-    """The stored fingerprints by shard; empty when there are none (e.g. prepared by Energon)
-    or the file is not one stoker can read (lint then checks without them)."""
+    """The stored fingerprints by shard; empty when there are none (e.g. prepared by Energon),
+    when they belong to an earlier ``prepare`` (``index.uuid`` changed since, e.g. Energon
+    prepared the dataset again) or the file is not one stoker can read (lint then checks
+    without them)."""
     if not store.exists(FINGERPRINTS):
         return {}
     try:
@@ -40,6 +43,9 @@ def read_fingerprints(store: Store) -> dict[str, str]:
     except StokerError:
         return {}
     if not isinstance(raw, dict) or raw.get("version") != _VERSION:
+        return {}
+    current = store.read_text(INDEX_UUID).strip() if store.exists(INDEX_UUID) else None
+    if raw.get("index_uuid") != current:
         return {}
     prints = raw.get("fingerprints")
     if not isinstance(prints, dict):

@@ -201,8 +201,10 @@ class PendingPrepare:
         if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
             with open(self._sqlite_tmp, "rb") as f:
                 self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
-        self.store.write_bytes(self.tmp_name(INDEX_UUID), str(uuid.uuid4()).encode())
-        self.store.write_bytes(self.tmp_name(FINGERPRINTS), encode_fingerprints(self.fingerprints))
+        index_uuid = str(uuid.uuid4())
+        self.store.write_bytes(self.tmp_name(INDEX_UUID), index_uuid.encode())
+        prints = encode_fingerprints(self.fingerprints, index_uuid)
+        self.store.write_bytes(self.tmp_name(FINGERPRINTS), prints)
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
         for final in ordered:
             self.store.publish(self._tmp[final], final)
