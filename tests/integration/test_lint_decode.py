@@ -107,3 +107,18 @@ def test_without_torch_lint_says_what_to_install(images: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "pip install 'stoker[torch,image]', or pass --no-decode" in result.stdout
+
+
+def test_lint_reads_video_headers_as_the_loader_would(tmp_path: Path) -> None:
+    """Video parts decode lazily in the loader; lint opens their containers, so a cut video
+    is named with its shard, key and offset."""
+    pytest.importorskip("av")
+    from tests.integration._media import make_vidqa_dataset
+
+    root = tmp_path / "videos"
+    make_vidqa_dataset(root, corrupt=["clips_b_01"])
+    report = decode_samples(str(root), num_workers=2)
+    assert (report.checked, report.failed) == (6, 1)
+    (finding,) = report.findings
+    assert (finding.path, finding.key) == ("clips_b.tar", "clips_b_01")
+    assert finding.offset == sample_offset(root, "clips_b.tar", 1)

@@ -30,6 +30,7 @@ from stoker.format.parallel import ordered_map
 from stoker.media.av_decoder import AVDecoder
 from stoker.pipeline.build import SampleBuilder
 from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.errors import SampleError
 from stoker.preview.verify import Problem, build_or_problem
 from stoker.sources import DataSource, load_source
 from stoker.storage import open_store
@@ -190,6 +191,8 @@ def _probe_media(sample: Any) -> Any:
         if isinstance(value, AVDecoder):
             try:
                 value.get_metadata()
+            except SampleError as e:
+                return Problem(f"the sample cannot be loaded: {e.problem}")
             except Exception as e:  # the decoder's error, shown on its sample
                 return Problem(f"the sample cannot be loaded: {type(e).__name__}: {e}")
     return sample
