@@ -45,6 +45,7 @@ _EXTRA_KWARGS = (
     "subflavors",
     "virtual_workers",
     "allowed_modules",
+    "allow_outside_paths",
     "error_policy",
     "trust_sample_loader",
     "sample_type",
@@ -93,7 +94,9 @@ def get_train_dataset(
             dataset.yaml may name besides Sample/factory subclasses; also the comma-separated
             ``STOKER_ALLOWED_MODULES``), ``error_policy``, ``trust_sample_loader`` (run a
             ``sample_loader.py`` shipped with the data; also ``STOKER_TRUST_SAMPLE_LOADER=1``),
-            ``sample_type`` (the samples must be of this class or a subclass, as in Energon).
+            ``sample_type`` (the samples must be of this class or a subclass, as in Energon),
+            ``allow_outside_paths`` (let ``.nv-meta`` name shards outside the dataset folder;
+            also ``STOKER_ALLOW_OUTSIDE_PATHS=1``).
     """
     return _dataset(
         path,
@@ -301,6 +304,7 @@ def _dataset(
     error_policy: ErrorPolicy | None = None,
     trust_sample_loader: bool = False,
     sample_type: type | None = None,
+    allow_outside_paths: bool | None = None,
     **options: Any,
 ) -> LoaderDataset:
     _apply_deprecated_decoder_kwargs(options, options["task_encoder"])
@@ -321,6 +325,7 @@ def _dataset(
         allowed_modules=allowed_modules,
         trust_sample_loader=trust_sample_loader,
         sample_type=sample_type,
+        allow_outside_paths=allow_outside_paths,
     )
     if subset is not None:
         sources = restrict_sources(sources, subset, path)

@@ -48,7 +48,7 @@ def dataset(tmp_path: Path) -> Path:
 
 
 def test_lint_clean_dataset_exits_0(dataset: Path) -> None:
-    result = stoker("lint", str(dataset), "--num-workers", "2")
+    result = stoker("lint", str(dataset), "--num-workers", "2", "--no-decode")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "checked 6 shards, 30 samples: no problems"
     assert "Checking shards" in result.stderr  # the progress bar, on stderr
@@ -59,7 +59,7 @@ def test_lint_problems_exit_1(dataset: Path) -> None:
     (dataset / ".nv-meta/split.yaml").write_text(
         "split_parts:\n  train: ['part_{00..05}.tar']\n  val: []\n"
     )
-    result = stoker("lint", str(dataset), "--no-progress")
+    result = stoker("lint", str(dataset), "--no-progress", "--no-decode")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == (
@@ -73,7 +73,7 @@ def test_lint_problems_exit_1(dataset: Path) -> None:
 
 def test_lint_warnings_only_exit_0(dataset: Path) -> None:
     (dataset / ".nv-meta/split.yaml").write_text("split_parts:\n  train: ['part_{00..04}.tar']\n")
-    result = stoker("lint", str(dataset), "--no-progress")
+    result = stoker("lint", str(dataset), "--no-progress", "--no-decode")
     assert result.returncode == 0
     assert "warning: part_05.tar: the shard is in no split part" in result.stdout
     assert result.stdout.splitlines()[-1].endswith(": 0 errors, 1 warning")
@@ -128,7 +128,8 @@ def test_info_not_prepared_exits_2(tmp_path: Path) -> None:
 def test_cli_does_not_import_torch(dataset: Path) -> None:
     code = (
         "import sys\nfrom stoker.cli.main import cli\n"
-        "try:\n    cli(['lint', sys.argv[1], '--no-progress'])\nexcept SystemExit:\n    pass\n"
+        "try:\n    cli(['lint', sys.argv[1], '--no-progress', '--no-decode'])\n"
+        "except SystemExit:\n    pass\n"
         "cli(['info', sys.argv[1]], standalone_mode=False)\n"
         "print('torch' in sys.modules)"
     )

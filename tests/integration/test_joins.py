@@ -103,7 +103,8 @@ def test_dict_form_passes_named_samples(root: Path) -> None:
 
 
 def test_function_builtin_and_default_joiners(root: Path) -> None:
-    upper = read_all(write_yaml(root, "fn.yaml", list_join("none", "upper_joiner")))
+    fn = write_yaml(root, "fn.yaml", list_join("none", "upper_joiner"))
+    upper = read_all(fn, allowed_modules=(TYPES,))  # a function: its module must be allowed
     assert [s.text for s in upper[:2]] == ["IMG0|CAP0", "IMG1|-"]
     builtin = list_join("skip", "TextSample", "megatron.energon")
     assert read_all(write_yaml(root, "builtin.yaml", builtin))[0].text == "cap0"
@@ -111,6 +112,25 @@ def test_function_builtin_and_default_joiners(root: Path) -> None:
         "  train:\n    join:\n      - path: images\n      - {path: captions, nonmatch: skip}\n"
     )
     assert read_all(write_yaml(root, "default.yaml", default))[0].text == "cap0"
+
+
+def test_joiner_allow_list(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metadataset's joiner follows dataset.yaml's allow-list rules: Sample subclasses from
+    installed modules pass; a function or any other callable needs its module allowed (or
+    STOKER_TRUST_METADATASET=1, the switch that trusts the user's own metadataset)."""
+    fn = write_yaml(root, "fn_refused.yaml", list_join("none", "upper_joiner"))
+    with pytest.raises(ConfigError, match="neither a Sample") as refused:
+        read_all(fn)
+    assert refused.value.path == fn
+    assert "STOKER_TRUST_METADATASET=1" in (refused.value.hint or "")
+    system = write_yaml(root, "system.yaml", list_join("none", "system", "os"))
+    with pytest.raises(ConfigError, match=r"joiner names os\.system"):
+        read_all(system)
+    monkeypatch.setenv("STOKER_ALLOWED_MODULES", TYPES)
+    assert read_all(fn)[0].text == "IMG0|CAP0"
+    monkeypatch.delenv("STOKER_ALLOWED_MODULES")
+    monkeypatch.setenv("STOKER_TRUST_METADATASET", "1")
+    assert read_all(fn)[0].text == "IMG0|CAP0"
 
 
 def test_subset_counts_joined_samples(root: Path) -> None:
@@ -167,6 +187,7 @@ def test_joined_loader_restores_exactly(root: Path, workers: int) -> None:
         wc = WorkerConfig(rank=0, world_size=1, num_workers=workers)
         return get_loader(get_train_dataset(
             path, worker_config=wc, batch_size=4, shuffle_buffer_size=8,
-            max_samples_per_sequence=5, virtual_workers=2))  # fmt: skip
+            max_samples_per_sequence=5, virtual_workers=2,
+            allowed_modules=(TYPES,)))  # fmt: skip
 
     run_contract(make, total=50, midpoints=[0, 7, 19, 33])

@@ -76,7 +76,20 @@ def _drop(path: tuple[Any, ...]) -> Any:
     return edit
 
 
+def _every_position(extra: list[int]) -> Any:
+    """Append ``extra`` to every stream position (all of one length, so only the loader, which
+    knows its number of datasets, can tell they are wrong)."""
+
+    def edit(state: dict[str, Any]) -> None:
+        for position in state["streams"].values():
+            position.extend(extra)
+
+    return edit
+
+
 GARBLED = [
+    ("positions too long", _every_position([0]), "expected a list of 2 ints (this loader's"),
+    ("positions much too long", _every_position([0, 0, 0]), "streams['"),
     ("missing t", _drop(("t",)), "'t'"),
     ("missing streams", _drop(("streams",)), "'streams'"),
     ("missing topology", _drop(("topology",)), "'topology'"),
@@ -124,6 +137,18 @@ def test_garbled_state_names_the_field(
     with pytest.raises(ConfigError) as info:
         target.restore_state_rank(state)
     assert field in str(info.value), (name, str(info.value))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_positions_of_the_wrong_length_are_one_line_errors(
+    prepared: str, saved: dict[str, Any], workers: int
+) -> None:
+    """Via restore_state_global too (merged states): a ConfigError, not a raw ValueError."""
+    state = copy.deepcopy(saved)
+    _every_position([0])(state)
+    with pytest.raises(ConfigError, match="expected a list of 2 ints") as info:
+        loader(prepared, workers).restore_state_global([state])
+    assert "streams['0']" in info.value.problem and "\n" not in info.value.problem
 
 
 def test_not_a_dict_is_refused(prepared: str) -> None:

@@ -82,6 +82,7 @@ def _resolve(cls: type, name: str, annotation: Any) -> Any:
 def command(path: str, split_parts: str, dataset_config: str) -> None:
     """Preview samples of a dataset on the console, one at a time (Energon's preview)."""
     from stoker.preview.verify import Problem, iter_built
+    from stoker.sources.source import EmptyDatasetError
 
     for part in split_parts.split(","):
         try:
@@ -98,5 +99,7 @@ def command(path: str, split_parts: str, dataset_config: str) -> None:
                 click.echo(f"Dataset {part} is empty. Skipping.")
         except click.Abort:
             click.echo("Exiting Preview")
+        except EmptyDatasetError:
+            click.echo(f"Dataset {part} is empty. Skipping.")
         except StokerError as e:
             raise click.ClickException(e.message) from None

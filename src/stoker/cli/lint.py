@@ -32,20 +32,28 @@ _COLOURS = {"error": "red", "warning": "yellow"}
 @click.option(
     "--split-parts",
     metavar="PARTS",
-    help="Check only these split parts, comma-separated (e.g. 'train,val'), and decode every "
-    "sample of them as the loader would (Energon's lint --split-parts).",
+    help="Check only these split parts, comma-separated (e.g. 'train,val') (Energon's lint "
+    "--split-parts).",
+)
+@click.option(
+    "--decode/--no-decode",
+    default=True,
+    show_default=True,
+    help="Decode every sample as the loader would (images, video/audio headers, JSON, text); "
+    "--no-decode: only the fast structural check.",
 )
 @click.option(
     "--trust-sample-loader",
     is_flag=True,
-    help="With --split-parts: run the sample_loader.py that dataset.yaml names.",
+    help="Run the sample_loader.py that dataset.yaml names when decoding.",
 )
 @click.option(
-    "--num-workers",
     "--parallel",
+    "--num-workers",
     "num_workers",
     type=click.IntRange(1),
-    help="Shard-scanning processes (--parallel: Energon's name).",
+    help="Processes that scan and decode shards (default: the CPU count, at most 16; "
+    "--parallel is Energon's name).",
 )
 @click.option(
     "--progress/--no-progress",
@@ -60,6 +68,7 @@ def command(
     split_config: str,
     dataset_yaml: str,
     split_parts: str | None,
+    decode: bool,
     trust_sample_loader: bool,
     num_workers: int | None,
     progress: bool,
@@ -75,15 +84,18 @@ def command(
     there are no errors (warnings allowed), 1 when there are errors, 2 when PATH is not a
     prepared dataset.
 
-    With --split-parts, only the shards of those split parts are checked, and every sample of
-    them is also decoded and mapped as the loader does (slower; finds corrupt images and
-    field maps that fail on some samples).
+    Then every sample is decoded and mapped as the loader does, in parallel processes
+    (finds corrupt images, unreadable video headers, bad JSON and field maps that fail on some
+    samples); each failing sample is named with its shard, key and byte offset. --no-decode
+    skips this for a fast structural check. With --split-parts, only the shards of those split
+    parts are checked.
 
     \b
     Examples:
       stoker lint ./shards
-      stoker lint ./shards --split-parts train,val     # also decode every sample
-      stoker lint ./shards --num-workers 32 --json > lint.json
+      stoker lint ./shards --no-decode                 # headers and metadata only
+      stoker lint ./shards --split-parts train,val
+      stoker lint ./shards --parallel 32 --json > lint.json
       stoker lint ./texts.jsonl
     """
     parts = [p.strip() for p in split_parts.split(",") if p.strip()] if split_parts else None
@@ -95,10 +107,10 @@ def command(
         num_workers=num_workers,
         split_parts=parts,
     )
-    if parts and report.ok and report.kind != "jsonl":
-        _decode_splits(path, parts, split_config, dataset_yaml, trust_sample_loader, report)
-        if not as_json:
-            click.echo(f"decoded every sample of {', '.join(parts)}")
+    if decode and report.kind != "jsonl":
+        show = progress and not as_json
+        options = (split_config, dataset_yaml, trust_sample_loader, num_workers)
+        _decode(path, parts, *options, report, progress=show)
     if as_json:
         echo_json(report.to_dict())
     else:
@@ -108,26 +120,41 @@ def command(
     sys.exit(0 if report.ok else 1)
 
 
-def _decode_splits(
+def _decode(
     path: str,
-    parts: list[str],
+    parts: list[str] | None,
     split_config: str,
     dataset_yaml: str,
     trust: bool,
+    num_workers: int | None,
     report: LintReport,
+    progress: bool = False,
 ) -> None:
-    """Decode every sample of ``parts`` (after clean structural checks) into ``report``."""
-    from stoker.preview.verify import verify_split
-
-    for part in parts:
-        _, findings = verify_split(
-            path,
-            split_part=part,
-            split_config=split_config,
-            dataset_config=dataset_yaml,
-            trust_sample_loader=trust,
+    """Decode every sample (after clean structural checks) into ``report``."""
+    if not report.ok:
+        problem = "the samples were not decoded: fix the errors above first."
+        report.findings.append(Finding("warning", problem))
+        return
+    try:
+        from stoker.preview.lint_decode import decode_samples
+    except ImportError as e:  # decoding needs torch, as the loader does
+        problem = f"the samples cannot be decoded here ({e})."
+        hint = (
+            "Install the loader's extras: pip install 'stoker[torch,image]', or pass --no-decode."
         )
-        report.findings.extend(findings)
+        report.findings.append(Finding("error", problem, hint=hint))
+        return
+    decoded = decode_samples(
+        path,
+        split_parts=parts,
+        split_config=split_config,
+        dataset_config=dataset_yaml,
+        trust_sample_loader=trust,
+        num_workers=num_workers,
+        progress=progress,
+    )
+    report.samples_decoded = decoded.checked
+    report.findings.extend(decoded.findings)
 
 
 def format_finding(finding: Finding) -> str:
@@ -142,6 +169,8 @@ def summary(report: LintReport) -> str:
         checked = f"checked {report.path}, {report.samples_checked} samples"
     else:
         checked = f"checked {report.shards_checked} shards, {report.samples_checked} samples"
+        if report.samples_decoded:
+            checked += f" ({report.samples_decoded} decoded)"
     if not report.findings:
         return f"{checked}: no problems"
     counts = [_plural(report.errors, "error"), _plural(report.warnings, "warning")]

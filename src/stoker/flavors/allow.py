@@ -38,8 +38,11 @@ def resolve_class(
     where: str,
     data_root: str | None = None,
     allowed: tuple[str, ...] = (),
+    what: str = "dataset.yaml",
+    hint: str = ALLOW_HINT,
 ) -> Any:
-    """The class ``module.qualname`` if the allow-list lets a dataset.yaml name it."""
+    """The class ``module.qualname`` if the allow-list lets a dataset.yaml (or ``what``, e.g.
+    a metadataset's joiner) name it; ``hint`` says how to allow more."""
     if module in BUILTIN_MODULES:
         import stoker
 
@@ -52,9 +55,9 @@ def resolve_class(
         target: Any = importlib.import_module(module)
     except ImportError as e:
         raise ConfigError(
-            f"cannot import module {module!r} named by dataset.yaml ({e}).",
+            f"cannot import module {module!r} named by {what} ({e}).",
             path=where,
-            hint=ALLOW_HINT.format(module=module),
+            hint=hint.format(module=module),
         ) from None
     for attr in qualname.split("."):
         target = getattr(target, attr, None)
@@ -65,10 +68,44 @@ def resolve_class(
     if module_allowed(module, allowed):
         return target
     raise ConfigError(
-        f"dataset.yaml names {module}.{qualname}, which is neither a Sample nor a dataset "
+        f"{what} names {module}.{qualname}, which is neither a Sample nor a dataset "
         "factory subclass; stoker does not call it.",
         path=where,
-        hint=ALLOW_HINT.format(module=module),
+        hint=hint.format(module=module),
+    )
+
+
+#: Set to 1 to trust every callable your own metadataset YAMLs name (joiners).
+TRUST_METADATASET_ENV = "STOKER_TRUST_METADATASET"
+JOINER_HINT = (
+    "A metadataset may name as joiner stoker's sample classes and, from installed modules, "
+    "subclasses of Sample (with from_joined). To call a function or any other object, allow "
+    "its module explicitly: pass allowed_modules=({module!r},) to get_train_dataset / "
+    "get_val_dataset, set STOKER_ALLOWED_MODULES={module}, or trust every joiner of your own "
+    f"metadatasets with {TRUST_METADATASET_ENV}=1."
+)
+
+
+def check_joiner(
+    module: str, name: str, *, where: str, data_roots: tuple[str, ...], allowed: tuple[str, ...]
+) -> None:
+    """Refuse a metadataset joiner that the allow-list does not let a YAML name (DESIGN §6).
+
+    The same rules as for a dataset.yaml's classes; :data:`TRUST_METADATASET_ENV` set to 1 is
+    the explicit switch that trusts the user's own metadataset (the check is then skipped).
+    """
+    if os.environ.get(TRUST_METADATASET_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return
+    for root in data_roots[1:]:
+        _refuse_data_folder(module, root, where)
+    resolve_class(
+        module,
+        name,
+        where=where,
+        data_root=data_roots[0] if data_roots else None,
+        allowed=allowed,
+        what="the metadataset's joiner",
+        hint=JOINER_HINT,
     )
 
 

@@ -17,6 +17,7 @@ from stoker.errors import ConfigError
 from stoker.flavors.base import BaseCoreDatasetFactory, as_epath
 from stoker.format.dataset_config import DatasetConfig, FactoryRef
 from stoker.format.meta import DEFAULT_SPLIT_CONFIG
+from stoker.sources.source import EmptyDatasetError as EmptyDatasetError
 
 if TYPE_CHECKING:
     from stoker.model.worker_config import WorkerConfig
@@ -25,10 +26,6 @@ if TYPE_CHECKING:
     from stoker.sources.source import DataSource
 
 T_sample = TypeVar("T_sample", covariant=True)
-
-
-class EmptyDatasetError(ConfigError):
-    """The split a factory was made for has no shards (Energon's name; lint skips such splits)."""
 
 
 @dataclass(frozen=True)

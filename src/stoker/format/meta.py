@@ -14,6 +14,7 @@ import yaml
 
 from stoker.errors import ConfigError, FormatError, StorageError
 from stoker.format.brace import collapse, expand
+from stoker.format.paths import check_all_inside_root
 from stoker.format.safe_load import load_yaml_or_json as load_yaml_or_json
 from stoker.storage import Store
 
@@ -55,8 +56,12 @@ def is_prepared(store: Store) -> bool:
     return store.exists(INFO_JSON) or store.exists(INFO_YAML)
 
 
-def read_info(store: Store) -> DatasetInfo:
-    """Read ``.nv-meta/.info.json`` (or the legacy ``.info.yaml``)."""
+def read_info(store: Store, *, allow_outside_paths: bool | None = None) -> DatasetInfo:
+    """Read ``.nv-meta/.info.json`` (or the legacy ``.info.yaml``).
+
+    Shard names must stay inside the dataset folder (see :mod:`stoker.format.paths`) unless
+    ``allow_outside_paths`` (default: ``STOKER_ALLOW_OUTSIDE_PATHS``) allows more.
+    """
     if store.exists(INFO_JSON):
         path = INFO_JSON
     elif store.exists(INFO_YAML):
@@ -92,6 +97,7 @@ def read_info(store: Store) -> DatasetInfo:
             path=store.url(path),
             hint="Re-create it with `stoker prepare --force-overwrite`.",
         )
+    check_all_inside_root(map(str, counts), store.url(path), allow_outside_paths)
     writer = raw.get("energon_version")
     return DatasetInfo({str(k): int(v) for k, v in counts.items()}, writer)
 
@@ -138,8 +144,16 @@ def _split_sample_exclude(entry: str) -> tuple[str, bool, str]:
     return entry[: marker + 4], True, entry[marker + 5 :]
 
 
-def read_split_config(store: Store, split_config: str = DEFAULT_SPLIT_CONFIG) -> SplitConfig:
-    """Read ``.nv-meta/<split_config>`` (falling back to ``split.json`` like Energon)."""
+def read_split_config(
+    store: Store,
+    split_config: str = DEFAULT_SPLIT_CONFIG,
+    *,
+    allow_outside_paths: bool | None = None,
+) -> SplitConfig:
+    """Read ``.nv-meta/<split_config>`` (falling back to ``split.json`` like Energon).
+
+    Shard names must stay inside the dataset folder, as in :func:`read_info`.
+    """
     path = f"{META_DIR}/{split_config}"
     fallback = f"{META_DIR}/split.json"
     if split_config == DEFAULT_SPLIT_CONFIG and not store.exists(path) and store.exists(fallback):
@@ -177,7 +191,9 @@ def read_split_config(store: Store, split_config: str = DEFAULT_SPLIT_CONFIG) ->
         raise ConfigError("'exclude' must be a list of shard names or patterns.", path=where)
     for patterns in [*parts.values(), exclude]:
         try:  # bounded: a mistyped range fails here, with the file named, not at load
-            expand(patterns)
+            names = expand(patterns)
         except ConfigError as e:
             raise ConfigError(e.problem, path=where, hint=e.hint) from None
+        if patterns is not exclude:
+            check_all_inside_root(names, where, allow_outside_paths)
     return SplitConfig(parts, exclude)

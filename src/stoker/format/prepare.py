@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
+from stoker.format.fingerprints import FINGERPRINTS, encode_fingerprints
 from stoker.format.meta import (
     DEFAULT_DATASET_YAML,
     DEFAULT_SPLIT_CONFIG,
@@ -110,6 +111,7 @@ class PendingPrepare:
         self.counts: dict[str, int] = {}
         self.bytes = 0
         self.part_names: set[str] = set()
+        self.fingerprints: dict[str, str] = {}
         self._token = uuid.uuid4().hex[:12]
         self._tmp: dict[str, str] = {}  # final name -> temporary name
         self._start = time.perf_counter()
@@ -199,7 +201,10 @@ class PendingPrepare:
         if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
             with open(self._sqlite_tmp, "rb") as f:
                 self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
-        self.store.write_bytes(self.tmp_name(INDEX_UUID), str(uuid.uuid4()).encode())
+        index_uuid = str(uuid.uuid4())
+        self.store.write_bytes(self.tmp_name(INDEX_UUID), index_uuid.encode())
+        prints = encode_fingerprints(self.fingerprints, index_uuid)
+        self.store.write_bytes(self.tmp_name(FINGERPRINTS), prints)
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
         for final in ordered:
             self.store.publish(self._tmp[final], final)
@@ -380,6 +385,7 @@ def _index_into(
                 pending.tmp_name(tar_index_name(shard.name)), encode_offsets(shard.offsets)
             )
             pending.counts[shard.name] = len(shard.keys)
+            pending.fingerprints[shard.name] = shard.fingerprint
             pending.bytes += shard.size
             pending.part_names |= shard.part_names
             bar.update()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 
 from stoker.errors import FormatError, StorageError
-from stoker.format.tar import ReadAt, TarScan, split_name
+from stoker.format.tar import BLOCK, ReadAt, TarScan, split_name
 from stoker.storage import Store
 
 MAX_PARTS_REPORTED = 50
@@ -24,13 +25,16 @@ class ShardIndex:
     #: (sample index, part name, data offset, data size) for each part.
     parts: list[tuple[int, str, int, int]] = field(default_factory=list)
     part_names: set[str] = field(default_factory=set)
+    #: See :func:`shard_fingerprint`.
+    fingerprint: str = ""
 
 
 def scan_shard(store: Store, name: str) -> ShardIndex:
     """Read the headers of shard ``name`` once, sequentially, and index its samples.
 
     Raises:
-        FormatError: not a tar, gzip-compressed, truncated, or a sample's members are split.
+        FormatError: not a tar, gzip-compressed, truncated, a damaged header, a sample whose
+            members are split, or a part repeated within one sample.
     """
     size = store.size(name)
     where = store.url(name)
@@ -57,6 +61,7 @@ def _scan(read_at: ReadAt, size: int, name: str, where: str) -> ShardIndex:
     keys, offsets, parts, part_names = result.keys, result.offsets, result.parts, result.part_names
     finished: set[str] = set()
     last_key: str | None = None
+    sample_parts: set[str] = set()
     for member in scan:
         split = split_name(member.name)
         if split is None:
@@ -78,6 +83,18 @@ def _scan(read_at: ReadAt, size: int, name: str, where: str) -> ShardIndex:
             keys.append(key)
             offsets.append(member.offset)
             last_key = key
+            sample_parts = set()
+        if part in sample_parts:
+            raise FormatError(
+                f"part {part!r} occurs twice in this sample (the second copy would hide the "
+                "first).",
+                path=where,
+                key=key,
+                offset=member.offset,
+                hint="Each file of a sample must have its own name; re-shard the data with "
+                "`stoker pack`.",
+            )
+        sample_parts.add(part)
         parts.append((len(keys) - 1, part, member.data_offset, member.size))
         if len(part_names) < MAX_PARTS_REPORTED:
             part_names.add(part)
@@ -88,4 +105,13 @@ def _scan(read_at: ReadAt, size: int, name: str, where: str) -> ShardIndex:
             hint="Remove the empty shard or exclude it with --exclude.",
         )
     offsets.append(scan.end)
+    result.fingerprint = shard_fingerprint(read_at, size, offsets[-2])
     return result
+
+
+def shard_fingerprint(read_at: ReadAt, size: int, last_sample: int) -> str:
+    """``size:hash``: the shard's size and a hash of its first header and its last sample's
+    first header, so a shard swapped with or replaced by another is told apart cheaply."""
+    digest = hashlib.sha256(read_at(0, BLOCK))
+    digest.update(read_at(last_sample, BLOCK))
+    return f"{size}:{digest.hexdigest()[:32]}"

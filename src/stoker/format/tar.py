@@ -11,6 +11,7 @@ one pass over its headers, not over its bytes.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -94,14 +95,25 @@ def _octal(field: bytes, where: str, path: str, offset: int) -> int:
         ) from None
 
 
+def _byte_sum(block: bytes) -> int:
+    """The sum of a 512-byte block's bytes, in C: Adler-32's first half is 1 + the byte sum
+    modulo 65521, exact for 256 bytes (at most 65280), so two halves give the sum."""
+    return (zlib.adler32(block[:256]) & 0xFFFF) + (zlib.adler32(block[256:]) & 0xFFFF) - 2
+
+
 def _checksum_ok(header: bytes) -> bool:
+    """The header's checksum field matches its bytes (unsigned sum, or the signed sum some old
+    tar programs wrote, as Python's ``tarfile`` accepts)."""
     stored = header[148:156].split(b"\0", 1)[0].strip()
     try:
         expected = int(stored, 8)
     except ValueError:
         return False
-    unsigned = sum(header) - sum(header[148:156]) + 8 * 32
-    return expected == unsigned
+    unsigned = _byte_sum(header) - sum(header[148:156]) + 8 * 32
+    if expected == unsigned:
+        return True
+    signed = sum(b - 256 if b > 127 else b for b in header)
+    return expected == signed - sum(b - 256 if b > 127 else b for b in header[148:156]) + 8 * 32
 
 
 def _bad_header(field: str, problem: str, path: str, offset: int) -> FormatError:
@@ -172,7 +184,8 @@ class TarScan:
     entry of ``.tar.idx``.
 
     Raises:
-        FormatError: the file is not a tar, is gzip-compressed, or is truncated.
+        FormatError: the file is not a tar, is gzip-compressed, is truncated, or a header is
+            damaged (bad checksum, size or pax record).
     """
 
     def __init__(self, read_at: ReadAt, file_size: int, path: str) -> None:
@@ -204,6 +217,11 @@ def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> 
         if header.count(0) == BLOCK:  # end-of-archive marker
             scan.end = pos
             return
+        if not _checksum_ok(header):
+            stored = header[148:156].split(b"\0", 1)[0].strip()
+            raise _bad_header(
+                "checksum", f"{stored[:8]!r} does not match the header's bytes.", path, pos
+            )
         if member_start is None:
             member_start = pos
         kind = header[156]

@@ -219,10 +219,19 @@ def _parse_sample(data: bytes, where: str, shard: str, index: int, offset: int) 
                 key = split[0]
             elif split[0] != key:
                 break
+            if split[1] in parts:  # WebDataset raises too: the second copy would hide the first
+                raise FormatError(
+                    f"part {split[1]!r} occurs twice in sample {index} of the shard.",
+                    path=where,
+                    key=key,
+                    offset=member.offset,
+                    hint="Each file of a sample needs its own name; re-shard the data with "
+                    "`stoker pack` and prepare it again.",
+                )
             parts[split[1]] = data[member.data_offset : member.data_offset + member.size]
     except FormatError as e:
         raise FormatError(
-            e.problem, path=where, offset=offset + (e.offset or 0), hint=e.hint
+            e.problem, path=where, key=e.key, offset=offset + (e.offset or 0), hint=e.hint
         ) from None
     if key is None:
         raise FormatError(

@@ -21,11 +21,10 @@ from stoker.plan import global_to_shard
 from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 from stoker.preview.summary import summarize
 from stoker.runtime.build import SampleBuilder
-from stoker.sources.source import DataSource, load_source
+from stoker.sources.source import DataSource, EmptyDatasetError, load_source
 
-
-class EmptySplitError(ConfigError):
-    """The split part holds no samples (``preview --split-parts`` skips it, as Energon does)."""
+#: The split part holds no samples (``preview --split-parts`` skips it, as Energon does).
+EmptySplitError = EmptyDatasetError
 
 
 def preview_dataset(

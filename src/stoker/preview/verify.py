@@ -62,7 +62,7 @@ def iter_built(
             shard_ids, indices = global_to_shard(source.counts, refs)
             for s, i, ref in zip(shard_ids, indices, refs, strict=True):
                 raw = reader.read(int(s), int(i))
-                yield raw, _build(builder, raw, ref)
+                yield raw, build_or_problem(builder, raw, ref)
             position += len(refs)
     finally:
         reader.close()
@@ -104,7 +104,7 @@ class Problem(str):
     """Why a sample could not be built (a ``str``, told apart from text samples by type)."""
 
 
-def _build(builder: SampleBuilder, raw: RawSample, ref: int) -> Any:
+def build_or_problem(builder: SampleBuilder, raw: RawSample, ref: int) -> Any:
     try:
         return builder.build(raw, ref)
     except SampleError as e:

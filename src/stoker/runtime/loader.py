@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import multiprocessing.util
 import pickle
 import traceback
 import warnings
@@ -20,6 +21,7 @@ from typing import Any
 import torch.utils.data
 from torch.utils.data import _utils
 
+from stoker.errors import StokerError
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
@@ -80,6 +82,15 @@ def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int
     return own
 
 
+def _worker_died(error: BaseException) -> StokerError:
+    """A worker ended while the main process read a batch from it (killed, out of memory)."""
+    return StokerError(
+        f"a dataloader worker exited unexpectedly while sending a batch ({error}).",
+        hint="A worker was killed (out of memory? see `dmesg`) or crashed; restart from the "
+        "last saved loader state.",
+    )
+
+
 class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
@@ -130,6 +141,9 @@ class _Live:
             use_cache_pool(loader.cache_pool)
             self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
             return
+        # Workers inherit this process's temporary folder (removed when it exits) instead of
+        # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
+        multiprocessing.util.get_temp_dir()
         self._transport = MainTransport(multiprocessing.get_context(), workers)
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
@@ -150,7 +164,10 @@ class _Live:
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
-            item: Item = self._received(next(self._torch_iter))
+            try:
+                item: Item = self._received(next(self._torch_iter))
+            except (ConnectionError, EOFError) as e:  # its batch's sender is gone
+                raise _worker_died(e) from e
             self.queues[item[0]].append(item)
         return queue.popleft()
 

@@ -12,6 +12,7 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.pipeline.refs import Buffers, Position
 from stoker.runtime import state as state_module
+from stoker.runtime.state_schema import check_positions
 from stoker.runtime.streams import Loadable
 
 
@@ -95,6 +96,7 @@ class LoaderState:
         self._adopt_virtual_workers(state)
         state = state_module.rebatch(state, self.dataset.fingerprint())
         state_module.check_fingerprint(state, self.dataset.fingerprint())
+        check_positions(state, self.dataset.position_size())
         saved, current = state["topology"], self.dataset.topology()
         if (saved["world_size"], saved["rank"]) != (current.world_size, current.rank):
             raise ConfigError(
@@ -141,6 +143,7 @@ class LoaderState:
         self._adopt_virtual_workers(merged)
         merged = state_module.rebatch(merged, self.dataset.fingerprint())
         state_module.check_fingerprint(merged, self.dataset.fingerprint())
+        check_positions(merged, self.dataset.position_size())
         self._apply(state_module.for_rank(merged, self.dataset.topology()))
 
     def state_dict(self) -> dict[str, Any]:

@@ -109,3 +109,16 @@ def validate_state(state: dict[str, Any]) -> None:
         raise _bad("finished", finished, "True or False")
     _streams(state, v)  # after epoch and t: an empty streams dict depends on them
     _exhausted_and_buffers(state, v)
+
+
+def check_positions(state: dict[str, Any], size: int) -> None:
+    """Raise a :class:`ConfigError` unless every stream position is ``size`` ints long (the
+    loader's ``position_size()``: a state of another blend or wrapper stack, or edited)."""
+    for key, position in state["streams"].items():
+        if len(position) != size:
+            raise _bad(
+                f"streams[{key!r}]",
+                position,
+                f"a list of {size} ints (this loader's stream position: a count per dataset, "
+                "wrapper counters, then the skip count)",
+            )

@@ -28,6 +28,7 @@ def load_sources(
     allowed_modules: tuple[str, ...] = (),
     trust_sample_loader: bool = False,
     sample_type: type | None = None,
+    allow_outside_paths: bool | None = None,
 ) -> tuple[list[DataSource], BlendSpec]:
     """The sources behind ``path`` and how to blend them (one source for a plain dataset).
 
@@ -37,6 +38,7 @@ def load_sources(
     options: dict[str, Any] = {
         "allowed_modules": tuple(allowed_modules),
         "trust_sample_loader": trust_sample_loader,
+        "allow_outside_paths": allow_outside_paths,
     }
     typed: dict[str, Any] = {**options, "sample_type": sample_type}
     if isinstance(path, Metadataset):

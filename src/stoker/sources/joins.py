@@ -179,7 +179,9 @@ def _join(
         locations = build_locations(parts)
         if write and path is not None:
             ji.save_index(path, key, locations)
-    return _apply_nonmatch(node, parts, locations, resolve=not write), path, hit
+    allowed = tuple(options.get("allowed_modules", ()))
+    source = _apply_nonmatch(node, parts, locations, resolve=not write, allowed=allowed)
+    return source, path, hit
 
 
 def _stale_error(yaml_path: str, parts: list[DataSource]) -> ConfigError:
@@ -206,7 +208,12 @@ def build_locations(parts: list[DataSource]) -> ji.Int64Array:
 
 
 def _apply_nonmatch(
-    node: JoinNode, parts: list[DataSource], locations: Any, *, resolve: bool = True
+    node: JoinNode,
+    parts: list[DataSource],
+    locations: Any,
+    *,
+    resolve: bool = True,
+    allowed: tuple[str, ...] = (),
 ) -> DataSource:
     primary = parts[0]
     live = np.ones(locations.shape[1], dtype=bool)
@@ -220,6 +227,16 @@ def _apply_nonmatch(
             raise _nonmatch_error(primary, parts[p + 1], int(np.argmax(missing)), missing)
     excluded = np.union1d(primary.excluded, np.flatnonzero(skipped)).astype(np.int64)
     if resolve:  # fail early, here (preparing the index needs no joiner, as in Energon)
+        if node.joiner is not None:
+            from stoker.flavors.allow import check_joiner  # the flavors import this module
+
+            check_joiner(
+                node.joiner.module,
+                node.joiner.name,
+                where=node.where.file,
+                data_roots=tuple(p.root for p in parts),
+                allowed=tuple(allowed),
+            )
         resolve_joiner(node.joiner, node.names, primary.config.sample_type)
     spec = JoinSpec(tuple(parts[1:]), locations, node.names, node.joiner)
     return dataclasses.replace(primary, excluded=excluded, join=spec)

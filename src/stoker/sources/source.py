@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import ConfigError, StorageError
+from stoker.format.brace import expand
 from stoker.format.dataset_config import DatasetConfig, read_dataset_config
 from stoker.format.jsonl import jsonl_index_name
 from stoker.format.meta import (
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from stoker.sources.joins import JoinSpec
 
 CRUDE_JSONL = DatasetConfig(sample_type=None, sample_module="stoker")
+
+
+class EmptyDatasetError(ConfigError):
+    """The split part has no samples: no shards, or every shard or sample in it is excluded
+    (Energon's name; ``preview --split-parts`` and ``lint`` skip such split parts)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,7 @@ def load_source(
     allowed_modules: tuple[str, ...] = (),
     trust_sample_loader: bool = False,
     sample_type: type | None = None,
+    allow_outside_paths: bool | None = None,
 ) -> DataSource:
     """Read the meta files of the dataset at ``path`` (a folder or a ``.jsonl`` file).
 
@@ -122,6 +129,8 @@ def load_source(
 
     Args:
         sample_type: If given, the dataset's samples must be of this class or a subclass.
+        allow_outside_paths: Let ``.info.json`` and the split config name shards outside the
+            dataset folder (``..``, absolute paths); default: ``STOKER_ALLOW_OUTSIDE_PATHS``.
 
     Example:
         >>> source = load_source("/data/coco-wds", split_part="val")  # doctest: +SKIP
@@ -142,6 +151,7 @@ def load_source(
             config=config,
             subflavors=subflavors,
             trust_sample_loader=trust_sample_loader,
+            allow_outside_paths=allow_outside_paths,
         )
     from stoker.flavors.allow import resolve_source  # the flavors import this module
 
@@ -162,11 +172,17 @@ def load_split(
     config: DatasetConfig,
     subflavors: dict[str, Any] | None = None,
     trust_sample_loader: bool = False,
+    allow_outside_paths: bool | None = None,
 ) -> DataSource:
-    """The shards and counts of one split of the dataset at ``path``, loaded per ``config``."""
+    """The shards and counts of one split of the dataset at ``path``, loaded per ``config``.
+
+    Raises:
+        ConfigError: the split lists a shard twice, has no samples, or names a shard outside
+            the dataset folder (unless ``allow_outside_paths``).
+    """
     store = open_store(path)
-    info = read_info(store)
-    split = read_split_config(store, split_config)
+    info = read_info(store, allow_outside_paths=allow_outside_paths)
+    split = read_split_config(store, split_config, allow_outside_paths=allow_outside_paths)
     shards = split.shards(split_part)
     missing = [name for name in shards if name not in info.shard_counts]
     if missing:
@@ -175,8 +191,24 @@ def load_split(
             path=store.url(f".nv-meta/{split_config}"),
             hint="Prepare the dataset again, or fix the split config.",
         )
+    where = store.url(f".nv-meta/{split_config}")
+    _check_no_duplicates(shards, split_part, where)
     counts = np.array([info.shard_counts[name] for name in shards], dtype=np.int64)
     excluded = _excluded_indices(store, shards, counts, split.excluded_samples())
+    if int(counts.sum()) - len(excluded) <= 0:
+        if not expand(split.split_parts[split_part]):
+            problem = f"no shards in split part {split_part!r}."
+        elif split.exclude:
+            problem = (
+                f"split {split_part!r} has no samples: every shard or sample in it is excluded."
+            )
+        else:
+            problem = f"split {split_part!r} has no samples: its shards are empty."
+        raise EmptyDatasetError(
+            problem,
+            path=where,
+            hint="Fix split_parts / exclude in the split config, or load another split part.",
+        )
     merged = {**config.subflavors, **(subflavors or {})}
     return DataSource(
         path,
@@ -189,6 +221,19 @@ def load_split(
         merged,
         trust_sample_loader,
     )
+
+
+def _check_no_duplicates(shards: list[str], split_part: str, where: str) -> None:
+    """A shard listed twice would deliver each of its samples twice per epoch: refuse it."""
+    seen: set[str] = set()
+    for name in shards:
+        if name in seen:
+            raise ConfigError(
+                f"split {split_part!r} lists shard {name!r} more than once.",
+                path=where,
+                hint="List each shard once in split_parts (check overlapping brace patterns).",
+            )
+        seen.add(name)
 
 
 def _jsonl_source(path: str, split_part: str, subflavors: dict[str, Any]) -> DataSource:

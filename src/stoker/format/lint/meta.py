@@ -15,7 +15,6 @@ from stoker.format.brace import expand
 from stoker.format.dataset_config import read_dataset_config
 from stoker.format.lint.report import MAX_REPORTED, REPREPARE, Finding, LintReport, capped
 from stoker.format.meta import (
-    DEFAULT_DATASET_YAML,
     INDEX_SQLITE,
     META_DIR,
     DatasetInfo,
@@ -102,6 +101,7 @@ def _split_findings(
     for part, patterns in split.split_parts.items():
         shards = expand(patterns)
         used.update(shards)
+        findings.extend(capped(_repeated_shards(shards, part, where), "repeated shards"))
         unknown = (s for s in shards if s not in info.shard_counts)
         findings.extend(capped(_unknown_shards(unknown, part, where), "unknown shards"))
         if not [s for s in split.shards(part) if s in info.shard_counts]:
@@ -114,6 +114,19 @@ def _split_findings(
     findings.extend(capped(unused, "shards in no split part"))
     findings.extend(capped(_check_excludes(split, info, scans, where), "bad excludes"))
     return findings
+
+
+def _repeated_shards(names: list[str], part: str, where: str) -> Iterator[Finding]:
+    seen: set[str] = set()
+    for shard in names:
+        if shard in seen:
+            problem = (
+                f"split part {part!r} lists shard {shard!r} more than once (its samples would "
+                "be loaded twice per epoch; loading refuses it)."
+            )
+            hint = "List each shard once (check overlapping brace patterns)."
+            yield Finding("error", problem, where, hint=hint)
+        seen.add(shard)
 
 
 def _unknown_shards(names: Iterator[str], part: str, where: str) -> Iterator[Finding]:
@@ -148,8 +161,11 @@ def check_dataset_yaml(
     """dataset.yaml (if any) is valid and its field map reads parts that the samples have."""
     path = f"{META_DIR}/{name}"
     if not store.exists(path):
-        if name != DEFAULT_DATASET_YAML:
-            report.findings.append(Finding("error", f"{name} does not exist.", path))
+        hint = (
+            "Loading needs it: create it with `stoker prepare` (it asks for the sample type), "
+            "or pass the name of an existing dataset config."
+        )
+        report.findings.append(Finding("error", f"{name} does not exist.", path, hint=hint))
         return
     try:
         config = read_dataset_config(store, name)

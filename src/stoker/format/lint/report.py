@@ -59,6 +59,8 @@ class LintReport:
     kind: str = "webdataset"
     shards_checked: int = 0
     samples_checked: int = 0
+    #: Samples decoded as the loader would (``stoker lint`` without ``--no-decode``).
+    samples_decoded: int = 0
     findings: list[Finding] = field(default_factory=list)
 
     @property

@@ -15,6 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from stoker.errors import StokerError
+from stoker.format.fingerprints import FINGERPRINTS, read_fingerprints
 from stoker.format.lint.offsets import index_scan_problem, index_structure_problem
 from stoker.format.lint.report import REINDEX, REPREPARE, Finding, LintReport, capped
 from stoker.format.meta import DatasetInfo
@@ -39,9 +40,10 @@ def check_shards(
 ) -> dict[str, ShardIndex]:
     """Scan every shard and compare it with its index and .info.json; the scans by shard."""
     tasks = []
+    fingerprints = read_fingerprints(store)
     for name, count in info.shard_counts.items():
         if store.exists(name):
-            tasks.append((name, count))
+            tasks.append((name, count, fingerprints.get(name)))
         else:
             hint = "Restore the shard, or remove it from the dataset and prepare again."
             report.findings.append(Finding("error", "the shard does not exist.", name, hint=hint))
@@ -58,19 +60,28 @@ def check_shards(
     return scans
 
 
-def check_shard(store: Store, task: tuple[str, int]) -> ShardCheck:
-    """Scan shard ``task[0]`` and compare it with its ``.tar.idx`` and its expected count.
+def check_shard(store: Store, task: tuple[str, int, str | None]) -> ShardCheck:
+    """Scan shard ``name`` and compare it with its ``.tar.idx``, its expected count and the
+    fingerprint ``prepare`` stored (``task`` is ``(name, count, fingerprint or None)``).
 
     A shard that cannot be scanned gets only that finding: its index cannot be judged until
     the shard itself is fixed.
     """
-    name, expected = task
+    name, expected, fingerprint = task
     try:
         scan = scan_shard(store, name)
     except StokerError as e:
         return ShardCheck(name, None, [Finding.from_error(e, store)])
     scan.parts = []  # not needed here: do not send them back to the main process
     findings: list[Finding] = []
+    if fingerprint is not None and fingerprint != scan.fingerprint:
+        problem = (
+            "the shard is not the one that was prepared (its size or first/last sample "
+            f"headers changed: {FINGERPRINTS} has {fingerprint!r}, the shard is "
+            f"{scan.fingerprint!r}); shards swapped or replaced?"
+        )
+        hint = "Put the original shard back, or prepare the dataset again if it changed."
+        findings.append(Finding("error", problem, name, scan.keys[0], 0, hint))
     if len(scan.keys) != expected:
         problem = f"the shard has {len(scan.keys)} samples but .info.json says {expected}."
         findings.append(Finding("error", problem, name, hint=REPREPARE))
