@@ -1,5 +1,6 @@
 """Retrying remote requests: exponential backoff with full jitter, within a budget of attempts
-and seconds, then one clear :class:`~stoker.errors.StorageError`.
+and seconds, then one clear :class:`~stoker.errors.TransientStorageError` (a
+:class:`~stoker.errors.StorageError` whose scope lets the loader's error policy skip the sample).
 
 Only transient failures are retried: connection errors, timeouts, a response cut short,
 throttling and 5xx answers. Callers that stream bodies keep what they received between attempts
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from stoker.errors import StorageError
+from stoker.errors import TransientStorageError
 
 T = TypeVar("T")
 
@@ -123,7 +124,7 @@ def with_retry(
         progress: Describes how far the attempts got, for the message (e.g. the offset reached).
 
     Raises:
-        StorageError: a permanent failure (at once) or the budget is spent.
+        TransientStorageError: the budget is spent (a permanent failure is raised at once).
     """
     rng = random.Random()
     start = clock()
@@ -139,7 +140,7 @@ def with_retry(
             pause = policy.delay(tries - 1, rng)
             if tries >= policy.max_attempts or elapsed + pause > policy.max_seconds:
                 reached = progress()
-                raise StorageError(
+                raise TransientStorageError(
                     f"{what} failed after {tries} attempt(s) in {elapsed:.1f} s"
                     + (f" ({reached})" if reached else "")
                     + f"; last error: {type(e).__name__}: {e}.",

@@ -22,8 +22,16 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
-from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
+from stoker.runtime.streams import (
+    Loadable,
+    OpenStreams,
+    Resume,
+    StreamBatches,
+    rank_len,
+    take_skips,
+)
 
 #: Where an inner stream resumes: its position and what its stages buffer there.
 Mark = tuple[Position, Buffers | None]
@@ -241,6 +249,9 @@ class WrappedStreams:
     ) -> Iterator[tuple[Any, Position, Buffers | None]]:
         for output, (inner, inner_held), own, held in self.wrapper.transform(ctx, items):
             yield output, self.wrapper.join(inner, own), join_held(inner_held, held)
+
+    def take_skips(self) -> Skips | None:
+        return take_skips([*self.opened, *self._single.values()])
 
     def close(self) -> None:
         for opened in [*self.opened, *self._single.values()]:
