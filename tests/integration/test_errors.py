@@ -21,6 +21,7 @@ from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-
 from stoker import (
     DefaultTaskEncoder,
     ErrorPolicy,
+    MapDataset,
     WorkerConfig,
     get_loader,
     get_val_dataset,
@@ -209,3 +210,24 @@ def test_a_read_that_exhausted_its_retries_is_skipped_and_counted(
     assert skipped.by_reason == {STORAGE: PER_SHARD}
     assert list(skipped.by_source.values()) == [{STORAGE: PER_SHARD}]
     assert len(skipped.examples[STORAGE]) == 3
+
+
+def refuse_one(batch: Any) -> Any:
+    if "s0_00001" in batch.__key__:
+        raise ValueError("refused")
+    return batch
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_wrappers_skips_are_counted_too(tmp_path: Path, workers: int) -> None:
+    root = prepared(tmp_path / "ds")
+    wc = config(workers)
+    dataset = MapDataset(get_val_dataset(str(root), worker_config=wc, batch_size=2), refuse_one,
+                         worker_config=wc)  # fmt: skip
+    with get_loader(dataset) as loader:
+        keys = [k for batch in loader for k in batch.__key__]
+        skipped = loader.skipped()
+    lost = [k for k in KEYS if k not in keys]
+    assert "s0_00001" in lost and len(lost) <= 2  # the one batch holding it
+    assert skipped.by_reason == {"MapDataset(refuse_one): ValueError": 1}
+    assert skipped.by_source == {str(root): {"MapDataset(refuse_one): ValueError": 1}}

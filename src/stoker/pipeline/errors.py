@@ -149,9 +149,17 @@ def describe_sample(sample: Any) -> tuple[str | None, str]:
     text = ", ".join(
         f"{getattr(s, 'shard_name', None) or getattr(s, 'dataset_path', '?')}"
         f"[{getattr(s, 'index', '?')}]"
-        for s in sources or ()
+        for s in _flat(sources)
     )
     return (None if key is None else str(key)), text or "unknown"
+
+
+def _flat(sources: Any) -> list[Any]:
+    """Source infos, a batch's (a sequence per sample) flattened."""
+    out: list[Any] = []
+    for s in sources or ():
+        out.extend(_flat(s) if isinstance(s, (list, tuple)) else [s])
+    return out
 
 
 def scope_of(error: BaseException) -> Scope:
@@ -204,7 +212,7 @@ def sources_of(sample: Any) -> list[Any] | None:
     sources = sample.get("__sources__") if isinstance(sample, dict) else None
     if sources is None and not isinstance(sample, dict):
         sources = getattr(sample, "__sources__", None)
-    return list(sources) if sources else None
+    return _flat(sources) or None
 
 
 class ErrorTracker:
@@ -223,10 +231,11 @@ class ErrorTracker:
         {'encode_sample: ValueError': ['a']}
     """
 
-    def __init__(self, policy: ErrorPolicy | None = None) -> None:
+    def __init__(self, policy: ErrorPolicy | None = None, pending: Skips | None = None) -> None:
         self.policy = policy or ErrorPolicy()
         self.skipped: Counter[str] = Counter()
-        self.pending = Skips()
+        #: What was skipped since the last :meth:`take` (may be shared with other trackers).
+        self.pending = Skips() if pending is None else pending
         self.consecutive = 0
         #: Whole batches that failed in a row: samples that encode well in between do not
         #: reset it, so a ``batch()`` that fails on every batch still reaches the limit.
@@ -255,10 +264,7 @@ class ErrorTracker:
 
     def take(self) -> Skips | None:
         """What was skipped since the last call (None if nothing)."""
-        if not self.pending:
-            return None
-        taken, self.pending = self.pending, Skips()
-        return taken
+        return self.pending.take()
 
     def skip(self, sample: Any, stage: str, *, source: str | None = None) -> None:
         """Record a deliberate :class:`SkipSample` (not a failure)."""

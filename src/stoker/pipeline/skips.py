@@ -81,6 +81,16 @@ class Skips:
             mine.extend(k for k in keys if k not in mine)
             del mine[EXAMPLES:]
 
+    def take(self) -> Skips | None:
+        """A copy of the counts, which are then cleared here (None if there were none)."""
+        if not self:
+            return None
+        taken = self.copy()
+        self.by_reason.clear()
+        self.by_source.clear()
+        self.examples.clear()
+        return taken
+
     def copy(self) -> Skips:
         """An independent copy."""
         out = Skips()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
@@ -57,6 +57,8 @@ class StreamContext:
     rank_streams: int
     #: Opens the inner stream again at a mark (None: its start) in another inner pass.
     reopen: Callable[[Mark | None, int], tuple[StreamBatches, Mark]]
+    #: Where the wrapper's own error trackers count what they skip (sent with the batches).
+    skips: Skips = field(default_factory=Skips)
 
 
 def check_inner(dataset: Any, worker_config: WorkerConfig, owner: str) -> None:
@@ -206,6 +208,8 @@ class WrappedStreams:
         self.resume = resume
         self.opened: list[OpenStreams] = []
         self._single: dict[int, OpenStreams] = {}
+        #: What the wrapper's functions skipped since the last :meth:`take_skips`.
+        self.skips = Skips()
         rank = wrapper.topology().rank_streams().tolist()
         #: Per resumed stream: the wrapper's ints and data, and the inner mark.
         saved: dict[int, tuple[list[int], Any, Mark]] = {}
@@ -227,7 +231,7 @@ class WrappedStreams:
                 start: Mark = (opened.start[s], marks[s][1] if s in marks else None)
                 own, held = saved[s][:2] if s in saved else (wrapper.initial_own(start), None)
                 ctx = StreamContext(s, resume.epoch, start, own, held, rank.index(s), len(rank),
-                                    self._reopener(s))  # fmt: skip
+                                    self._reopener(s), self.skips)  # fmt: skip
                 self.start[s] = resume.positions.get(s) or wrapper.join(start[0], ctx.own)
                 self.batches[s] = self._encoded(ctx, opened.batches[s])
 
@@ -251,7 +255,11 @@ class WrappedStreams:
             yield output, self.wrapper.join(inner, own), join_held(inner_held, held)
 
     def take_skips(self) -> Skips | None:
-        return take_skips([*self.opened, *self._single.values()])
+        out = take_skips([*self.opened, *self._single.values()]) or Skips()
+        own = self.skips.take()
+        if own:
+            out.merge(own)
+        return out or None
 
     def close(self) -> None:
         for opened in [*self.opened, *self._single.values()]:
