@@ -103,3 +103,19 @@ def test_storage_and_shard_failures_are_skipped_by_scope_and_counted() -> None:
     assert skips.by_source == {"s3://b": {STORAGE: 1}, "/d": {CORRUPT_SHARD: 1}}
     assert skips.examples == {STORAGE: ["a"], CORRUPT_SHARD: ["b"]}
     assert tracker.skipped == {STORAGE: 1, CORRUPT_SHARD: 1}
+
+
+def fatal(sample: Any) -> Any:
+    raise FatalSampleError("this dataset must not be trained on.")
+
+
+def test_a_fatal_sample_error_stops_a_skipping_run_with_its_own_type() -> None:
+    tracker = ErrorTracker(ErrorPolicy(mode="skip"))
+    with pytest.raises(SampleError) as info:
+        list(iter_hook(fatal, {"__key__": "k"}, stage="encode_sample"))
+    with pytest.raises(FatalSampleError, match="must not be trained on"):
+        tracker.failed(info.value, {"__key__": "k"}, "encode_sample")
+    with pytest.raises(SampleError, match="NameError") as bug:  # a bug: named with its sample
+        tracker.failed(NameError("x"), {"__key__": "k"}, "encode_sample")
+    assert isinstance(bug.value.__cause__, NameError) and bug.value.key == "k"
+    assert not tracker.skipped

@@ -295,7 +295,7 @@ class ErrorTracker:
         original = vars(wrapped).pop("_original", error)
         scope = scope_of(original)
         if scope == "config":
-            if isinstance(original, SYSTEM_EXCEPTIONS) and wrapped is not original:
+            if not isinstance(original, StokerError) and wrapped is not original:
                 raise wrapped  # a bug in a hook: named with its sample (caused by the bug)
             raise original
         if self.policy.handler is not None:
