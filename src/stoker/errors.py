@@ -1,10 +1,28 @@
-"""One exception tree for everything stoker raises on purpose.
+"""One exception tree for everything stoker raises on purpose, classified by *scope*.
 
 Every error says what is wrong, where (file, sample key, byte offset) and what to do about it, so
-that the CLI can print it as one paragraph instead of a traceback.
+that the CLI can print it as one paragraph instead of a traceback. Its class's :attr:`scope`
+says how far the damage reaches, and so what the loader's error policy may do with it:
+
+============  ===================================================  ==========================
+scope         what it concerns                                     under ``mode="skip"``
+============  ===================================================  ==========================
+``config``    the setup: arguments, metadata, a missing file       stops the run at once
+``sample``    one sample (or batch): decoding, a user hook         skipped, counted
+``storage``   a read that failed on every retry (transient)        skipped, counted
+``shard``     a shard's data is damaged (e.g. truncated)           rest of the shard skipped
+============  ===================================================  ==========================
+
+Errors cross process boundaries (dataloader workers) with every field, whatever the subclass's
+``__init__`` takes.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+#: How far an error reaches (see the module's table).
+Scope = Literal["config", "sample", "storage", "shard"]
 
 
 class StokerError(Exception):
@@ -16,18 +34,29 @@ class StokerError(Exception):
         key: The sample key concerned, if any.
         offset: The byte offset inside ``path``, if any.
         hint: What the user can do about it.
+        message: Taken as ``problem`` when that is not given (how torch re-raises an error from
+            a dataloader worker: ``type(error)(message=text)``).
+
+    Example:
+        >>> error = StokerError("bad header.", path="a.tar", offset=512, hint="Run lint.")
+        >>> str(error), error.scope
+        ('a.tar, byte offset 512: bad header. Run lint.', 'config')
     """
+
+    #: How far the error reaches: a configuration error stops the run at once.
+    scope: ClassVar[Scope] = "config"
 
     def __init__(
         self,
-        problem: str,
+        problem: str = "",
         *,
         path: str | None = None,
         key: str | None = None,
         offset: int | None = None,
         hint: str | None = None,
+        message: str | None = None,
     ) -> None:
-        self.problem = problem
+        self.problem = problem or message or ""
         self.path = path
         self.key = key
         self.offset = offset
@@ -35,9 +64,11 @@ class StokerError(Exception):
         super().__init__(self.message)
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keep every field (of subclasses too) when an error crosses a process boundary.
-        fields = {k: v for k, v in vars(self).items() if k != "problem" and not k.startswith("_")}
-        return (_rebuild, (type(self), self.problem, fields))
+        # Every field (of subclasses too) crosses a process boundary; private ones (a sample
+        # kept for an error handler) stay behind. Rebuilt without calling __init__, so that a
+        # subclass with another signature unpickles too.
+        state = {k: v for k, v in vars(self).items() if not k.startswith("_") or k == "__notes__"}
+        return (_rebuild, (type(self), self.args, state))
 
     @property
     def where(self) -> str:
@@ -58,13 +89,46 @@ class StokerError(Exception):
             text += f" {self.hint}"
         return text
 
+    def __str__(self) -> str:
+        return self.message  # fields set after construction (a shard's path) show too
+
+
+def _rebuild(
+    cls: type[StokerError], args: tuple[object, ...], state: dict[str, object]
+) -> Exception:
+    error = cls.__new__(cls)
+    error.args = args
+    vars(error).update(state)
+    return error
+
 
 class StorageError(StokerError):
-    """A file or object could not be found, read or written."""
+    """A file or object could not be found, read or written (a permanent failure: not found,
+    access denied). Scope ``config``: the setup must change."""
+
+
+class TransientStorageError(StorageError):
+    """A read failed on every attempt of its retry budget (timeouts, connection errors, 5xx).
+
+    Scope ``storage``: under ``ErrorPolicy(mode="skip")`` the sample is skipped and counted.
+    """
+
+    scope: ClassVar[Scope] = "storage"
 
 
 class FormatError(StokerError):
     """A data or metadata file does not have the expected format."""
+
+
+class CorruptShardError(FormatError):
+    """A shard's data is damaged: it ends before its index says (truncated or replaced), or a
+    sample's members are not where the index points.
+
+    Scope ``shard``: under ``ErrorPolicy(mode="skip")`` the rest of that shard is skipped for
+    the pass (each sample counted), instead of failing sample after sample.
+    """
+
+    scope: ClassVar[Scope] = "shard"
 
 
 class ConfigError(StokerError, ValueError):
@@ -75,12 +139,8 @@ class AlreadyPreparedError(StokerError):
     """The dataset already has metadata and overwriting was not allowed."""
 
 
-def _rebuild(cls: type[StokerError], problem: str, fields: dict[str, object]) -> StokerError:
-    return cls(problem, **fields)  # type: ignore[arg-type]
-
-
 class SampleError(StokerError):
-    """One sample could not be read, decoded, mapped or encoded.
+    """One sample could not be read, decoded, mapped or encoded (scope ``sample``).
 
     Args:
         problem: What went wrong.
@@ -91,18 +151,21 @@ class SampleError(StokerError):
         "sample 's1', part 'jpg': cannot decode."
     """
 
+    scope: ClassVar[Scope] = "sample"
+
     def __init__(
         self,
-        problem: str,
+        problem: str = "",
         *,
         path: str | None = None,
         key: str | None = None,
         offset: int | None = None,
         part: str | None = None,
         hint: str | None = None,
+        message: str | None = None,
     ) -> None:
         self.part = part
-        super().__init__(problem, path=path, key=key, offset=offset, hint=hint)
+        super().__init__(problem, path=path, key=key, offset=offset, hint=hint, message=message)
 
     @property
     def where(self) -> str:
@@ -110,3 +173,42 @@ class SampleError(StokerError):
         if self.part is None:
             return where
         return f"{where}, part {self.part!r}" if where else f"part {self.part!r}"
+
+
+class SampleException(SampleError, ValueError):
+    """Energon's name for a sample's failure (a ``ValueError``); scope ``sample``.
+
+    Example:
+        >>> str(SampleException.from_sample_key("s1"))
+        'Sample s1 failed'
+    """
+
+    @classmethod
+    def from_sample_key(cls, sample_key: str) -> SampleException:
+        return cls(f"Sample {sample_key} failed")
+
+    @classmethod
+    def from_sample(cls, sample: object, message: str = "") -> SampleException:
+        key = (
+            sample.get("__key__") if isinstance(sample, dict) else getattr(sample, "__key__", None)
+        )
+        return cls(f"Sample {key} failed" + (f": {message}" if message else ""))
+
+
+class FatalSampleError(SampleException):
+    """Raise in a hook to stop the run whatever the error policy (Energon's name): never
+    skipped, never passed to an error handler."""
+
+    scope: ClassVar[Scope] = "config"
+
+
+class RemoteTraceback(Exception):
+    """The formatted traceback of an error raised in a dataloader worker: the ``__cause__`` of
+    that error when it is raised again in the training process (its text is the traceback)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text

@@ -47,6 +47,7 @@ TOP_LEVEL = {"__init__.py", "api.py", "errors.py"}
 LAZY_UPWARD = {
     ("stoker.sources.source", "stoker.flavors.allow", "dataset.yaml names a factory class"),
     ("stoker.sources.field_map", "stoker.flavors.allow", "dataset.yaml names a factory class"),
+    ("stoker.sources.joins", "stoker.flavors.allow", "a metadataset names a joiner"),
     ("stoker.sources.blender", "stoker.flavors.metadataset_tools", "Blender loads its datasets"),
     ("stoker.flavors.allow", "stoker", "dataset.yaml names a class of stoker's public API"),
 }

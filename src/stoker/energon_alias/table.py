@@ -170,6 +170,11 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "NVDATASET_CACHE_DIR": "stoker.storage.epath:NVDATASET_CACHE_DIR",
     },
     "source_info": {"add_source_info": "stoker.sources.aux:add_source_info"},
+    "errors": {
+        "FatalSampleError": "stoker.errors:FatalSampleError",
+        "SampleException": "stoker.errors:SampleException",
+        "SYSTEM_EXCEPTIONS": "stoker.pipeline.errors:SYSTEM_EXCEPTIONS",
+    },
     "metadataset.loader_interface": {
         "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",
         "LoadedDataset": "stoker.metadataset:LoadedDataset",

@@ -59,18 +59,21 @@ class BatchMaker:
         self.encoder, self.slots, self.tracker = encoder, slots, tracker
 
     def make(self, samples: list[Any]) -> Any:
-        """The encoded batch of ``samples``, or :data:`SKIPPED`."""
+        """The encoded batch of ``samples``, or :data:`SKIPPED` (``batch`` or ``encode_batch``
+        skipped it on purpose, or failed under a skipping error policy)."""
         index = self.slots.batch_index()
         hook_index.push(index, index)
+        stage = "batch"
         try:
             batch = self.encoder.batch(samples)
             set_restore_key(batch, (BATCH_KEY, index, *(restore_key_of(s) for s in samples)))
+            stage = "encode_batch"
             batch = _one(self.encoder.encode_batch(batch))
         except SkipSample:
-            self.tracker.skip(samples, "batch")
+            self.tracker.skip(samples, stage)
             return SKIPPED
         except Exception as e:
-            self.tracker.failed(e, samples, "batch")
+            self.tracker.failed(e, samples, stage)  # raises unless the policy skips
             return SKIPPED
         finally:
             hook_index.pop()

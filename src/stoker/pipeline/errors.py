@@ -1,9 +1,12 @@
-"""Per-sample errors and the policy that decides whether one stops the run or is skipped.
+"""The error policy: whether a failure stops the run or is skipped, decided by its scope.
 
-A sample that fails to decode, map or encode raises :class:`SampleError` (or any exception from a
-user hook). The stage running it hands the failure to an :class:`ErrorTracker`, which either
-re-raises it with the sample's key and sources, or logs and counts it and moves on, up to a
-limit of consecutive failures (a broken dataset should stop the run, not spin forever).
+A sample that fails to read, decode, map or encode raises a stoker error (or any exception from
+a user hook). The stage running it hands the failure to an :class:`ErrorTracker`, which looks at
+its scope (:func:`scope_of`, see :mod:`stoker.errors`): a ``config`` error stops the run at once;
+a ``sample``, ``storage`` or ``shard`` error is re-raised naming the sample's key and sources
+under ``mode="raise"``, or logged, counted by reason (:mod:`stoker.pipeline.skips`) and skipped
+under ``mode="skip"``, up to a limit of consecutive failures (a broken dataset should stop the
+run, not spin forever).
 
 Energon's error handlers map onto the policy: :func:`log_exception` is ``mode="skip"``,
 :func:`reraise_exception` is ``mode="raise"`` (the original exception), and any other
@@ -20,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stoker.errors import SampleError, StokerError
+from stoker.errors import FatalSampleError, SampleError, Scope, StokerError
+from stoker.pipeline.skips import CORRUPT_SHARD, STORAGE, Skips
 
 logger = logging.getLogger("stoker")
 
@@ -36,10 +40,11 @@ class SkipSample(Exception):
     """
 
 
+#: Stages whose failures lose a whole batch (counted apart from single samples' failures).
+BATCH_STAGES = ("batch", "encode_batch", "select_samples_to_pack", "pack_selected_samples")
+
 #: Exceptions that mean a bug or a broken environment, not a bad sample: never skipped, never
 #: passed to an error handler (Energon's ``SYSTEM_EXCEPTIONS``).
-#: Stages whose failures lose a whole batch (counted apart from single samples' failures).
-BATCH_STAGES = ("batch", "encode_batch")
 
 SYSTEM_EXCEPTIONS = (
     SystemError,
@@ -51,6 +56,8 @@ SYSTEM_EXCEPTIONS = (
     RecursionError,
     ReferenceError,
     NameError,
+    UnboundLocalError,
+    FatalSampleError,
 )
 
 #: Energon's error handler signature: ``handler(exception, sample, sources)``.
@@ -142,18 +149,48 @@ def describe_sample(sample: Any) -> tuple[str | None, str]:
     text = ", ".join(
         f"{getattr(s, 'shard_name', None) or getattr(s, 'dataset_path', '?')}"
         f"[{getattr(s, 'index', '?')}]"
-        for s in sources or ()
+        for s in _flat(sources)
     )
     return (None if key is None else str(key)), text or "unknown"
 
 
-def wrap_failure(error: Exception, sample: Any, stage: str) -> SampleError:
-    """A :class:`SampleError` for ``error`` raised by ``stage`` on ``sample``, naming both.
+def _flat(sources: Any) -> list[Any]:
+    """Source infos, a batch's (a sequence per sample) flattened."""
+    out: list[Any] = []
+    for s in sources or ():
+        out.extend(_flat(s) if isinstance(s, (list, tuple)) else [s])
+    return out
 
-    The error keeps ``sample`` and the original exception for an error handler (in private
-    attributes that do not cross process boundaries).
+
+def scope_of(error: BaseException) -> Scope:
+    """How far ``error`` reaches (see :mod:`stoker.errors`): a stoker error's own scope;
+    ``config`` (stop at once) for :data:`SYSTEM_EXCEPTIONS` and ``NotImplementedError`` (a bug
+    or a missing hook, not a bad sample); ``sample`` for any other exception (a user hook's).
+
+    Example:
+        >>> scope_of(KeyError("caption")), scope_of(NameError("x")), scope_of(FatalSampleError("x"))
+        ('sample', 'config', 'config')
     """
-    if isinstance(error, SampleError) and error.key is not None:
+    if isinstance(error, StokerError):
+        return error.scope
+    if isinstance(error, (NotImplementedError, *SYSTEM_EXCEPTIONS)):
+        return "config"
+    return "sample"
+
+
+def wrap_failure(error: Exception, sample: Any, stage: str) -> StokerError:
+    """A :class:`SampleError` for ``error`` raised by ``stage`` on ``sample``, naming both and
+    caused by ``error`` (raise it without ``from``).
+
+    An error that already names its sample's key (or, for a shard's or the storage's error, its
+    file) is returned as it is: never wrapped twice, never chained to itself. The error keeps
+    ``sample`` and the original exception for an error handler (in private attributes that do
+    not cross process boundaries).
+    """
+    if isinstance(error, StokerError) and (
+        error.key is not None or (error.scope in ("storage", "shard") and error.path is not None)
+    ):
+        vars(error).setdefault("_sample", sample)
         return error
     key, sources = describe_sample(sample)
     wrapped = SampleError(
@@ -161,6 +198,7 @@ def wrap_failure(error: Exception, sample: Any, stage: str) -> SampleError:
         key=key,
         hint="Fix the data or the hook, or pass ErrorPolicy(mode='skip') to skip such samples.",
     )
+    wrapped.__cause__ = error
     vars(wrapped).update(_sample=sample, _original=error)
     return wrapped
 
@@ -174,22 +212,30 @@ def sources_of(sample: Any) -> list[Any] | None:
     sources = sample.get("__sources__") if isinstance(sample, dict) else None
     if sources is None and not isinstance(sample, dict):
         sources = getattr(sample, "__sources__", None)
-    return list(sources) if sources else None
+    return _flat(sources) or None
 
 
 class ErrorTracker:
-    """Applies an :class:`ErrorPolicy` and counts what was skipped, per reason.
+    """Applies an :class:`ErrorPolicy` by scope and counts what was skipped, per reason.
+
+    ``skipped`` counts every skip of this tracker by reason; :meth:`take` hands over what was
+    skipped since the last call (by reason, source and example keys: a
+    :class:`~stoker.pipeline.skips.Skips`), which a worker sends with its next batch.
 
     Example:
         >>> tracker = ErrorTracker(ErrorPolicy(mode="skip", max_consecutive_failures=2))
         >>> tracker.failed(ValueError("bad"), {"__key__": "a"}, "encode_sample")
         >>> tracker.skipped
         Counter({'encode_sample: ValueError': 1})
+        >>> tracker.take().examples
+        {'encode_sample: ValueError': ['a']}
     """
 
-    def __init__(self, policy: ErrorPolicy | None = None) -> None:
+    def __init__(self, policy: ErrorPolicy | None = None, pending: Skips | None = None) -> None:
         self.policy = policy or ErrorPolicy()
         self.skipped: Counter[str] = Counter()
+        #: What was skipped since the last :meth:`take` (may be shared with other trackers).
+        self.pending = Skips() if pending is None else pending
         self.consecutive = 0
         #: Whole batches that failed in a row: samples that encode well in between do not
         #: reset it, so a ``batch()`` that fails on every batch still reaches the limit.
@@ -203,39 +249,71 @@ class ErrorTracker:
         """Record that a batch went through; resets the consecutive batch failure count."""
         self.consecutive_batches = 0
 
-    def skip(self, sample: Any, stage: str) -> None:
+    def record(
+        self, reason: str, sample: Any = None, *, source: str | None = None, key: str | None = None
+    ) -> None:
+        """Count one skip for ``reason``; source and key from ``sample`` where not given."""
+        if sample is not None and (source is None or key is None):
+            found = sources_of(sample)
+            if source is None and found:
+                source = getattr(found[0], "dataset_path", None)
+            if key is None:
+                key = describe_sample(sample)[0]
+        self.skipped[reason] += 1
+        self.pending.add(reason, source=None if source is None else str(source), key=key)
+
+    def take(self) -> Skips | None:
+        """What was skipped since the last call (None if nothing)."""
+        return self.pending.take()
+
+    def skip(self, sample: Any, stage: str, *, source: str | None = None) -> None:
         """Record a deliberate :class:`SkipSample` (not a failure)."""
-        self.skipped[f"{stage}: SkipSample"] += 1
+        self.record(f"{stage}: SkipSample", sample, source=source)
 
-    def failed(self, error: Exception, sample: Any, stage: str = "loading") -> None:
-        """Record a failure: raise under ``mode="raise"`` or past the limit, else log it.
+    def failed(
+        self,
+        error: Exception,
+        sample: Any,
+        stage: str = "loading",
+        *,
+        source: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Record a failure: raise it, or log and count it as skipped, by its scope.
 
-        ``sample`` is the sample (or batch) concerned, or a text saying where it came from.
-        Errors about the configuration, not one sample (a ``StokerError`` other than
-        ``SampleError``, or a missing hook's ``NotImplementedError``), and
-        :data:`SYSTEM_EXCEPTIONS` (e.g. a ``NameError`` in a hook) are raised at once.
+        ``sample`` is the sample (or batch) concerned, or a text saying where it came from;
+        ``source`` and ``key`` name its dataset and key where ``sample`` cannot. Errors of scope
+        ``config`` are raised at once (a :data:`SYSTEM_EXCEPTIONS` one as a
+        :class:`SampleError` naming the sample, caused by it). Others go to the policy's
+        handler, are raised under ``mode="raise"``, or are skipped and counted under reasons
+        ``"<stage>: <exception type>"`` (sample scope), :data:`~stoker.pipeline.skips.STORAGE`
+        or :data:`~stoker.pipeline.skips.CORRUPT_SHARD`; past ``max_consecutive_failures`` in a
+        row the run stops.
         """
-        fatal = isinstance(error, (StokerError, NotImplementedError))
-        if fatal and not isinstance(error, SampleError):
-            raise error
         wrapped = wrap_failure(error, sample, stage)
         subject = vars(wrapped).pop("_sample", sample)
         original = vars(wrapped).pop("_original", error)
-        if isinstance(original, SYSTEM_EXCEPTIONS):  # a bug, not a bad sample (as Energon)
-            raise wrapped from original
+        scope = scope_of(original)
+        if scope == "config":
+            if not isinstance(original, StokerError) and wrapped is not original:
+                raise wrapped  # a bug in a hook: named with its sample (caused by the bug)
+            raise original
         if self.policy.handler is not None:
             self.policy.handler(original, subject, sources_of(subject))  # raises to stop
         if self.policy.mode == "raise":
-            raise wrapped from error
+            raise wrapped
         if stage in BATCH_STAGES:
             self.consecutive_batches += 1
             count, what, plural = self.consecutive_batches, "batch", "batches"
         else:
             self.consecutive += 1
             count, what, plural = self.consecutive, "sample", "samples"
-        self.skipped[f"{stage}: {type(original).__name__}"] += 1
+        reason = {"storage": STORAGE, "shard": CORRUPT_SHARD}.get(
+            scope, f"{stage}: {type(original).__name__}"
+        )
+        self.record(reason, subject, source=source, key=key)
         text = f"{wrapped.where}: {wrapped.problem}" if wrapped.where else wrapped.problem
-        logger.warning("skipped a %s: %s", what, text)
+        logger.warning("skipped a %s (%s): %s", what, reason, text)
         limit = self.policy.max_consecutive_failures
         if limit and count >= limit:
             raise StokerError(

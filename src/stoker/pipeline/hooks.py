@@ -83,6 +83,6 @@ def iter_hook(
     except (NotImplementedError, StokerError) as e:
         if not isinstance(e, SampleError):
             raise
-        raise wrap_failure(e, value, stage) from e
+        raise wrap_failure(e, value, stage)  # noqa: B904 (wrap_failure sets the cause)
     except Exception as e:
-        raise wrap_failure(e, value, stage) from e
+        raise wrap_failure(e, value, stage)  # noqa: B904 (wrap_failure sets the cause)

@@ -45,6 +45,11 @@ PACK_KEY = "PackingDataset"
 _MEMBER = 4
 Entry = tuple[Any, Ref]  # (sample, member reference)
 
+#: Skip reasons: a sample no selection took before the stream ended; a sample in the buffer
+#: when ``select_samples_to_pack`` failed (under a skipping policy, the buffer is dropped).
+NEVER_PACKED = "select_samples_to_pack: never packed"
+DROPPED = "select_samples_to_pack: dropped with the buffer"
+
 
 class Packer:
     """The packed samples of one upstream, with the reading position after each (see module)."""
@@ -133,6 +138,12 @@ class Packer:
         try:
             groups = list(self.encoder.select_samples_to_pack(samples))
         except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
+            return
+        except Exception as e:  # raises unless the policy skips: then the buffer is dropped
+            self.tracker.failed(e, samples, "select_samples_to_pack")
+            for sample in samples:
+                self.tracker.record(DROPPED, sample)
+            self.buffer = []
             return
         finally:
             hook_index.pop()
@@ -223,7 +234,7 @@ class Packer:
                 key,
                 self.upstream.where(ref[:-1]),
             )
-            self.tracker.skipped["select_samples_to_pack: never packed"] += 1
+            self.tracker.record(NEVER_PACKED, sample)
         self.left_over += len(self.buffer)
         self.buffer = []
 

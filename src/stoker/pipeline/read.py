@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stoker.errors import FormatError, StorageError
+from stoker.errors import CorruptShardError, FormatError, StorageError
 from stoker.format.tar import TarScan, split_name
 from stoker.format.tar_index import load_offsets, tar_index_name
 from stoker.pipeline.prefetch import Prefetcher
@@ -116,7 +116,7 @@ class ShardReader:
         data = self._read(shard_id, start, end)
         shard = self.shards[shard_id]
         if len(data) != end - start:
-            raise FormatError(
+            raise CorruptShardError(
                 f"the shard ended early: expected {end - start} bytes of sample {index}.",
                 path=self.store.url(shard),
                 offset=start,
@@ -234,7 +234,7 @@ def _parse_sample(data: bytes, where: str, shard: str, index: int, offset: int) 
             e.problem, path=where, key=e.key, offset=offset + (e.offset or 0), hint=e.hint
         ) from None
     if key is None:
-        raise FormatError(
+        raise CorruptShardError(
             f"sample {index} has no members at the indexed offset.",
             path=where,
             offset=offset,

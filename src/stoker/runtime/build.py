@@ -152,7 +152,7 @@ class SampleBuilder:
         except (SkipSample, StokerError):
             raise
         except Exception as e:
-            raise wrap_failure(e, primary, "joiner") from e
+            raise wrap_failure(e, primary, "joiner")  # noqa: B904 (wrap_failure sets the cause)
         if isinstance(joined, Sample):
             joined.__restore_key__ = restore_key  # the primary's, as Energon sets it
         return joined
@@ -198,7 +198,7 @@ class Kitchen:
         except StokerError:
             raise  # a configuration problem, not this sample's
         except Exception as e:
-            raise wrap_failure(e, sample, "cook") from e
+            raise wrap_failure(e, sample, "cook")  # noqa: B904 (wrap_failure sets the cause)
 
     def aux(self) -> dict[str, FileStore]:
         """The source's aux stores by name (opened on first use)."""

@@ -11,8 +11,6 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import multiprocessing.util
-import pickle
-import traceback
 import warnings
 from collections.abc import Iterator
 from types import TracebackType
@@ -25,14 +23,17 @@ from stoker.errors import StokerError
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.skips import Skips
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport, activate
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.streams import Loadable, Resume
+from stoker.runtime.worker_errors import WorkerFailure
 
 #: Item kinds sent from workers to the main process.
 BATCH, END, ERROR = 0, 1, 2
-#: worker, stream, kind, batch, position, what the stream's packing/grouping stages hold
-Item = tuple[int, int, int, Any, "list[int] | None", "Buffers | None"]
+#: worker, stream, kind, batch (a :class:`WorkerFailure` for ERROR), position, what the stream's
+#: packing/grouping stages hold, what the worker skipped since its previous item (or None).
+Item = tuple[int, int, int, Any, "list[int] | None", "Buffers | None", "Skips | None"]
 
 
 def worker_items(dataset: Loadable, worker: int, resume: Resume) -> Iterator[Item]:
@@ -40,9 +41,17 @@ def worker_items(dataset: Loadable, worker: int, resume: Resume) -> Iterator[Ite
 
     The round starts at the stream the main process asks this worker for first, at or after its
     micro-batch counter ``resume.t`` (not necessarily at a round boundary after a restore).
+    Every item carries what the worker skipped since the one before; a failure (opening the
+    streams too) is sent as an ERROR item, for the stream asked for next, and ends the worker.
     """
     streams = _rotated_streams(dataset, worker, set(resume.exhausted), resume.t)
-    opened = dataset.open_streams(streams, resume)
+    if not streams:
+        return
+    try:
+        opened = dataset.open_streams(streams, resume)
+    except Exception as e:  # sent as data: torch's re-raise would lose its type
+        yield worker, streams[0], ERROR, WorkerFailure.capture(e, worker), None, None, None
+        return
     try:
         while streams:
             for s in list(streams):
@@ -50,24 +59,16 @@ def worker_items(dataset: Loadable, worker: int, resume: Resume) -> Iterator[Ite
                     batch, position, held = next(opened.batches[s])
                 except StopIteration:
                     streams.remove(s)
-                    yield worker, s, END, None, None, None
-                except Exception as e:  # sent as data: torch's re-raise would lose its type
-                    yield worker, s, ERROR, _portable(e), None, None
+                    yield worker, s, END, None, None, None, opened.take_skips()
+                except Exception as e:
+                    failure = WorkerFailure.capture(e, worker)
+                    yield worker, s, ERROR, failure, None, None, opened.take_skips()
                     return
                 else:
-                    yield worker, s, BATCH, batch, position.to_list(), held
+                    skips = opened.take_skips()
+                    yield worker, s, BATCH, batch, position.to_list(), held, skips
     finally:
         opened.close()
-
-
-def _portable(error: Exception) -> Exception:
-    """The error itself if it survives pickling, else a RuntimeError with its text and type."""
-    try:
-        pickle.loads(pickle.dumps(error))
-    except Exception:
-        detail = "".join(traceback.format_exception(error))
-        return RuntimeError(f"{type(error).__name__} in a dataloader worker: {error}\n{detail}")
-    return error
 
 
 def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int) -> list[int]:
@@ -114,7 +115,11 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
         try:
             for item in worker_items(self.dataset, worker, self.resume):
                 if item[2] == BATCH:
-                    item = (*item[:3], transport.export(item[3]), *item[4:])
+                    try:
+                        item = (*item[:3], transport.export(item[3]), *item[4:])
+                    except Exception as e:  # a batch that cannot be pickled, say
+                        yield (*item[:2], ERROR, WorkerFailure.capture(e, worker), *item[4:])
+                        return
                 yield item
         finally:
             activate(None)
@@ -244,6 +249,7 @@ class Loader(LoaderState):
         self.epoch = 0
         self._finished = False
         self._live: _Live | None = None
+        self._skipped = Skips()
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -261,6 +267,19 @@ class Loader(LoaderState):
     def __len__(self) -> int:
         return len(self.dataset)
 
+    def skipped(self) -> Skips:
+        """What the error policy skipped before the batches handed out so far (all passes):
+        counts by reason, by source dataset and reason, and a few example keys per reason.
+
+        Counted in the workers and carried with the batches they send (no extra round trip).
+        Deliberate skips (``SkipSample``) count too, under ``"<hook>: SkipSample"``.
+
+        Example:
+            >>> loader.skipped().by_reason  # doctest: +SKIP
+            {'encode_batch: ValueError': 2, 'shard: corrupt': 1, 'storage: retries exhausted': 3}
+        """
+        return self._skipped.copy()
+
     def _advance(self) -> bool:
         limit = self.dataset.limit
         workers = max(self.dataset.worker_config.num_workers, 1)
@@ -274,12 +293,14 @@ class Loader(LoaderState):
                 continue
             if self._live is None:
                 self._live = _Live(self)
-            _, got, kind, batch, position, held = self._live.next_from(k % workers)
-            if got != stream:
-                raise RuntimeError(f"internal: expected stream {stream}, worker sent {got}")
+            _, got, kind, batch, position, held, skips = self._live.next_from(k % workers)
+            if skips:
+                self._skipped.merge(skips)
             if kind == ERROR:
                 self._stop()
-                raise batch
+                batch.reraise()
+            if got != stream:
+                raise RuntimeError(f"internal: expected stream {stream}, worker sent {got}")
             self.t += 1
             if kind == END:
                 self.exhausted.add(stream)

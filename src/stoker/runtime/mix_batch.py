@@ -20,9 +20,17 @@ from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.batch import batch_list
 from stoker.pipeline.mix import MixSpec, MixStream, SubState, decode, encode
 from stoker.pipeline.refs import Position
+from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
 from stoker.plan.rng import MIX_BATCH, keyed_rng
-from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
+from stoker.runtime.streams import (
+    Loadable,
+    OpenStreams,
+    Resume,
+    StreamBatches,
+    rank_len,
+    take_skips,
+)
 
 
 class MixBatchDataset:
@@ -156,6 +164,10 @@ class MixedStreams:
             self.start[s] = encode(start, skip)[0]
             subs = [part.batches[s] for part in self.parts]
             self.batches[s] = iter(MixStream(mix.mix_spec(s, resume.epoch), subs, start, skip))
+
+    def take_skips(self) -> Skips | None:
+        """What the mixed datasets' streams skipped since the last call (None if nothing)."""
+        return take_skips(self.parts)
 
     def close(self) -> None:
         for part in self.parts:

@@ -25,13 +25,14 @@ from stoker.errors import StokerError
 from stoker.model.task import ErrorTracker, TaskEncoder, iter_encoded, sample_hooks
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker, restore_key_of, set_restore_key
-from stoker.pipeline.errors import ErrorPolicy, SkipSample
+from stoker.pipeline.errors import ErrorPolicy, SkipSample, scope_of
 from stoker.pipeline.group import Grouper
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
+from stoker.pipeline.skips import REST_OF_SHARD
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
 from stoker.sources.source import DataSource
@@ -79,6 +80,9 @@ class SampleStream:
         #: Where this stream's batches fall on the rank (for the hooks' batch/sample indices).
         self.slots = BatchSlots()
         self.hooks = sample_hooks(spec.task_encoder, packing=spec.packing_buffer_size is not None)
+        #: (dataset, shard) found damaged in this pass (a :class:`CorruptShardError` that was
+        #: skipped): the rest of its samples are skipped unread, each counted.
+        self.corrupt: set[tuple[int, int]] = set()
 
     def __iter__(self) -> Iterator[tuple[Any, Position]]:
         for output, position, _ in self.with_refs():
@@ -130,7 +134,11 @@ class SampleStream:
         shard_ids, indices = global_to_shard(source.counts, refs)
         if source.first_index is not None:  # a subset: shards may start mid-way
             indices = indices + source.first_index[shard_ids]
-        self.io[d].reader.prefetch(shard_ids, indices)
+        try:
+            self.io[d].reader.prefetch(shard_ids, indices)
+        except StokerError as e:  # only a hint: each read meets (and reports) the failure
+            if e.scope == "config":
+                raise
         return shard_ids, indices
 
     def reread(self, refs: Sequence[Ref]) -> list[Any]:
@@ -186,6 +194,11 @@ class SampleStream:
         """
         tracker = tracker or self.tracker
         source, io = self.spec.sources[d], self.io[d]
+        if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read again
+            tracker.record(
+                REST_OF_SHARD, source=source.path, key=f"{source.shards[shard_id]}#{index}"
+            )
+            return
         raw: RawSample | None = None
         sample_index = self.slots.sample_index(calls)
         try:
@@ -207,13 +220,17 @@ class SampleStream:
                     break
                 yield encoded_key(output, key, sample_index, made)
         except SkipSample:  # e.g. raised by a cooker: a deliberate skip, not a failure
-            tracker.skip(describe(source, raw, shard_id, index), "cooking")
+            tracker.skip(describe(source, raw, shard_id, index), "cooking", source=source.path)
             return
         except Exception as e:
             if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
                 e.path = f"{source.root}/{source.shards[shard_id]}"
                 e.offset = raw.offset if raw is not None else None
-            tracker.failed(e, describe(source, raw, shard_id, index))
+            name = raw.key if raw is not None else f"{source.shards[shard_id]}#{index}"
+            where = describe(source, raw, shard_id, index)
+            tracker.failed(e, where, source=source.path, key=name)  # raises unless skipped
+            if scope_of(e) == "shard":
+                self.corrupt.add((d, shard_id))
             return
         tracker.succeeded()
 

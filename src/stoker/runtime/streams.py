@@ -9,13 +9,14 @@ stream and hands it back on restore.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stoker.model.task import ErrorTracker
 from stoker.pipeline.hook_index import batch_slots
 from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.skips import Skips
 from stoker.runtime.build import SampleBuilder, fuses_float_images
 from stoker.runtime.stream import SampleStream, SourceIO, batches
 
@@ -47,6 +48,10 @@ class OpenStreams(Protocol):
     batches: dict[int, StreamBatches]
     #: Per stream: the position it starts at (the resumed one, or the start of the pass).
     start: dict[int, Position]
+
+    def take_skips(self) -> Skips | None:
+        """What the streams skipped since the last call (None if nothing)."""
+        ...
 
     def close(self) -> None:
         """Release the readers (open files, connections)."""
@@ -89,6 +94,16 @@ class Loadable(Protocol):
     def __len__(self) -> int: ...
 
 
+def take_skips(parts: Iterable[OpenStreams]) -> Skips | None:
+    """What the streams of ``parts`` skipped since the last call, together (None if nothing)."""
+    out = Skips()
+    for part in parts:
+        taken = part.take_skips()
+        if taken:
+            out.merge(taken)
+    return out or None
+
+
 def rank_len(dataset: Loadable) -> int:
     """Outputs this rank yields per pass: ``virtual_epoch_length`` if set, else the sum over its
     streams, at most ``limit``."""
@@ -115,7 +130,7 @@ class DatasetStreams:
             SourceIO(s.reader(), SampleBuilder(s, encoder.decoder, encoder, fuse_float_images=fuse))
             for s in dataset.sources
         ]
-        tracker = ErrorTracker(dataset.error_policy)
+        tracker = self.tracker = ErrorTracker(dataset.error_policy)
         #: Per stream: where it starts (the resumed position, or the start of the pass).
         self.start: dict[int, Position] = {}
         self.batches: dict[int, StreamBatches] = {}
@@ -126,6 +141,9 @@ class DatasetStreams:
             self.start[s] = samples.start
             slots = batch_slots(order, s, resume.t)
             self.batches[s] = batches(spec, samples, resume.buffers.get(s), slots)
+
+    def take_skips(self) -> Skips | None:
+        return self.tracker.take()
 
     def close(self) -> None:
         for source_io in self.io:

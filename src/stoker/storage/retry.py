@@ -1,5 +1,6 @@
 """Retrying remote requests: exponential backoff with full jitter within a budget of time
-(:class:`RetryBudget`, two minutes by default), then one clear :class:`~stoker.errors.StorageError`.
+(:class:`RetryBudget`, two minutes by default), then one clear
+:class:`~stoker.errors.TransientStorageError`, whose scope lets the loader's error policy skip.
 
 Only transient failures are retried: connection errors, timeouts, a response cut short,
 throttling and 5xx answers. Callers that stream bodies keep what they received between attempts
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from stoker.errors import ConfigError, StorageError
+from stoker.errors import ConfigError, TransientStorageError
 
 T = TypeVar("T")
 
@@ -170,7 +171,7 @@ def with_retry(
         sleep, clock, rng: Injected by tests (a fake clock, a seeded generator).
 
     Raises:
-        StorageError: the budget is spent; it says what was tried, for how long, the last
+        TransientStorageError: the budget is spent; it says what was tried, for how long, the last
             error, and how to raise the budget.
         Exception: a permanent failure, at once, as ``attempt`` raised it.
     """
@@ -206,12 +207,13 @@ def _exhausted(
     tries: int,
     seconds: float,
     received: int,
-) -> StorageError:
-    """The error that ends a request whose retry budget is spent."""
+) -> TransientStorageError:
+    """The error that ends a request whose retry budget is spent (its scope lets the loader's
+    error policy skip the sample)."""
     from stoker.storage.config import CONFIG_ENV, RETRY_SECONDS_ENV  # it imports this module
 
     got = f", {received} bytes received before" if received else ""
-    return StorageError(
+    return TransientStorageError(
         f"{what} failed after {tries} attempt(s) over {seconds:.1f} s (retry budget "
         f"{budget.describe()}{got}); last error: {type(error).__name__}: {error}.",
         path=url,

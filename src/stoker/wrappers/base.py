@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
-from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
+from stoker.runtime.streams import (
+    Loadable,
+    OpenStreams,
+    Resume,
+    StreamBatches,
+    rank_len,
+    take_skips,
+)
 
 #: Where an inner stream resumes: its position and what its stages buffer there.
 Mark = tuple[Position, Buffers | None]
@@ -49,6 +57,8 @@ class StreamContext:
     rank_streams: int
     #: Opens the inner stream again at a mark (None: its start) in another inner pass.
     reopen: Callable[[Mark | None, int], tuple[StreamBatches, Mark]]
+    #: Where the wrapper's own error trackers count what they skip (sent with the batches).
+    skips: Skips = field(default_factory=Skips)
 
 
 def check_inner(dataset: Any, worker_config: WorkerConfig, owner: str) -> None:
@@ -198,6 +208,8 @@ class WrappedStreams:
         self.resume = resume
         self.opened: list[OpenStreams] = []
         self._single: dict[int, OpenStreams] = {}
+        #: What the wrapper's functions skipped since the last :meth:`take_skips`.
+        self.skips = Skips()
         rank = wrapper.topology().rank_streams().tolist()
         #: Per resumed stream: the wrapper's ints and data, and the inner mark.
         saved: dict[int, tuple[list[int], Any, Mark]] = {}
@@ -219,7 +231,7 @@ class WrappedStreams:
                 start: Mark = (opened.start[s], marks[s][1] if s in marks else None)
                 own, held = saved[s][:2] if s in saved else (wrapper.initial_own(start), None)
                 ctx = StreamContext(s, resume.epoch, start, own, held, rank.index(s), len(rank),
-                                    self._reopener(s))  # fmt: skip
+                                    self._reopener(s), self.skips)  # fmt: skip
                 self.start[s] = resume.positions.get(s) or wrapper.join(start[0], ctx.own)
                 self.batches[s] = self._encoded(ctx, opened.batches[s])
 
@@ -241,6 +253,13 @@ class WrappedStreams:
     ) -> Iterator[tuple[Any, Position, Buffers | None]]:
         for output, (inner, inner_held), own, held in self.wrapper.transform(ctx, items):
             yield output, self.wrapper.join(inner, own), join_held(inner_held, held)
+
+    def take_skips(self) -> Skips | None:
+        out = take_skips([*self.opened, *self._single.values()]) or Skips()
+        own = self.skips.take()
+        if own:
+            out.merge(own)
+        return out or None
 
     def close(self) -> None:
         for opened in [*self.opened, *self._single.values()]:

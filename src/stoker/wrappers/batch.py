@@ -73,7 +73,9 @@ class BatchDataset(Wrapper):
 
     def transform(self, ctx: StreamContext, items: StreamBatches) -> Iterator[Out]:
         name = f"BatchDataset({function_name(self.batcher)})"
-        failures = Failures(self.worker_config, name, self.failure_tolerance, self.error_handler)
+        failures = Failures(
+            self.worker_config, name, self.failure_tolerance, self.error_handler, ctx.skips
+        )
         before, after, skip = ctx.start, ctx.start, ctx.own[0]
         pending: list[Any] = []
         for item, position, held in items:

@@ -9,6 +9,7 @@ from typing import Any
 
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.errors import ErrorPolicy, ErrorTracker, SkipSample
+from stoker.pipeline.skips import Skips
 from stoker.wrappers.base import Mark
 
 
@@ -48,13 +49,14 @@ class Failures:
         name: str,
         tolerance: int,
         handler: Callable[[Exception, Any], None] | None = None,
+        skips: Skips | None = None,
     ) -> None:
         self.name = name
         policy = ErrorPolicy.from_handler(worker_config.global_error_handler)
         if handler is not None:  # Energon < 7's per-wrapper error_handler(exception, sample)
             policy = dataclasses.replace(policy, mode="skip", handler=_two_args(handler))
         policy = dataclasses.replace(policy, max_consecutive_failures=tolerance)
-        self.tracker = ErrorTracker(policy)
+        self.tracker = ErrorTracker(policy, skips)
 
     def run(self, fn: Callable[[Any], Any], value: Any) -> Iterator[Any]:
         """The outputs of ``fn(value)``: one, or each of a generator's."""

@@ -9,8 +9,16 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
-from stoker.runtime.streams import Loadable, OpenStreams, Resume, StreamBatches, rank_len
+from stoker.runtime.streams import (
+    Loadable,
+    OpenStreams,
+    Resume,
+    StreamBatches,
+    rank_len,
+    take_skips,
+)
 from stoker.wrappers.base import Mark, all_can_restore, check_inner, restore_from_any
 
 
@@ -130,6 +138,9 @@ class ConcatStreams:
             for item, position, held in self.parts[d].batches[stream]:
                 marks[d] = (position, held)
                 yield (item, *_encode(marks, d))
+
+    def take_skips(self) -> Skips | None:
+        return take_skips(self.parts)
 
     def close(self) -> None:
         for part in self.parts:

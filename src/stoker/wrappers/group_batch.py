@@ -72,7 +72,7 @@ class GroupBatchDataset(HoldingWrapper):
         self, ctx: StreamContext, items: Iterator[Numbered], held: Any, first: int
     ) -> Iterator[tuple[Any, Any]]:
         name = f"GroupBatchDataset({function_name(self.batcher)})"
-        failures = Failures(self.worker_config, name, self.failure_tolerance)
+        failures = Failures(self.worker_config, name, self.failure_tolerance, skips=ctx.skips)
         buckets: dict[Hashable, tuple[int, list[Numbered]]] = {}
 
         def add(numbered: Numbered) -> list[Numbered] | None:

@@ -54,7 +54,9 @@ class MapDataset(Wrapper):
 
     def transform(self, ctx: StreamContext, items: StreamBatches) -> Iterator[Out]:
         name = f"MapDataset({function_name(self.map_fn)})"
-        failures = Failures(self.worker_config, name, self.failure_tolerance, self.error_handler)
+        failures = Failures(
+            self.worker_config, name, self.failure_tolerance, self.error_handler, ctx.skips
+        )
         before, skip = ctx.start, ctx.own[0]
         for item, position, held in items:
             after = (position, held)

@@ -67,9 +67,16 @@ class PackingDataset(HoldingWrapper):
         self, ctx: StreamContext, items: Iterator[Numbered], held: Any, first: int
     ) -> Iterator[tuple[Any, Any]]:
         wc = self.worker_config
-        pre = Failures(wc, f"pre_packer {function_name(self.pre_packer)}", self.tolerances[0])
-        final = Failures(wc, f"final_packer {function_name(self.final_packer)}", self.tolerances[1])
-        encode = Failures(wc, "sample_encoder", self.tolerances[2])
+        pre = Failures(
+            wc, f"pre_packer {function_name(self.pre_packer)}", self.tolerances[0], skips=ctx.skips
+        )
+        final = Failures(
+            wc,
+            f"final_packer {function_name(self.final_packer)}",
+            self.tolerances[1],
+            skips=ctx.skips,
+        )
+        encode = Failures(wc, "sample_encoder", self.tolerances[2], skips=ctx.skips)
         reading: list[Numbered] = list(held["reading"]) if held else []
         packs: list[list[Numbered]] = [list(p) for p in held["packs"]] if held else []
         rounds = 0
