@@ -113,6 +113,7 @@ if TYPE_CHECKING:
     )
     from stoker.savable_loader import BasicDataLoader, SavableDataLoader
     from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
+    from stoker.storage.options import LoaderOptions
     from stoker.task import (
         AugmentTaskEncoder,
         DefaultTaskEncoder,
@@ -224,6 +225,7 @@ _EXPORTS: dict[str, str] = {
     "Lazy": "stoker.cache_pool",
     "Loader": "stoker.loader",
     "LoaderDataset": "stoker.dataset",
+    "LoaderOptions": "stoker.storage.options",
     "MultiChoiceVQASample": "stoker.samples",
     "NoCachePool": "stoker.cache_pool",
     "OCRSample": "stoker.samples",
@@ -340,6 +342,7 @@ __all__ = [
     "LimitDataset",
     "Loader",
     "LoaderDataset",
+    "LoaderOptions",
     "LogSampleDataset",
     "MapDataset",
     "Metadataset",

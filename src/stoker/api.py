@@ -31,6 +31,7 @@ from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.plan.order import combine_multipliers
 from stoker.savable_loader import BasicDataLoader, SavableDataLoader
+from stoker.storage.options import LoaderOptions
 from stoker.streams import Loadable
 from stoker.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.val_datasets import SourceDatasetFactory, per_source, restrict_sources
@@ -192,13 +193,21 @@ def get_loader(
     pin_memory: bool = False,
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
+    options: LoaderOptions | None = None,
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
 
     ``cache_pool`` (e.g. a :class:`~stoker.FileStoreCachePool`) is what cookers with
-    ``need_cache`` get as ``cache=``, in every worker. Energon's watchdog arguments are accepted
-    and ignored.
+    ``need_cache`` get as ``cache=``, in every worker. ``options`` (a
+    :class:`~stoker.LoaderOptions`) sizes each worker's read-ahead and batch slots and sets the
+    metadata cache and retry budget; None takes them from the environment variables that are
+    their defaults, read once, here. Energon's watchdog arguments are accepted and ignored.
+
+    Example:
+        >>> from stoker import LoaderOptions
+        >>> options = LoaderOptions(prefetch_bytes=64 << 20, batch_slots_mb=512)
+        >>> loader = get_loader(ds, options=options)  # doctest: +SKIP
     """
     return _loader(
         BasicDataLoader,
@@ -208,6 +217,7 @@ def get_loader(
         pin_memory=pin_memory,
         timeout=timeout,
         cache_pool=cache_pool,
+        options=options,
     )
 
 
@@ -219,6 +229,7 @@ def get_savable_loader(
     pin_memory: bool = False,
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
+    options: LoaderOptions | None = None,
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -235,6 +246,7 @@ def get_savable_loader(
         pin_memory=pin_memory,
         timeout=timeout,
         cache_pool=cache_pool,
+        options=options,
     )
 
 
@@ -247,6 +259,7 @@ def _loader(
     pin_memory: bool,
     timeout: float,
     cache_pool: CachePool | None,
+    options: LoaderOptions | None,
 ) -> _L:
     """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
     checking that ``worker_config`` (if given) is the one the dataset was made with."""
@@ -261,6 +274,7 @@ def _loader(
         pin_memory=pin_memory,
         timeout=timeout,
         cache_pool=cache_pool,
+        options=options,
     )
 
 

@@ -12,18 +12,23 @@ from typing import BinaryIO
 import numpy as np
 import pytest
 
-import stoker.pipeline.prefetch as prefetch_module
+import stoker.pipeline.read_ahead as read_ahead_module
 from stoker.errors import ConfigError, StorageError
 from stoker.format.tar_index import encode_offsets, tar_index_name
 from stoker.pipeline.prefetch import (
     FIRST_REQUEST,
     Prefetcher,
-    budget_from_env,
     plan_requests,
     split_head,
 )
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store
+
+
+@pytest.fixture(autouse=True)
+def fresh_read_ahead() -> None:
+    """Each test starts with a new read-ahead of the process (none left by another test)."""
+    read_ahead_module._PROCESS.clear()
 
 
 class MemStore(Store):
@@ -264,7 +269,7 @@ def test_close_shuts_the_pool_down_and_forgets_what_was_announced() -> None:
     store = make_store()
     reader = ShardReader(store, shard_names(store))
     reader.prefetch(*refs([(0, 0), (1, 0), (2, 0)]))
-    pool = reader._ahead._pool if reader._ahead else None
+    pool = reader._ahead.service._pool if reader._ahead else None
     assert pool is not None
     threads = [t for t in threading.enumerate() if t.name.startswith("stoker-prefetch")]
     reader.close()
@@ -275,7 +280,7 @@ def test_close_shuts_the_pool_down_and_forgets_what_was_announced() -> None:
     assert reader.read(0, 0).key == "s0_00000"  # after close: read directly
     assert len(store.reads) == 1
     reader.prefetch(*refs([(1, 3)]))  # and usable again, with a new pool
-    assert reader._ahead is not None and reader._ahead._pool is not pool
+    assert reader._ahead is not None and reader._ahead.service._pool is not pool
     assert reader.read(1, 3).key == "s1_00003"
     reader.close()
 
@@ -286,12 +291,12 @@ def test_a_forked_child_never_uses_the_parents_pool(monkeypatch: pytest.MonkeyPa
     reader = ShardReader(store, shard_names(store))
     reader.prefetch(*refs([(0, 0), (1, 0)]))
     assert reader._ahead is not None
-    parent_pool = reader._ahead._pool
+    parent_pool = reader._ahead.service._pool
     real = os.getpid()
     monkeypatch.setattr(os, "getpid", lambda: real + 1)  # as in a forked child
     assert reader._ahead.take("shard_0.tar", 0, 10) is None  # the parent's buffers are gone
     reader.prefetch(*refs([(2, 0)]))
-    assert reader._ahead._pool is not parent_pool
+    assert reader._ahead.service._pool is not parent_pool
     store.gate.set()
     assert reader.read(2, 0).key == "s2_00000"
     assert reader.read(0, 0).key == "s0_00000"
@@ -307,10 +312,10 @@ def test_stale_buffers_make_room_for_new_work() -> None:
     reader = ShardReader(store, shard_names(store))
     reader._ahead = ahead
     reader.prefetch(*refs([(0, 0)]))  # announced, never read (its stream went away)
-    for chunk in ahead._live:
+    for chunk in ahead.service._live:
         assert chunk.future is not None
         chunk.future.result()
-    for _ in range(prefetch_module._STALE_READS + 100):
+    for _ in range(read_ahead_module._STALE_READS + 100):
         reader.read(1, 0)  # unannounced reads tick the clock
     reader.prefetch(*refs([(1, 1), (1, 2)]))
     reader.read(1, 1)
@@ -320,10 +325,10 @@ def test_stale_buffers_make_room_for_new_work() -> None:
 
 def test_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "1048576")
-    assert budget_from_env() == 1 << 20
+    assert Prefetcher(make_store()).budget == 1 << 20
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "lots")
     with pytest.raises(ConfigError, match="STOKER_PREFETCH_BYTES"):
-        budget_from_env()
+        Prefetcher(make_store())
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "0")
     store = make_store()
     reader = ShardReader(store, shard_names(store))

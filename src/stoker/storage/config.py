@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from stoker.errors import ConfigError
+from stoker.storage.options import current
 
 CONFIG_ENV = "STOKER_STORAGE_CONFIG"
 
@@ -121,11 +122,14 @@ def parse_storage_config(raw: Any, where: str) -> StorageConfig:
 
 
 def load_storage_config() -> StorageConfig:
-    """The configuration named by ``STOKER_STORAGE_CONFIG``, or the defaults."""
-    path = os.environ.get(CONFIG_ENV)
+    """The configuration file ``LoaderOptions.storage_config`` names (its default:
+    ``STOKER_STORAGE_CONFIG``), or the defaults."""
+    path = current().storage_config
     if not path:
         return StorageConfig()
-    return parse_storage_config(_read_yaml(path, CONFIG_ENV), path)
+    return parse_storage_config(
+        _read_yaml(path, f"LoaderOptions.storage_config ({CONFIG_ENV})"), path
+    )
 
 
 def _read_yaml(path: str, env: str) -> Any:

@@ -17,6 +17,7 @@ from stoker.errors import ConfigError, StorageError
 from stoker.storage.base import Store
 from stoker.storage.cache import MetaCache, default_cache, is_metadata, read_entry, scratch_cache
 from stoker.storage.config import S3Settings
+from stoker.storage.options import retry_policy
 from stoker.storage.ranged import open_ranged
 from stoker.storage.retry import RetryPolicy, ShortRead, with_retry
 from stoker.storage.s3_client import STATS, RequestStats, client_for
@@ -63,7 +64,9 @@ class S3Store(Store):
             return fn(client_for(self.settings))
 
         try:
-            return with_retry(attempt, self.policy, what=what or op, url=self.url(path))
+            return with_retry(
+                attempt, retry_policy(self.policy), what=what or op, url=self.url(path)
+            )
         except StorageError:
             raise
         except Exception as e:
