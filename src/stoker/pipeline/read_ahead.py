@@ -8,10 +8,11 @@ so a blend of many sources reads ahead in all of them while the bytes held by th
 flight or received, not yet read) stay within the one budget. A 50-source blend at 8 workers thus
 holds at most 8 budgets of read-ahead and runs at most 8 pools of threads per rank, not 400.
 
-A sample needed before its request's turn is fetched at once (over the budget): a reader never
-waits for room. The requests are at most a quarter of the budget per reader (and at most
-:data:`~stoker.pipeline.prefetch_plan.MAX_REQUEST`), so that what the readers are in the middle
-of stays small next to the budget.
+A sample needed before its request's turn is fetched at once, over the budget: a reader never
+waits for room. Merged requests are at most a quarter of the budget per reader (and at most
+:data:`~stoker.pipeline.prefetch_plan.MAX_REQUEST`), so what the readers are in the middle of
+adds at most a quarter of the budget: the bytes held stay under 1.25 budgets (plus samples larger
+than a request, one per reader).
 
 The pool and the buffers belong to one process: a forked child starts afresh.
 """
@@ -105,7 +106,15 @@ class ReadAhead:
 
     @property
     def readers(self) -> int:
+        """Readers registered (each reader of remote shards of a data source)."""
         return len(self._stores)
+
+    @property
+    def request_cap(self) -> int:
+        """The largest merged request: a quarter of the budget per reader, so that the requests
+        the readers are in the middle of hold at most a quarter of the budget (a sample larger
+        than this is one request of its own)."""
+        return min(self.cap, max(1, self.budget // (4 * max(1, len(self._stores)))))
 
     def _own(self) -> None:
         if os.getpid() != self._pid:  # forked: the pool, lock and buffers are the parent's
@@ -145,7 +154,7 @@ class ReadAhead:
             self._pump()
 
     def _queue(self, reader: int, fresh: list[SampleKey]) -> None:
-        cap = min(self.cap, max(FIRST_REQUEST, self.budget // (4 * len(self._stores))))
+        cap = min(self.cap, self.request_cap)
         requests = plan_requests(fresh, gap=self.gap, cap=cap)
         queue = self._queues.setdefault(reader, deque())
         if requests and not queue and not any(c.reader == reader for c in self._live):
