@@ -239,6 +239,7 @@ class Loader(LoaderState):
         cache_pool: CachePool | None = None,
         options: LoaderOptions | None = None,
     ) -> None:
+        self._live: _Live | None = None  # first: __del__ runs even if the checks below fail
         self.dataset = dataset
         #: Read-ahead, batch slots, cache and retries of the workers (None: from the
         #: environment, read now, in this process).
@@ -263,7 +264,6 @@ class Loader(LoaderState):
         self.yielded = 0
         self.epoch = 0
         self._finished = False
-        self._live: _Live | None = None
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:

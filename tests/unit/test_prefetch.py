@@ -23,6 +23,7 @@ from stoker.pipeline.prefetch import (
 )
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store
+from stoker.storage.options import LoaderOptions, activate
 
 
 @pytest.fixture(autouse=True)
@@ -199,13 +200,15 @@ def test_the_budget_limits_the_bytes_held_and_reads_still_complete() -> None:
     ahead = Prefetcher(store, budget=2 * int(offsets[-1] - offsets[0]) + 10, threads=4)
     reader._ahead = ahead
     reader.prefetch(*refs(pairs))
-    assert ahead.requests == 2  # the other six wait for room
+    # Requests are at most a quarter of the budget: half a shard each.
+    assert ahead.service.request_cap < int(offsets[-1] - offsets[0])
+    assert ahead.requests == 4  # two shards' worth; the other six wait for room
     got = []
     for s, i in pairs:
         got.append(reader.read(s, i).parts)
         assert ahead.held_bytes <= ahead.budget
     assert got == expected
-    assert ahead.requests == 8 and len(store.reads) == 8
+    assert ahead.requests == 16 and len(store.reads) == 16
     reader.close()
 
 
@@ -317,9 +320,9 @@ def test_stale_buffers_make_room_for_new_work() -> None:
         chunk.future.result()
     for _ in range(read_ahead_module._STALE_READS + 100):
         reader.read(1, 0)  # unannounced reads tick the clock
-    reader.prefetch(*refs([(1, 1), (1, 2)]))
-    reader.read(1, 1)
-    assert ahead.requests == 2  # the stale buffer was dropped to fetch the new one
+    reader.prefetch(*refs([(1, 1)]))
+    assert ahead.requests == 2  # the stale buffer was dropped to fetch the new one at once
+    assert reader.read(1, 1).key == "s1_00001"
     reader.close()
 
 
@@ -360,3 +363,34 @@ def test_only_the_first_cold_request_is_small() -> None:
     assert sorted(size for _, _, size in store.reads)[0] <= FIRST_REQUEST
     assert all(reader.read(0, i).key == f"s0_{i:05d}" for i in range(40))
     reader.close()
+
+
+def test_readers_of_a_process_share_one_pool_and_budget_and_take_turns() -> None:
+    a, b = make_store(shards=2, per_shard=10), make_store(shards=2, per_shard=10)
+    readers = [ShardReader(store, shard_names(store)) for store in (a, b)]
+    shard_size = int(readers[0].offsets(0)[-1])
+    previous = activate(LoaderOptions(prefetch_bytes=shard_size, prefetch_threads=2))
+    try:
+        for reader in readers:
+            reader.prefetch(*refs(all_pairs(a, per_shard=10)))
+    finally:
+        activate(previous)
+    service = readers[0]._ahead.service if readers[0]._ahead else None
+    assert service is not None and readers[1]._ahead and readers[1]._ahead.service is service
+    assert (service.budget, service.threads, service.readers) == (shard_size, 2, 2)
+    assert {p for p, _, _ in a.reads} == {"shard_0.tar"} and b.reads == []  # b waits for room
+    for i in range(10):
+        readers[0].read(0, i)  # room is made: the readers take turns, b first
+    tokens = [reader._ahead._token if reader._ahead else None for reader in readers]
+    of_b = [c for c in service._live if c.reader == tokens[1]]
+    of_a = [c for c in service._live if c.reader == tokens[0]]  # shard 0 was all read
+    assert of_b and len(of_b) - 1 <= len(of_a) <= len(of_b)  # submitted b, a, b, ...
+    assert {c.request.name for c in of_a} == {"shard_1.tar"}
+    assert service.peak_bytes <= shard_size
+    for s, i in all_pairs(a, per_shard=10):
+        readers[1].read(s, i)
+    for i in range(10):
+        readers[0].read(1, i)
+    for reader in readers:
+        reader.close()
+    assert service.readers == 0 and service._pool is None  # the last reader shut it down

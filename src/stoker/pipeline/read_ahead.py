@@ -174,7 +174,7 @@ class ReadAhead:
                 slot.chunk.wanted += 1
             queue.append(chunk)
         if requests and reader not in self._turns:
-            self._turns.append(reader)
+            self._turns.appendleft(reader)  # not served lately: its turn comes first
 
     def take(self, reader: int, name: str, start: int, end: int) -> bytes | None:
         """The bytes ``[start, end)`` of ``name`` if ``reader`` announced them (waiting for

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -58,28 +59,29 @@ def _env_field(name: str) -> Any:
 class LoaderOptions:
     """Resources and I/O settings of a loader; each field defaults to its environment variable.
 
-    Attributes:
-        prefetch_bytes: Bytes one worker process may hold read ahead from remote stores, over
-            all its data sources together (``STOKER_PREFETCH_BYTES``, 256 MiB; 0: off).
-        prefetch_threads: Concurrent remote reads of one worker process, over all its data
-            sources (``STOKER_PREFETCH_THREADS``, 8).
-        batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
-            (``STOKER_BATCH_SLOTS_MB``, 128; 0: a fresh segment per batch).
-        cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
-            (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
-        cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
-        cache_fresh_seconds: How long a version check of a cached file is trusted
-            (``STOKER_CACHE_FRESH_SECONDS``, 10; 0: check on every read).
-        retry_seconds: Seconds one remote request may keep retrying (``STOKER_RETRY_SECONDS``;
-            None: the storage configuration's ``retry.max_seconds``, 120 by default).
-        storage_config: A YAML file with endpoints, credentials and retry settings of object
-            stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
+        Attributes:
+            prefetch_bytes: Bytes one worker process may hold read ahead from remote stores, over
+                all its data sources together (``STOKER_PREFETCH_BYTES``, 256 MiB; 0: off).
+            prefetch_threads: Concurrent remote reads of one worker process, over all its data
+                sources (``STOKER_PREFETCH_THREADS``, 8).
+            batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
+                (``STOKER_BATCH_SLOTS_MB``, 128; 0: a fresh segment per batch).
+            cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
+                (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
+            cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
+            cache_fresh_seconds: How long a version check of a cached file is trusted
+                (``STOKER_CACHE_FRESH_SECONDS``, 10; 0: check on every read).
+            retry_seconds: Seconds one remote request may keep retrying (``STOKER_RETRY_SECONDS``;
+                None: the storage configuration's ``retry.max_seconds``, 120 by default).
+            storage_config: A YAML file with endpoints, credentials and retry settings of object
+                stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
 
-    Example:
-        >>> import dataclasses
-        >>> options = LoaderOptions(prefetch_bytes=0)  # no read-ahead
-        >>> dataclasses.replace(options, batch_slots_mb=512).batch_slots_mb
-        512
+        Example:
+            >>> import contextlib
+    import dataclasses
+            >>> options = LoaderOptions(prefetch_bytes=0)  # no read-ahead
+            >>> dataclasses.replace(options, batch_slots_mb=512).batch_slots_mb
+            512
     """
 
     prefetch_bytes: int = _env_field("prefetch_bytes")
@@ -171,12 +173,12 @@ def _parse(name: str, var: str, text: str) -> Any:
     if name == "storage_config":
         return text
     check = _CHECKS[name]
-    try:
-        value: Any = int(text) if isinstance(_BUILT_IN[name], int) else float(text)
-        if name == "cache_max_bytes":
-            value = int(float(text))
-    except ValueError:
-        value = text
+    value: Any = text
+    with contextlib.suppress(ValueError, OverflowError):
+        if name == "cache_max_bytes":  # a byte count may be written 4e9
+            value = int(float(text)) if math.isfinite(float(text)) else text
+        else:
+            value = int(text) if isinstance(_BUILT_IN[name], int) else float(text)
     problem = check(value)
     if problem:
         raise ConfigError(
@@ -211,6 +213,24 @@ def retry_policy(policy: RetryPolicy) -> RetryPolicy:
     """``policy`` with ``LoaderOptions.retry_seconds`` of this process, where that is set."""
     seconds = current().retry_seconds
     return policy if seconds is None else dataclasses.replace(policy, max_seconds=seconds)
+
+
+#: Security switches, read where datasets are loaded (the caller's process), not loader options.
+ALLOWED_MODULES_ENV = "STOKER_ALLOWED_MODULES"
+TRUST_SAMPLE_LOADER_ENV = "STOKER_TRUST_SAMPLE_LOADER"
+
+
+def env_allowed_modules() -> tuple[str, ...]:
+    """Modules whose classes a ``dataset.yaml`` may name (``STOKER_ALLOWED_MODULES``, comma
+    separated), as ``allowed_modules=`` for code you cannot change."""
+    names = os.environ.get(ALLOWED_MODULES_ENV, "").split(",")
+    return tuple(n.strip() for n in names if n.strip())
+
+
+def env_trusts_sample_loader() -> bool:
+    """Whether ``STOKER_TRUST_SAMPLE_LOADER=1`` allows any dataset's ``sample_loader.py`` (as
+    ``trust_sample_loader=True``)."""
+    return os.environ.get(TRUST_SAMPLE_LOADER_ENV) == "1"
 
 
 def activate(options: LoaderOptions | None) -> LoaderOptions | None:
