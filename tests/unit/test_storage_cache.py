@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from stoker.errors import ConfigError
-from stoker.storage.options import LoaderOptions, activate
 from stoker.storage.cache import MetaCache, default_cache
+from stoker.storage.options import LoaderOptions, activate
 
 URL = "s3://bucket/ds/shard_0.tar.idx"
 
