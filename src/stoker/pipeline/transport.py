@@ -31,12 +31,14 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.storage.options import BATCH_SLOTS_MB
+
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
 MIN_SLOT_BYTES = 1 << 20
 #: Shared memory (MB) a worker may keep in slots: the batches in flight (prefetched, held by the
 #: loop) need one each; beyond it, batches take fresh segments. ``LoaderOptions.batch_slots_mb``
 #: sets it (0 turns reuse off): more is faster for large batches and costs that memory.
-SLOTS_MB = 128
+SLOTS_MB = BATCH_SLOTS_MB
 
 
 @dataclass(frozen=True)

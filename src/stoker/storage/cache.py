@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stoker.storage.options import current
+from stoker.storage.options import CACHE_FRESH_SECONDS, CACHE_MAX_BYTES, current
 
-DEFAULT_MAX_BYTES = 4 << 30
-DEFAULT_FRESH_SECONDS = 10.0
+DEFAULT_MAX_BYTES = CACHE_MAX_BYTES
+DEFAULT_FRESH_SECONDS = CACHE_FRESH_SECONDS
 _LATEST = "latest"
 _SUBDIR = "objects"
 

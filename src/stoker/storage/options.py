@@ -41,6 +41,10 @@ ENV: dict[str, str] = {
     "retry_seconds": "STOKER_RETRY_SECONDS",
     "storage_config": "STOKER_STORAGE_CONFIG",
 }
+#: Built-in defaults that other modules use too (where no options are at hand).
+BATCH_SLOTS_MB = 128.0
+CACHE_MAX_BYTES = 4 << 30
+CACHE_FRESH_SECONDS = 10.0
 #: Other variables the defaults depend on (where the cache goes by default).
 _OTHER_ENV = ("XDG_CACHE_HOME", "HOME")
 #: Values of ``STOKER_CACHE_DIR`` that turn the cache off.
@@ -142,9 +146,9 @@ _CHECKS = {
 _BUILT_IN: dict[str, Any] = {
     "prefetch_bytes": 256 << 20,
     "prefetch_threads": 8,
-    "batch_slots_mb": 128.0,
-    "cache_max_bytes": 4 << 30,
-    "cache_fresh_seconds": 10.0,
+    "batch_slots_mb": BATCH_SLOTS_MB,
+    "cache_max_bytes": CACHE_MAX_BYTES,
+    "cache_fresh_seconds": CACHE_FRESH_SECONDS,
     "retry_seconds": None,
     "storage_config": None,
 }
