@@ -331,7 +331,7 @@ def test_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Prefetcher(make_store()).budget == 1 << 20
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "lots")
     with pytest.raises(ConfigError, match="STOKER_PREFETCH_BYTES"):
-        Prefetcher(make_store())
+        Prefetcher(make_store()).want([("shard_0.tar", 0, 10)])
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "0")
     store = make_store()
     reader = ShardReader(store, shard_names(store))

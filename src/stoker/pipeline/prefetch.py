@@ -71,17 +71,7 @@ class Prefetcher:
     def _attach(self) -> None:
         self._pid = os.getpid()
         self._token: int | None = None  # registered with the service on first announcement
-        if self._private is None:
-            self.service = read_ahead()
-        else:
-            budget, threads, gap, cap = self._private
-            options = current()  # the process's sizes fill in what was not given
-            self.service = ReadAhead(
-                options.prefetch_bytes if budget is None else budget,
-                options.prefetch_threads if threads is None else threads,
-                gap=gap,
-                cap=cap,
-            )
+        self._service: ReadAhead | None = None  # found on first use (in the process using it)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"store": self.store, "_private": self._private}
@@ -90,13 +80,27 @@ class Prefetcher:
         self.__dict__.update(state)
         self._attach()
 
-    def _own(self) -> ReadAhead:
+    @property
+    def service(self) -> ReadAhead:
+        """The read-ahead this reader uses: its process's (or its private one)."""
         if os.getpid() != self._pid:  # forked: the parent's read-ahead is not ours
             self._attach()
-        return self.service
+        if self._service is None:
+            if self._private is None:
+                self._service = read_ahead()
+            else:
+                budget, threads, gap, cap = self._private
+                options = current()  # the process's sizes fill in what was not given
+                self._service = ReadAhead(
+                    options.prefetch_bytes if budget is None else budget,
+                    options.prefetch_threads if threads is None else threads,
+                    gap=gap,
+                    cap=cap,
+                )
+        return self._service
 
     def _registered(self) -> int:
-        service = self._own()
+        service = self.service
         if self._token is None:
             self._token = service.register(self.store)
         return self._token
@@ -134,10 +138,10 @@ class Prefetcher:
         Raises:
             StorageError: the request that fetched them failed (as ``read_range`` raises).
         """
-        self._own()
+        service = self.service  # (after a fork: a new one, and no token)
         if self._token is None:
             return None
-        return self.service.take(self._token, name, start, end)
+        return service.take(self._token, name, start, end)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(item) for item in items]``, run on the shared pool (the first error raised)."""
@@ -147,7 +151,7 @@ class Prefetcher:
     def close(self) -> None:
         """Forget what this reader announced (the last reader of a process to close shuts the
         pool down); announcing again registers it anew."""
-        self._own()
+        service = self.service
         if self._token is not None:
-            self.service.forget(self._token)
+            service.forget(self._token)
             self._token = None
