@@ -63,29 +63,28 @@ def _env_field(name: str) -> Any:
 class LoaderOptions:
     """Resources and I/O settings of a loader; each field defaults to its environment variable.
 
-        Attributes:
-            prefetch_bytes: Bytes one worker process may hold read ahead from remote stores, over
-                all its data sources together (``STOKER_PREFETCH_BYTES``, 256 MiB; 0: off).
-            prefetch_threads: Concurrent remote reads of one worker process, over all its data
-                sources (``STOKER_PREFETCH_THREADS``, 8).
-            batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
-                (``STOKER_BATCH_SLOTS_MB``, 128; 0: a fresh segment per batch).
-            cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
-                (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
-            cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
-            cache_fresh_seconds: How long a version check of a cached file is trusted
-                (``STOKER_CACHE_FRESH_SECONDS``, 10; 0: check on every read).
-            retry_seconds: Seconds one remote request may keep retrying (``STOKER_RETRY_SECONDS``;
-                None: the storage configuration's ``retry.max_seconds``, 120 by default).
-            storage_config: A YAML file with endpoints, credentials and retry settings of object
-                stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
+    Attributes:
+        prefetch_bytes: Bytes one worker process may hold read ahead from remote stores, over
+            all its data sources together (``STOKER_PREFETCH_BYTES``, 256 MiB; 0: off).
+        prefetch_threads: Concurrent remote reads of one worker process, over all its data
+            sources (``STOKER_PREFETCH_THREADS``, 8).
+        batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
+            (``STOKER_BATCH_SLOTS_MB``, 128; 0: a fresh segment per batch).
+        cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
+            (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
+        cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
+        cache_fresh_seconds: How long a version check of a cached file is trusted
+            (``STOKER_CACHE_FRESH_SECONDS``, 10; 0: check on every read).
+        retry_seconds: Seconds one remote request may keep retrying (``STOKER_RETRY_SECONDS``;
+            None: the storage configuration's ``retry.max_seconds``, 120 by default).
+        storage_config: A YAML file with endpoints, credentials and retry settings of object
+            stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
 
-        Example:
-            >>> import contextlib
-    import dataclasses
-            >>> options = LoaderOptions(prefetch_bytes=0)  # no read-ahead
-            >>> dataclasses.replace(options, batch_slots_mb=512).batch_slots_mb
-            512
+    Example:
+        >>> import dataclasses
+        >>> options = LoaderOptions(prefetch_bytes=0)  # no read-ahead
+        >>> dataclasses.replace(options, batch_slots_mb=512).batch_slots_mb
+        512
     """
 
     prefetch_bytes: int = _env_field("prefetch_bytes")
