@@ -25,10 +25,9 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from stoker.errors import ConfigError
-from stoker.storage.retry import RetryPolicy
 
 #: Field -> the environment variable that sets its default.
 ENV: dict[str, str] = {
@@ -38,7 +37,6 @@ ENV: dict[str, str] = {
     "cache_dir": "STOKER_CACHE_DIR",
     "cache_max_bytes": "STOKER_CACHE_MAX_BYTES",
     "cache_fresh_seconds": "STOKER_CACHE_FRESH_SECONDS",
-    "retry_seconds": "STOKER_RETRY_SECONDS",
     "storage_config": "STOKER_STORAGE_CONFIG",
 }
 #: Built-in defaults that other modules use too (where no options are at hand).
@@ -75,8 +73,9 @@ class LoaderOptions:
         cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
         cache_fresh_seconds: How long a version check of a cached file is trusted
             (``STOKER_CACHE_FRESH_SECONDS``, 10; 0: check on every read).
-        retry_seconds: Seconds one remote request may keep retrying (``STOKER_RETRY_SECONDS``;
-            None: the storage configuration's ``retry.max_seconds``, 120 by default).
+        retry_seconds: Seconds one remote request may keep retrying, over every store (None:
+            the storage configuration's retry budget, 120 s by default). No environment
+            variable: the storage configuration sets the default.
         storage_config: A YAML file with endpoints, credentials and retry settings of object
             stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
 
@@ -93,7 +92,7 @@ class LoaderOptions:
     cache_dir: str | None = _env_field("cache_dir")
     cache_max_bytes: int = _env_field("cache_max_bytes")
     cache_fresh_seconds: float = _env_field("cache_fresh_seconds")
-    retry_seconds: float | None = _env_field("retry_seconds")
+    retry_seconds: float | None = None
     storage_config: str | None = _env_field("storage_config")
 
     def __post_init__(self) -> None:
@@ -102,7 +101,7 @@ class LoaderOptions:
             if problem:
                 raise ConfigError(
                     f"LoaderOptions.{name}={getattr(self, name)!r} must be {problem}.",
-                    hint=f"The default is set by {ENV[name]}.",
+                    hint=f"The default is set by {ENV[name]}." if name in ENV else None,
                 )
 
 
@@ -148,7 +147,6 @@ _BUILT_IN: dict[str, Any] = {
     "batch_slots_mb": BATCH_SLOTS_MB,
     "cache_max_bytes": CACHE_MAX_BYTES,
     "cache_fresh_seconds": CACHE_FRESH_SECONDS,
-    "retry_seconds": None,
     "storage_config": None,
 }
 
@@ -186,10 +184,17 @@ def _parse(name: str, var: str, text: str) -> Any:
     if problem:
         raise ConfigError(
             f"{var}={text!r} is not {problem} (the default of LoaderOptions.{name}).",
-            hint=f"E.g. {var}={_BUILT_IN[name] if _BUILT_IN[name] is not None else 60}.",
+            hint=f"E.g. {var}={_BUILT_IN[name]}.",
         )
     return value
 
+
+class _RetryBudget(Protocol):
+    @property
+    def max_seconds(self) -> float: ...
+
+
+P = TypeVar("P", bound=_RetryBudget)
 
 _MEMO: dict[tuple[str | None, ...], LoaderOptions] = {}
 _ACTIVE: list[tuple[int, LoaderOptions]] = []
@@ -212,10 +217,13 @@ def current() -> LoaderOptions:
     return defaults()
 
 
-def retry_policy(policy: RetryPolicy) -> RetryPolicy:
-    """``policy`` with ``LoaderOptions.retry_seconds`` of this process, where that is set."""
+def retry_policy(policy: P) -> P:
+    """``policy`` (a retry budget: a dataclass with ``max_seconds``) with
+    ``LoaderOptions.retry_seconds`` of this process, where that is set."""
     seconds = current().retry_seconds
-    return policy if seconds is None else dataclasses.replace(policy, max_seconds=seconds)
+    if seconds is None or policy.max_seconds == seconds:
+        return policy
+    return dataclasses.replace(policy, max_seconds=seconds)  # type: ignore[type-var]
 
 
 #: Security switches, read where datasets are loaded (the caller's process), not loader options.
