@@ -116,6 +116,7 @@ if TYPE_CHECKING:
     from stoker.sources.blender import Blender, load_dataset
     from stoker.sources.file_cache_pool import FileCacheLazy, FileStoreCachePool
     from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
+    from stoker.storage.options import LoaderOptions
     from stoker.wrappers import (
         BatchDataset,
         BlendDataset,
@@ -221,6 +222,7 @@ _EXPORTS: dict[str, str] = {
     "MultiChoiceVQASample": "stoker.model.samples",
     "NoCachePool": "stoker.model.cache_pool",
     "OCRSample": "stoker.model.samples",
+    "LoaderOptions": "stoker.storage.options",
     "PrepareReport": "stoker.format.prepare",
     "PrimaryFileStore": "stoker.sources.aux",
     "Sample": "stoker.model.samples",
@@ -334,6 +336,7 @@ __all__ = [
     "LimitDataset",
     "Loader",
     "LoaderDataset",
+    "LoaderOptions",
     "LogSampleDataset",
     "MapDataset",
     "Metadataset",

@@ -35,6 +35,7 @@ from stoker.runtime.savable_loader import BasicDataLoader, SavableDataLoader
 from stoker.runtime.streams import Loadable
 from stoker.sources.blender import Blender
 from stoker.sources.blending import load_sources
+from stoker.storage.options import LoaderOptions
 
 _L = TypeVar("_L", BasicDataLoader, SavableDataLoader)
 
@@ -195,13 +196,21 @@ def get_loader(
     pin_memory: bool = False,
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
+    options: LoaderOptions | None = None,
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
 
     ``cache_pool`` (e.g. a :class:`~stoker.FileStoreCachePool`) is what cookers with
-    ``need_cache`` get as ``cache=``, in every worker. Energon's watchdog arguments are accepted
-    and ignored.
+    ``need_cache`` get as ``cache=``, in every worker. ``options`` (a
+    :class:`~stoker.LoaderOptions`) sizes each worker's read-ahead and batch slots and sets the
+    metadata cache and retry budget; None takes them from the environment variables that are
+    their defaults, read once, here. Energon's watchdog arguments are accepted and ignored.
+
+    Example:
+        >>> from stoker import LoaderOptions
+        >>> options = LoaderOptions(prefetch_bytes=64 << 20, batch_slots_mb=512)
+        >>> loader = get_loader(ds, options=options)  # doctest: +SKIP
     """
     return _loader(
         BasicDataLoader,
@@ -211,6 +220,7 @@ def get_loader(
         pin_memory=pin_memory,
         timeout=timeout,
         cache_pool=cache_pool,
+        options=options,
     )
 
 
@@ -222,6 +232,7 @@ def get_savable_loader(
     pin_memory: bool = False,
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
+    options: LoaderOptions | None = None,
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -238,6 +249,7 @@ def get_savable_loader(
         pin_memory=pin_memory,
         timeout=timeout,
         cache_pool=cache_pool,
+        options=options,
     )
 
 
@@ -250,6 +262,7 @@ def _loader(
     pin_memory: bool,
     timeout: float,
     cache_pool: CachePool | None,
+    options: LoaderOptions | None,
 ) -> _L:
     """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
     checking that ``worker_config`` (if given) is the one the dataset was made with."""
@@ -264,6 +277,7 @@ def _loader(
         pin_memory=pin_memory,
         timeout=timeout,
         cache_pool=cache_pool,
+        options=options,
     )
 
 

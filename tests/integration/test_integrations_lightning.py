@@ -16,6 +16,7 @@ import torch
 pl = pytest.importorskip("pytorch_lightning")
 
 from stoker.integrations.lightning import StokerDataModule  # noqa: E402
+from stoker.storage.options import LoaderOptions  # noqa: E402
 from tests.integration._images import make_image_dataset  # noqa: E402
 from tests.integration._integ_lightning import Crash, CrashAt, KeyRecorder, trainer  # noqa: E402
 
@@ -143,3 +144,12 @@ def test_every_validation_run_is_a_full_pass(
     assert len(runs) == 1
     assert sorted(runs[0]) == keys["val"]  # every sample once; the order interleaves the streams
     assert sanity == runs[0][:4]  # the sanity check is the start of the same pass
+
+
+def test_loader_options_reach_the_loaders(dataset: tuple[Path, dict[str, list[str]]]) -> None:
+    options = LoaderOptions(prefetch_bytes=1 << 20, batch_slots_mb=0)
+    dm = StokerDataModule(str(dataset[0]), batch_size=2, num_workers=0, options=options)
+    train, val = dm.train_dataloader(), dm.val_dataloader()
+    assert train.loader.options is options and val.loader.options is options
+    assert len(next(iter(train)).__key__) == 2  # loads with them
+    train.loader.close()

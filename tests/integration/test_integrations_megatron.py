@@ -43,6 +43,7 @@ from stoker.integrations.sequences import MultiModalBatch
 from stoker.integrations.task_encoder import MultiModalSampleConfig, MultiModalTaskEncoder
 from stoker.integrations.topology import data_parallel_place
 from stoker.runtime.loader import Loader
+from stoker.storage.options import LoaderOptions
 
 CAPTION = re.compile(r"a (red|green|blue|yellow|purple) (circle|square|triangle)")
 IMAGE = -200
@@ -332,3 +333,15 @@ def test_context_parallel_peers_receive_identical_micro_batches(
     val = [set(flat(s["val"])) for s in seen]  # 3 micro-batches of 2, 2, 1: a whole pass
     assert not val[0] & val[2]
     assert sorted(val[0] | val[2]) == [f"{i:06d}" for i in range(40, 50)]
+
+
+def test_loader_options_reach_both_loaders(dataset: str, tokenizer: WordTokenizer) -> None:
+    options = LoaderOptions(prefetch_bytes=1 << 20, prefetch_threads=2, batch_slots_mb=0)
+    data = data_module(dataset, tokenizer, num_workers=1, options=options)
+    train, _ = data.build()
+    assert data.train_dataloader_object is not None and data.val_dataloader_object is not None
+    assert data.train_dataloader_object.options is options
+    assert data.val_dataloader_object.options is options
+    assert [len(k) for k in keys(train, 2)] == [4, 4]  # loads with them
+    data.train_dataloader_object.close()
+    data.val_dataloader_object.close()

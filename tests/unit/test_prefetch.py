@@ -12,18 +12,24 @@ from typing import BinaryIO
 import numpy as np
 import pytest
 
-import stoker.pipeline.prefetch as prefetch_module
+import stoker.pipeline.read_ahead as read_ahead_module
 from stoker.errors import ConfigError, StorageError
 from stoker.format.tar_index import encode_offsets, tar_index_name
 from stoker.pipeline.prefetch import (
     FIRST_REQUEST,
     Prefetcher,
-    budget_from_env,
     plan_requests,
     split_head,
 )
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store
+from stoker.storage.options import LoaderOptions, activate
+
+
+@pytest.fixture(autouse=True)
+def fresh_read_ahead() -> None:
+    """Each test starts with a new read-ahead of the process (none left by another test)."""
+    read_ahead_module._PROCESS.clear()
 
 
 class MemStore(Store):
@@ -194,13 +200,15 @@ def test_the_budget_limits_the_bytes_held_and_reads_still_complete() -> None:
     ahead = Prefetcher(store, budget=2 * int(offsets[-1] - offsets[0]) + 10, threads=4)
     reader._ahead = ahead
     reader.prefetch(*refs(pairs))
-    assert ahead.requests == 2  # the other six wait for room
+    # Requests are at most a quarter of the budget: half a shard each.
+    assert ahead.service.request_cap < int(offsets[-1] - offsets[0])
+    assert ahead.requests == 4  # two shards' worth; the other six wait for room
     got = []
     for s, i in pairs:
         got.append(reader.read(s, i).parts)
         assert ahead.held_bytes <= ahead.budget
     assert got == expected
-    assert ahead.requests == 8 and len(store.reads) == 8
+    assert ahead.requests == 16 and len(store.reads) == 16
     reader.close()
 
 
@@ -264,7 +272,7 @@ def test_close_shuts_the_pool_down_and_forgets_what_was_announced() -> None:
     store = make_store()
     reader = ShardReader(store, shard_names(store))
     reader.prefetch(*refs([(0, 0), (1, 0), (2, 0)]))
-    pool = reader._ahead._pool if reader._ahead else None
+    pool = reader._ahead.service._pool if reader._ahead else None
     assert pool is not None
     threads = [t for t in threading.enumerate() if t.name.startswith("stoker-prefetch")]
     reader.close()
@@ -275,7 +283,7 @@ def test_close_shuts_the_pool_down_and_forgets_what_was_announced() -> None:
     assert reader.read(0, 0).key == "s0_00000"  # after close: read directly
     assert len(store.reads) == 1
     reader.prefetch(*refs([(1, 3)]))  # and usable again, with a new pool
-    assert reader._ahead is not None and reader._ahead._pool is not pool
+    assert reader._ahead is not None and reader._ahead.service._pool is not pool
     assert reader.read(1, 3).key == "s1_00003"
     reader.close()
 
@@ -286,12 +294,12 @@ def test_a_forked_child_never_uses_the_parents_pool(monkeypatch: pytest.MonkeyPa
     reader = ShardReader(store, shard_names(store))
     reader.prefetch(*refs([(0, 0), (1, 0)]))
     assert reader._ahead is not None
-    parent_pool = reader._ahead._pool
+    parent_pool = reader._ahead.service._pool
     real = os.getpid()
     monkeypatch.setattr(os, "getpid", lambda: real + 1)  # as in a forked child
     assert reader._ahead.take("shard_0.tar", 0, 10) is None  # the parent's buffers are gone
     reader.prefetch(*refs([(2, 0)]))
-    assert reader._ahead._pool is not parent_pool
+    assert reader._ahead.service._pool is not parent_pool
     store.gate.set()
     assert reader.read(2, 0).key == "s2_00000"
     assert reader.read(0, 0).key == "s0_00000"
@@ -307,23 +315,23 @@ def test_stale_buffers_make_room_for_new_work() -> None:
     reader = ShardReader(store, shard_names(store))
     reader._ahead = ahead
     reader.prefetch(*refs([(0, 0)]))  # announced, never read (its stream went away)
-    for chunk in ahead._live:
+    for chunk in ahead.service._live:
         assert chunk.future is not None
         chunk.future.result()
-    for _ in range(prefetch_module._STALE_READS + 100):
+    for _ in range(read_ahead_module._STALE_READS + 100):
         reader.read(1, 0)  # unannounced reads tick the clock
-    reader.prefetch(*refs([(1, 1), (1, 2)]))
-    reader.read(1, 1)
-    assert ahead.requests == 2  # the stale buffer was dropped to fetch the new one
+    reader.prefetch(*refs([(1, 1)]))
+    assert ahead.requests == 2  # the stale buffer was dropped to fetch the new one at once
+    assert reader.read(1, 1).key == "s1_00001"
     reader.close()
 
 
 def test_budget_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "1048576")
-    assert budget_from_env() == 1 << 20
+    assert Prefetcher(make_store()).budget == 1 << 20
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "lots")
     with pytest.raises(ConfigError, match="STOKER_PREFETCH_BYTES"):
-        budget_from_env()
+        Prefetcher(make_store()).want([("shard_0.tar", 0, 10)])
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "0")
     store = make_store()
     reader = ShardReader(store, shard_names(store))
@@ -355,3 +363,34 @@ def test_only_the_first_cold_request_is_small() -> None:
     assert sorted(size for _, _, size in store.reads)[0] <= FIRST_REQUEST
     assert all(reader.read(0, i).key == f"s0_{i:05d}" for i in range(40))
     reader.close()
+
+
+def test_readers_of_a_process_share_one_pool_and_budget_and_take_turns() -> None:
+    a, b = make_store(shards=2, per_shard=10), make_store(shards=2, per_shard=10)
+    readers = [ShardReader(store, shard_names(store)) for store in (a, b)]
+    shard_size = int(readers[0].offsets(0)[-1])
+    previous = activate(LoaderOptions(prefetch_bytes=shard_size, prefetch_threads=2))
+    try:
+        for reader in readers:
+            reader.prefetch(*refs(all_pairs(a, per_shard=10)))
+    finally:
+        activate(previous)
+    service = readers[0]._ahead.service if readers[0]._ahead else None
+    assert service is not None and readers[1]._ahead and readers[1]._ahead.service is service
+    assert (service.budget, service.threads, service.readers) == (shard_size, 2, 2)
+    assert {p for p, _, _ in a.reads} == {"shard_0.tar"} and b.reads == []  # b waits for room
+    for i in range(10):
+        readers[0].read(0, i)  # room is made: the readers take turns, b first
+    tokens = [reader._ahead._token if reader._ahead else None for reader in readers]
+    of_b = [c for c in service._live if c.reader == tokens[1]]
+    of_a = [c for c in service._live if c.reader == tokens[0]]  # shard 0 was all read
+    assert of_b and len(of_b) - 1 <= len(of_a) <= len(of_b)  # submitted b, a, b, ...
+    assert {c.request.name for c in of_a} == {"shard_1.tar"}
+    assert service.peak_bytes <= shard_size
+    for s, i in all_pairs(a, per_shard=10):
+        readers[1].read(s, i)
+    for i in range(10):
+        readers[0].read(1, i)
+    for reader in readers:
+        reader.close()
+    assert service.readers == 0 and service._pool is None  # the last reader shut it down

@@ -10,6 +10,7 @@ import pytest
 
 from stoker.errors import ConfigError
 from stoker.storage.cache import MetaCache, default_cache
+from stoker.storage.options import LoaderOptions, activate
 
 URL = "s3://bucket/ds/shard_0.tar.idx"
 
@@ -52,5 +53,19 @@ def test_the_environment_configures_the_cache(
     monkeypatch.setenv("STOKER_CACHE_FRESH_SECONDS", "soon")
     with pytest.raises(ConfigError, match=r"STOKER_CACHE_FRESH_SECONDS='soon' is not a number"):
         default_cache()
+    monkeypatch.setenv("STOKER_CACHE_FRESH_SECONDS", "2.5")
     monkeypatch.setenv("STOKER_CACHE_DIR", "off")
     assert default_cache() is None
+
+
+def test_the_active_options_configure_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STOKER_CACHE_DIR", "off")
+    options = LoaderOptions(cache_dir=str(tmp_path), cache_max_bytes=10, cache_fresh_seconds=1)
+    previous = activate(options)  # as a loader's worker does
+    try:
+        assert default_cache() == MetaCache(str(tmp_path), 10, 1.0)
+    finally:
+        activate(previous)
+    assert default_cache() is None  # the environment's default again

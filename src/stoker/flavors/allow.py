@@ -27,6 +27,7 @@ from stoker.format.sample_types import BUILTIN_MODULES
 from stoker.model.samples import CrudeSample, Sample
 from stoker.model.worker_config import WorkerConfig
 from stoker.sources.source import DataSource
+from stoker.storage.options import TRUST_METADATASET_ENV, env_trusts_metadataset
 
 _BASES = (Sample, BaseCoreDatasetFactory)
 
@@ -76,7 +77,6 @@ def resolve_class(
 
 
 #: Set to 1 to trust every callable your own metadataset YAMLs name (joiners).
-TRUST_METADATASET_ENV = "STOKER_TRUST_METADATASET"
 JOINER_HINT = (
     "A metadataset may name as joiner stoker's sample classes and, from installed modules, "
     "subclasses of Sample (with from_joined). To call a function or any other object, allow "
@@ -94,7 +94,7 @@ def check_joiner(
     The same rules as for a dataset.yaml's classes; :data:`TRUST_METADATASET_ENV` set to 1 is
     the explicit switch that trusts the user's own metadataset (the check is then skipped).
     """
-    if os.environ.get(TRUST_METADATASET_ENV, "").strip().lower() in ("1", "true", "yes"):
+    if env_trusts_metadataset():
         return
     for root in data_roots[1:]:
         _refuse_data_folder(module, root, where)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +38,7 @@ from stoker.format.sample_types import (
     SAMPLE_TYPES,
 )
 from stoker.storage import Store
+from stoker.storage.options import env_allowed_modules
 
 _ACCESS_RE = re.compile(r"^(?P<part>[^\[\]]+)(?P<access>(?:\[[^\[\]]+\])*)$")
 _ALLOWED_KEYS = {
@@ -284,7 +284,7 @@ def module_allowed(module: str, allowed: tuple[str, ...] = ()) -> bool:
     comma-separated ``STOKER_ALLOWED_MODULES``); a package allows its submodules."""
     if module in BUILTIN_MODULES:
         return True
-    names = [*allowed, *os.environ.get(ALLOWED_MODULES_ENV, "").split(",")]
+    names = [*allowed, *env_allowed_modules()]
     return any(
         n.strip() and (module == n.strip() or module.startswith(f"{n.strip()}.")) for n in names
     )
@@ -314,7 +314,6 @@ ALLOW_HINT = (
     "get_train_dataset / get_val_dataset / get_dataset_from_config, or set "
     "STOKER_ALLOWED_MODULES={module} (CLI: --allow-module {module})."
 )
-ALLOWED_MODULES_ENV = "STOKER_ALLOWED_MODULES"
 
 
 def _installed(module: str) -> bool:

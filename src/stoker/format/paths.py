@@ -14,20 +14,20 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 from stoker.errors import ConfigError
+from stoker.storage.options import ALLOW_OUTSIDE_PATHS_ENV, env_allows_outside_paths
 
 #: Set to 1 to let every dataset's metadata name shards outside its folder.
-ALLOW_OUTSIDE_ENV = "STOKER_ALLOW_OUTSIDE_PATHS"
+ALLOW_OUTSIDE_ENV = ALLOW_OUTSIDE_PATHS_ENV
 
 
 def outside_paths_allowed(allow: bool | None = None) -> bool:
     """``allow`` if given, else whether ``STOKER_ALLOW_OUTSIDE_PATHS`` is ``1``/``true``/``yes``."""
     if allow is not None:
         return allow
-    return os.environ.get(ALLOW_OUTSIDE_ENV, "").strip().lower() in ("1", "true", "yes")
+    return env_allows_outside_paths()
 
 
 def outside_reason(name: str) -> str | None:

@@ -36,6 +36,7 @@ from stoker.integrations.loaders import RestartingLoader, ResumableLoader
 from stoker.integrations.topology import data_parallel_worker_config
 from stoker.model.task import DefaultTaskEncoder, TaskEncoder
 from stoker.model.worker_config import WorkerConfig
+from stoker.storage.options import LoaderOptions
 
 __all__ = ["StokerDataModule"]
 
@@ -59,6 +60,8 @@ class StokerDataModule(pl.LightningDataModule):
             :mod:`stoker.integrations.topology`, which is ``torch.distributed``'s rank under
             Lightning's DDP).
         pg_collection: Megatron process groups to take the data-parallel rank from.
+        options: Read-ahead, batch slots, metadata cache and retry budget of the loaders
+            (:class:`~stoker.LoaderOptions`; None: from the environment).
         **dataset_kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset``
             (``virtual_workers``, ``subflavors``, ...).
     """
@@ -78,6 +81,7 @@ class StokerDataModule(pl.LightningDataModule):
         val_limit: int | None = None,
         worker_config: WorkerConfig | None = None,
         pg_collection: Any = None,
+        options: LoaderOptions | None = None,
         **dataset_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -93,6 +97,7 @@ class StokerDataModule(pl.LightningDataModule):
         self.val_limit = val_limit
         self.worker_config = worker_config
         self.pg_collection = pg_collection
+        self.options = options
         self.dataset_kwargs = dataset_kwargs
         self._train: ResumableLoader | None = None
         self._eval: dict[str, RestartingLoader] = {}
@@ -116,7 +121,7 @@ class StokerDataModule(pl.LightningDataModule):
                 task_encoder=self.task_encoder,
                 **self.dataset_kwargs,
             )
-            self._train = ResumableLoader(get_savable_loader(dataset))
+            self._train = ResumableLoader(get_savable_loader(dataset, options=self.options))
             if self._pending_state is not None:
                 self._train.load_state_dict(self._pending_state)
                 self._pending_state = None
@@ -142,7 +147,8 @@ class StokerDataModule(pl.LightningDataModule):
                 task_encoder=self.val_task_encoder,
                 **self.dataset_kwargs,
             )
-            self._eval[split] = RestartingLoader(get_savable_loader(dataset))
+            loader = get_savable_loader(dataset, options=self.options)
+            self._eval[split] = RestartingLoader(loader)
         return self._eval[split]
 
     def state_dict(self) -> dict[str, Any]:

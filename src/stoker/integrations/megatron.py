@@ -39,6 +39,7 @@ from stoker.integrations.topology import data_parallel_worker_config
 from stoker.model.task import TaskEncoder
 from stoker.runtime.dataset import LoaderDataset
 from stoker.runtime.loader import Loader
+from stoker.storage.options import LoaderOptions
 
 __all__ = [
     "EnergonDataloader",
@@ -77,6 +78,8 @@ class MultiModalDataModule:
             parameter; keyword only in current Bridge's order).
         global_batch_size: Sequences per optimizer step over all ranks, kept for the trainer
             (Bridge 0.3's sixth parameter; keyword only in current Bridge's order).
+        options: stoker's :class:`~stoker.LoaderOptions` for both loaders (read-ahead, batch
+            slots, metadata cache, retry budget; keyword only; None: from the environment).
         **kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset`` (e.g. ``virtual_workers``).
 
     Attributes, as Bridge documents them: ``init_global_step`` (0; the trainer sets it when it
@@ -125,6 +128,7 @@ class MultiModalDataModule:
         )
         self.packing_buffer_size: int | None = values["packing_buffer_size"]
         self.pg_collection: Any = values["pg_collection"]
+        self.options: LoaderOptions | None = extra.pop("options", None)
         self.kwargs: dict[str, Any] = extra
         self.init_global_step = 0
         self.train_dataloader_object: Loader | None = None
@@ -159,7 +163,7 @@ class MultiModalDataModule:
         worker_config = data_parallel_worker_config(num_workers, pg_collection=self.pg_collection)
         dataset = self.datasets_provider(worker_config, split)
         pin = self.pin_memory and torch.cuda.is_available()
-        return get_savable_loader(dataset, pin_memory=pin)
+        return get_savable_loader(dataset, pin_memory=pin, options=self.options)
 
     def train_dataloader(self) -> StokerDataloader:
         """The training iterator (built once; a state given to :meth:`load_state_dict` first

@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import io
 import math
-import os
 import pickle
 import queue
 import weakref
@@ -32,12 +31,14 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.storage.options import BATCH_SLOTS_MB
+
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
 MIN_SLOT_BYTES = 1 << 20
 #: Shared memory (MB) a worker may keep in slots: the batches in flight (prefetched, held by the
-#: loop) need one each; beyond it, batches take fresh segments. ``STOKER_BATCH_SLOTS_MB``
-#: overrides it (0 turns reuse off): more is faster for large batches and costs that memory.
-SLOTS_MB = 128
+#: loop) need one each; beyond it, batches take fresh segments. ``LoaderOptions.batch_slots_mb``
+#: sets it (0 turns reuse off): more is faster for large batches and costs that memory.
+SLOTS_MB = BATCH_SLOTS_MB
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,8 @@ class _Slot:
 class WorkerTransport:
     """A worker's slots; :func:`batch_buffer` allocates from the active one."""
 
-    def __init__(self, releases: Any, budget_mb: float | None = None) -> None:
+    def __init__(self, releases: Any, budget_mb: float = SLOTS_MB) -> None:
         self.releases = releases
-        if budget_mb is None:
-            budget_mb = float(os.environ.get("STOKER_BATCH_SLOTS_MB", SLOTS_MB))
         self.budget = int(budget_mb * 2**20)
         self.slots: dict[int, _Slot] = {}  # by storage data pointer
         self._numbers = 0

@@ -19,15 +19,17 @@ from typing import Any
 import torch.utils.data
 from torch.utils.data import _utils
 
-from stoker.errors import StokerError
+from stoker.errors import ConfigError, StokerError
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
-from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport, activate
+from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
+from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
+from stoker.storage.options import LoaderOptions, activate
 
 #: Item kinds sent from workers to the main process.
 BATCH, END, ERROR = 0, 1, 2
@@ -100,17 +102,19 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
         dataset: Loadable,
         resume: Resume,
         releases: list[Any],
+        options: LoaderOptions,
         cache_pool: CachePool | None = None,
     ) -> None:
         super().__init__()
         self.dataset, self.resume, self.releases = dataset, resume, releases
-        self.cache_pool = cache_pool
+        self.options, self.cache_pool = options, cache_pool
 
     def __iter__(self) -> Iterator[Item]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
-        transport = WorkerTransport(self.releases[worker])
-        activate(transport)  # batches are built in the worker's reused shared-memory slots
+        activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
+        transport = WorkerTransport(self.releases[worker], self.options.batch_slots_mb)
+        use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         try:
             for item in worker_items(self.dataset, worker, self.resume):
@@ -122,7 +126,24 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
                         return
                 yield item
         finally:
-            activate(None)
+            use_transport(None)
+
+
+def _with_options(items: Iterator[Item], options: LoaderOptions) -> Iterator[Item]:
+    """``items`` of an in-process producer, each made under the loader's options (the
+    process's own are back in force between batches)."""
+    try:
+        while True:
+            previous = activate(options)
+            try:
+                item = next(items, None)
+            finally:
+                activate(previous)
+            if item is None:
+                return
+            yield item
+    finally:
+        items.close()  # type: ignore[attr-defined]
 
 
 class _Live:
@@ -144,7 +165,10 @@ class _Live:
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
-            self._producers = [worker_items(dataset, w, resume) for w in range(max(workers, 1))]
+            self._producers = [
+                _with_options(worker_items(dataset, w, resume), loader.options)
+                for w in range(max(workers, 1))
+            ]
             return
         # Workers inherit this process's temporary folder (removed when it exits) instead of
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
@@ -155,7 +179,9 @@ class _Live:
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             self._torch_iter = iter(
                 torch.utils.data.DataLoader(
-                    _WorkerDataset(dataset, resume, self._transport.queues, loader.cache_pool),
+                    _WorkerDataset(
+                        dataset, resume, self._transport.queues, loader.options, loader.cache_pool
+                    ),
                     batch_size=None,
                     num_workers=workers,
                     prefetch_factor=loader.prefetch_factor,
@@ -231,8 +257,18 @@ class Loader(LoaderState):
         timeout: float = 0.0,
         in_process: bool = False,
         cache_pool: CachePool | None = None,
+        options: LoaderOptions | None = None,
     ) -> None:
+        self._live: _Live | None = None  # first: __del__ runs even if the checks below fail
         self.dataset = dataset
+        #: Read-ahead, batch slots, cache and retries of the workers (None: from the
+        #: environment, read now, in this process).
+        self.options = LoaderOptions() if options is None else options
+        if not isinstance(self.options, LoaderOptions):
+            raise ConfigError(
+                f"options={options!r} must be a stoker.LoaderOptions.",
+                hint="E.g. options=LoaderOptions(prefetch_bytes=64 << 20).",
+            )
         #: Energon's cache pool for cookers that ask for ``cache=`` (None: read directly).
         self.cache_pool = cache_pool
         self.prefetch_factor = prefetch_factor
@@ -248,7 +284,6 @@ class Loader(LoaderState):
         self.yielded = 0
         self.epoch = 0
         self._finished = False
-        self._live: _Live | None = None
         self._skipped = Skips()
 
     def __iter__(self) -> Iterator[Any]:

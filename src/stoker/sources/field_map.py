@@ -11,7 +11,6 @@ sample, as in Energon. A dataset factory class (``config.factory``) loads its sa
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,11 +19,12 @@ from stoker.format.dataset_config import DatasetConfig, FieldAccess
 from stoker.format.meta import META_DIR
 from stoker.model.samples import SAMPLE_CLASSES, CrudeSample, Sample, SourceInfo
 from stoker.storage import Store, open_store
+from stoker.storage.options import TRUST_SAMPLE_LOADER_ENV, env_trusts_sample_loader
 
 SampleLoader = Callable[[dict[str, Any]], dict[str, Any]]
 PartFilter = Callable[[str], bool]
 #: Set to 1 to run the ``sample_loader.py`` of any dataset (as ``trust_sample_loader=True``).
-TRUST_ENV = "STOKER_TRUST_SAMPLE_LOADER"
+TRUST_ENV = TRUST_SAMPLE_LOADER_ENV
 
 
 def build_sample(
@@ -188,7 +188,7 @@ def _load_function(store: str | Store, spec: str, default: str, allow_code: bool
     store = open_store(store) if isinstance(store, str) else store
     file, _, name = spec.rpartition(":") if ":" in spec else (spec, "", default)
     path = f"{META_DIR}/{file}"
-    if not (allow_code or os.environ.get(TRUST_ENV) == "1"):
+    if not (allow_code or env_trusts_sample_loader()):
         raise ConfigError(
             f"dataset.yaml asks to run the Python file {store.url(path)} ({spec!r}).",
             hint="Code in a data folder may come from anyone, so stoker does not run it by "

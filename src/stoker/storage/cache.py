@@ -8,12 +8,14 @@ last rename wins; the contents are identical). The total size is kept under a bo
 the least recently used entries (an open file survives its removal on POSIX).
 
 Each URL also has a pointer to its latest version, touched whenever a process checks the version
-against the store. Within ``STOKER_CACHE_FRESH_SECONDS`` (default 10 s) of such a check, other
-processes (the dataloader workers of all ranks of a machine, starting together) trust it and ask
-the store nothing; 0 checks on every read.
+against the store. Within ``LoaderOptions.cache_fresh_seconds`` (default 10 s) of such a check,
+other processes (the dataloader workers of all ranks of a machine, starting together) trust it and
+ask the store nothing; 0 checks on every read.
 
-``STOKER_CACHE_DIR`` moves it (default ``~/.cache/stoker``); ``STOKER_CACHE_MAX_BYTES`` bounds it
-(default 4 GiB); ``STOKER_CACHE_DIR=off`` disables it.
+``LoaderOptions.cache_dir`` moves it (default ``~/.cache/stoker``; None disables it) and
+``cache_max_bytes`` bounds it (default 4 GiB); their defaults come from ``STOKER_CACHE_DIR``
+(``off`` disables it), ``STOKER_CACHE_MAX_BYTES`` and ``STOKER_CACHE_FRESH_SECONDS``
+(:mod:`stoker.storage.options`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stoker.errors import ConfigError
+from stoker.storage.options import CACHE_FRESH_SECONDS, CACHE_MAX_BYTES, current
 
-DIR_ENV = "STOKER_CACHE_DIR"
-MAX_ENV = "STOKER_CACHE_MAX_BYTES"
-FRESH_ENV = "STOKER_CACHE_FRESH_SECONDS"
-DEFAULT_MAX_BYTES = 4 << 30
-DEFAULT_FRESH_SECONDS = 10.0
+DEFAULT_MAX_BYTES = CACHE_MAX_BYTES
+DEFAULT_FRESH_SECONDS = CACHE_FRESH_SECONDS
 _LATEST = "latest"
 _SUBDIR = "objects"
 
@@ -154,27 +153,12 @@ class MetaCache:
 
 
 def default_cache() -> MetaCache | None:
-    """The cache configured by the environment, or None when disabled."""
-    root = os.environ.get(DIR_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "stoker"
-    )
-    if root.lower() in ("off", "none", "0"):
+    """The cache the process's :class:`~stoker.storage.options.LoaderOptions` configure
+    (``cache_dir``, ``cache_max_bytes``, ``cache_fresh_seconds``), or None when off."""
+    options = current()
+    if options.cache_dir is None:
         return None
-    max_bytes = int(_env_number(MAX_ENV, DEFAULT_MAX_BYTES))
-    return MetaCache(root, max_bytes, _env_number(FRESH_ENV, DEFAULT_FRESH_SECONDS))
-
-
-def _env_number(name: str, default: float) -> float:
-    value = os.environ.get(name, "").strip()
-    try:
-        number = float(value) if value else default
-    except ValueError:
-        number = -1.0
-    if number < 0:
-        raise ConfigError(
-            f"{name}={value!r} is not a number >= 0.", hint=f"E.g. {name}={default:g}."
-        )
-    return number
+    return MetaCache(options.cache_dir, options.cache_max_bytes, options.cache_fresh_seconds)
 
 
 def read_entry(path: str) -> bytes | None:

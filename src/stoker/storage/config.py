@@ -30,11 +30,12 @@ from typing import Any
 import yaml
 
 from stoker.errors import ConfigError
+from stoker.storage.options import STORAGE_RETRY_SECONDS_ENV, current, env_storage_retry_seconds
 from stoker.storage.retry import RetryBudget
 
 CONFIG_ENV = "STOKER_STORAGE_CONFIG"
 #: Seconds of the default retry budget (where no ``retry: {max_seconds: ...}`` is configured).
-RETRY_SECONDS_ENV = "STOKER_STORAGE_RETRY_SECONDS"
+RETRY_SECONDS_ENV = STORAGE_RETRY_SECONDS_ENV
 
 _KEYS = {
     "endpoint_url",
@@ -57,7 +58,7 @@ def default_retry_budget() -> RetryBudget:
     Raises:
         ConfigError: the variable is not a number of seconds >= 0.
     """
-    value = os.environ.get(RETRY_SECONDS_ENV, "").strip()
+    value = env_storage_retry_seconds()
     if not value:
         return RetryBudget()
     try:
@@ -142,11 +143,14 @@ def parse_storage_config(raw: Any, where: str) -> StorageConfig:
 
 
 def load_storage_config() -> StorageConfig:
-    """The configuration named by ``STOKER_STORAGE_CONFIG``, or the defaults."""
-    path = os.environ.get(CONFIG_ENV)
+    """The configuration file ``LoaderOptions.storage_config`` names (its default:
+    ``STOKER_STORAGE_CONFIG``), or the defaults."""
+    path = current().storage_config
     if not path:
         return StorageConfig()
-    return parse_storage_config(_read_yaml(path, CONFIG_ENV), path)
+    return parse_storage_config(
+        _read_yaml(path, f"LoaderOptions.storage_config ({CONFIG_ENV})"), path
+    )
 
 
 def _read_yaml(path: str, env: str) -> Any:

@@ -22,6 +22,7 @@ from stoker.storage.base import Store
 from stoker.storage.cache import default_cache, is_metadata, read_entry, scratch_cache
 from stoker.storage.config import S3Settings, load_storage_config
 from stoker.storage.fsspec_fs import check_protocol, filesystem_for, protocol_of
+from stoker.storage.options import retry_policy
 from stoker.storage.ranged import open_ranged
 from stoker.storage.retry import is_transient, with_retry
 
@@ -63,7 +64,10 @@ class FsspecStore(Store):
         url = self.url(path)
         try:
             return with_retry(
-                lambda: fn(self.fs, url), self.settings.retry, what=what or f"{op} {url}", url=url
+                lambda: fn(self.fs, url),
+                retry_policy(self.settings.retry),
+                what=what or f"{op} {url}",
+                url=url,
             )
         except StorageError:
             raise

@@ -17,6 +17,7 @@ from stoker.errors import ConfigError, StorageError
 from stoker.storage.base import Store
 from stoker.storage.cache import MetaCache, default_cache, is_metadata, read_entry, scratch_cache
 from stoker.storage.config import S3Settings
+from stoker.storage.options import retry_policy
 from stoker.storage.ranged import open_ranged
 from stoker.storage.retry import ShortRead, with_retry
 from stoker.storage.s3_client import STATS, RequestStats, client_for
@@ -69,7 +70,11 @@ class S3Store(Store):
         what = what or f"{op} {self.bucket}/{self._key(path)}"
         try:
             return with_retry(
-                attempt, self.settings.retry, what=what, url=self.url(path), progress=progress
+                attempt,
+                retry_policy(self.settings.retry),
+                what=what,
+                url=self.url(path),
+                progress=progress,
             )
         except StorageError:
             raise

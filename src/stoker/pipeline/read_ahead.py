@@ -1,0 +1,331 @@
+"""The read-ahead of one process: one byte budget and one thread pool for all its readers.
+
+Every reader of remote shards in a process (one per data source of a dataloader worker, plus
+joined and auxiliary stores) announces the samples it reads next to the process's
+:class:`ReadAhead` (:func:`read_ahead`), sized by ``LoaderOptions.prefetch_bytes`` and
+``prefetch_threads``. Each reader's requests are fetched in its own order; the readers take turns,
+so a blend of many sources reads ahead in all of them while the bytes held by the process (in
+flight or received, not yet read) stay within the one budget. A 50-source blend at 8 workers thus
+holds at most 8 budgets of read-ahead and runs at most 8 pools of threads per rank, not 400.
+
+A sample needed before its request's turn is fetched at once, over the budget: a reader never
+waits for room. Merged requests are at most a quarter of the budget per reader (and at most
+:data:`~stoker.pipeline.prefetch_plan.MAX_REQUEST`), so what the readers are in the middle of
+adds at most a quarter of the budget: the bytes held stay under 1.25 budgets (plus samples larger
+than a request, one per reader).
+
+The pool and the buffers belong to one process: a forked child starts afresh.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from stoker.pipeline.prefetch_plan import (
+    FIRST_REQUEST,
+    MAX_REQUEST,
+    REMOTE_GAP,
+    Request,
+    SampleKey,
+    plan_requests,
+    split_head,
+)
+from stoker.storage import Store
+from stoker.storage.options import current
+
+#: A received request untouched for this many reads (at least) may be dropped to make room.
+_STALE_READS = 1024
+
+T = TypeVar("T")
+R = TypeVar("R")
+_Key = tuple[int, str, int, int]  # reader, shard, start, end
+
+
+@dataclass(eq=False)
+class _Chunk:
+    """A request of one reader with its state: queued (no future), in flight or received."""
+
+    reader: int
+    request: Request
+    wanted: int = 0  # reads of its samples still expected
+    touched: int = 0  # the read tick of the last use
+    future: Future[bytes] | None = None
+    dropped: bool = False
+    keys: set[_Key] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class _Slot:
+    chunk: _Chunk
+    count: int = 0  # reads of this sample still expected
+
+
+class ReadAhead:
+    """Fetches announced samples of many readers ahead, within one budget and one pool."""
+
+    def __init__(
+        self, budget: int, threads: int, *, gap: int = REMOTE_GAP, cap: int = MAX_REQUEST
+    ) -> None:
+        self.budget, self.threads = budget, max(1, threads)
+        self.gap, self.cap = gap, cap
+        self._tokens = itertools.count()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._stores: dict[int, Store] = {}
+        self._slots: dict[_Key, _Slot] = {}
+        self._queues: dict[int, deque[_Chunk]] = {}  # per reader, in its order
+        self._turns: deque[int] = deque()  # readers with queued requests, whose turn is next
+        self._live: set[_Chunk] = set()
+        self._by_name: dict[tuple[int, str], list[_Chunk]] = {}  # chunks not dropped
+        self._held = 0
+        self._tick = 0
+        self._last_scan = 0
+        #: Requests submitted, and the most bytes held at once (for tests and benchmarks).
+        self.requests = 0
+        self.peak_bytes = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.budget > 0
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of requests in flight or received and not yet fully read."""
+        return self._held
+
+    @property
+    def readers(self) -> int:
+        """Readers registered (each reader of remote shards of a data source)."""
+        return len(self._stores)
+
+    @property
+    def request_cap(self) -> int:
+        """The largest merged request: a quarter of the budget per reader, so that the requests
+        the readers are in the middle of hold at most a quarter of the budget (a sample larger
+        than this is one request of its own)."""
+        return min(self.cap, max(1, self.budget // (4 * max(1, len(self._stores)))))
+
+    def _own(self) -> None:
+        if os.getpid() != self._pid:  # forked: the pool, lock and buffers are the parent's
+            self._reset()
+
+    def register(self, store: Store) -> int:
+        """A new reader of ``store``: the token it announces and takes with."""
+        self._own()
+        with self._lock:
+            token = next(self._tokens)
+            self._stores[token] = store
+            return token
+
+    def want(self, reader: int, samples: Iterable[SampleKey]) -> None:
+        """Announce that ``samples`` (shard, start, end) are read next by ``reader``, in order."""
+        if not self.enabled:
+            return
+        self._own()
+        with self._lock:
+            if reader not in self._stores:
+                return  # forgotten, or announced in another process
+            fresh: list[SampleKey] = []
+            for name, start, end in samples:
+                key = (reader, name, start, end)
+                slot = self._slots.get(key)
+                if slot is None:  # inside a range already coming (read to fill a gap)?
+                    chunk = self._covering(key)
+                    if chunk is not None:
+                        slot = self._slots[key] = _Slot(chunk)
+                        chunk.keys.add(key)
+                if slot is not None:  # already coming: one more read of it
+                    slot.count += 1
+                    slot.chunk.wanted += 1
+                else:
+                    fresh.append((name, start, end))
+            self._queue(reader, fresh)
+            self._pump()
+
+    def _queue(self, reader: int, fresh: list[SampleKey]) -> None:
+        cap = min(self.cap, self.request_cap)
+        requests = plan_requests(fresh, gap=self.gap, cap=cap)
+        queue = self._queues.setdefault(reader, deque())
+        if requests and not queue and not any(c.reader == reader for c in self._live):
+            # Cold (nothing coming): the first request is small, so that the first samples
+            # arrive sooner; the others are full size (each request costs CPU on both ends).
+            requests[:1] = split_head(requests[0], FIRST_REQUEST)
+        for request in requests:
+            chunk = _Chunk(reader, request, touched=self._tick)
+            self._by_name.setdefault((reader, request.name), []).append(chunk)
+            for start, end in request.samples:
+                key = (reader, request.name, start, end)
+                slot = self._slots.get(key)
+                if slot is None:
+                    slot = self._slots[key] = _Slot(chunk)
+                    chunk.keys.add(key)
+                slot.count += 1
+                slot.chunk.wanted += 1
+            queue.append(chunk)
+        if requests and reader not in self._turns:
+            self._turns.appendleft(reader)  # not served lately: its turn comes first
+
+    def take(self, reader: int, name: str, start: int, end: int) -> bytes | None:
+        """The bytes ``[start, end)`` of ``name`` if ``reader`` announced them (waiting for
+        them), else None: the caller reads them directly.
+
+        Raises:
+            StorageError: the request that fetched them failed (as ``read_range`` raises).
+        """
+        if not self.enabled:
+            return None
+        self._own()
+        key = (reader, name, start, end)
+        with self._lock:
+            self._tick += 1
+            slot = self._slots.get(key)
+            if slot is None:
+                return None
+            chunk = slot.chunk
+            slot.count -= 1
+            if slot.count == 0:
+                del self._slots[key]
+                chunk.keys.discard(key)
+            chunk.wanted -= 1
+            chunk.touched = self._tick
+            if chunk.future is None:  # needed now: fetch it even over the budget
+                self._submit(chunk)
+            future = chunk.future
+            if chunk.wanted <= 0:
+                self._drop(chunk)
+                self._pump()
+        assert future is not None
+        data = future.result()
+        offset = start - chunk.request.start
+        return data[offset : offset + end - start]
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[fn(item) for item in items]``, run on the pool (the first error is raised)."""
+        self._own()
+        with self._lock:
+            pool = self._ensure_pool()
+        return list(pool.map(fn, items))
+
+    def forget(self, reader: int) -> None:
+        """Drop what ``reader`` announced; the last reader gone shuts the pool down (a later
+        use starts a new one)."""
+        self._own()
+        with self._lock:
+            self._stores.pop(reader, None)
+            for chunk in [c for chunks in self._by_name.values() for c in chunks]:
+                if chunk.reader == reader:
+                    if chunk.future is not None:
+                        chunk.future.cancel()
+                    self._drop(chunk)
+            self._queues.pop(reader, None)
+            pool = None
+            if not self._stores:
+                pool, self._pool = self._pool, None
+            self._pump()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- under the lock -----------------------------------------------------------------------
+    def _ensure_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="stoker-prefetch")
+        return self._pool
+
+    def _submit(self, chunk: _Chunk) -> None:
+        request, store = chunk.request, self._stores[chunk.reader]
+        chunk.future = self._ensure_pool().submit(
+            store.read_range, request.name, request.start, request.size
+        )
+        chunk.touched = self._tick
+        self._live.add(chunk)
+        self._held += request.size
+        self.peak_bytes = max(self.peak_bytes, self._held)
+        self.requests += 1
+
+    def _covering(self, key: _Key) -> _Chunk | None:
+        reader, name, start, end = key
+        for chunk in self._by_name.get((reader, name), ()):
+            if chunk.request.start <= start and end <= chunk.request.end:
+                return chunk
+        return None
+
+    def _drop(self, chunk: _Chunk) -> None:
+        chunk.dropped = True
+        chunks = self._by_name.get((chunk.reader, chunk.request.name))
+        if chunks is not None and chunk in chunks:
+            chunks.remove(chunk)
+            if not chunks:
+                del self._by_name[(chunk.reader, chunk.request.name)]
+        for key in chunk.keys:
+            self._slots.pop(key, None)
+        chunk.keys.clear()
+        if chunk in self._live:
+            self._live.discard(chunk)
+            self._held -= chunk.request.size
+
+    def _next_queued(self) -> _Chunk | None:
+        """The next request to fetch: the head of the queue of the reader whose turn it is."""
+        while self._turns:
+            queue = self._queues.get(self._turns[0])
+            while queue and (queue[0].future is not None or queue[0].dropped):
+                queue.popleft()
+            if queue:
+                return queue[0]
+            self._turns.popleft()
+        return None
+
+    def _pump(self) -> None:
+        """Submit queued requests, the readers taking turns, while the budget allows (at least
+        one in flight)."""
+        while (chunk := self._next_queued()) is not None:
+            if self._held and self._held + chunk.request.size > self.budget:
+                if not self._evict_stale():
+                    return
+                continue
+            self._queues[chunk.reader].popleft()
+            self._submit(chunk)
+            self._turns.rotate(-1)
+
+    def _evict_stale(self) -> bool:
+        """Drop received requests nobody read for long (their readers went away)."""
+        limit = max(_STALE_READS, 4 * len(self._slots))
+        if self._tick - self._last_scan < 64:
+            return False
+        self._last_scan = self._tick
+        stale = [
+            c
+            for c in self._live
+            if c.future is not None and c.future.done() and self._tick - c.touched > limit
+        ]
+        for chunk in stale:
+            self._drop(chunk)
+        return bool(stale)
+
+
+_PROCESS: list[ReadAhead] = []
+
+
+def read_ahead() -> ReadAhead:
+    """This process's read-ahead, made on first use from its ``LoaderOptions``
+    (:func:`stoker.storage.options.current`); other options make a new one for new readers."""
+    options = current()
+    service = _PROCESS[0] if _PROCESS else None
+    if (
+        service is None
+        or service._pid != os.getpid()
+        or (service.budget, service.threads) != (options.prefetch_bytes, options.prefetch_threads)
+    ):
+        service = ReadAhead(options.prefetch_bytes, options.prefetch_threads)
+        _PROCESS[:] = [service]
+    return service

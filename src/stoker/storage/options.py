@@ -1,0 +1,281 @@
+"""A loader's resources and I/O settings (:class:`LoaderOptions`) and their defaults.
+
+This is the one module of stoker that reads ``STOKER_*`` environment variables. Each is the
+documented default of one field (:data:`ENV`); they are read in the main process when options are
+made, and a loader hands its options to its worker processes with the recipe, so workers never
+read the environment. Code below the loader asks :func:`current` for the options of the process:
+the loader's in its workers, else the defaults from the environment.
+
+Example:
+    >>> from stoker import LoaderOptions
+    >>> options = LoaderOptions(prefetch_bytes=64 << 20, prefetch_threads=4, cache_dir=None)
+    >>> options.prefetch_threads
+    4
+    >>> LoaderOptions(prefetch_threads=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stoker.errors.ConfigError: LoaderOptions.prefetch_threads=0 must be a whole number >= 1. ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from stoker.errors import ConfigError
+
+#: Field -> the environment variable that sets its default.
+ENV: dict[str, str] = {
+    "prefetch_bytes": "STOKER_PREFETCH_BYTES",
+    "prefetch_threads": "STOKER_PREFETCH_THREADS",
+    "batch_slots_mb": "STOKER_BATCH_SLOTS_MB",
+    "cache_dir": "STOKER_CACHE_DIR",
+    "cache_max_bytes": "STOKER_CACHE_MAX_BYTES",
+    "cache_fresh_seconds": "STOKER_CACHE_FRESH_SECONDS",
+    "storage_config": "STOKER_STORAGE_CONFIG",
+}
+#: Built-in defaults that other modules use too (where no options are at hand).
+BATCH_SLOTS_MB = 128.0
+CACHE_MAX_BYTES = 4 << 30
+CACHE_FRESH_SECONDS = 10.0
+#: Other variables the defaults depend on (where the cache goes by default).
+_OTHER_ENV = ("XDG_CACHE_HOME", "HOME")
+#: Values of ``STOKER_CACHE_DIR`` that turn the cache off.
+_OFF = ("off", "none", "0")
+
+
+def _default(name: str) -> Any:
+    return getattr(defaults(), name)
+
+
+def _env_field(name: str) -> Any:
+    return field(default_factory=lambda: _default(name))
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """Resources and I/O settings of a loader; each field defaults to its environment variable.
+
+    Attributes:
+        prefetch_bytes: Bytes one worker process may hold read ahead from remote stores, over
+            all its data sources together (``STOKER_PREFETCH_BYTES``, 256 MiB; 0: off).
+        prefetch_threads: Concurrent remote reads of one worker process, over all its data
+            sources (``STOKER_PREFETCH_THREADS``, 8).
+        batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
+            (``STOKER_BATCH_SLOTS_MB``, 128; 0: a fresh segment per batch).
+        cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
+            (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
+        cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
+        cache_fresh_seconds: How long a version check of a cached file is trusted
+            (``STOKER_CACHE_FRESH_SECONDS``, 10; 0: check on every read).
+        retry_seconds: Seconds one remote request may keep retrying, over every store (None:
+            the storage configuration's retry budget, 120 s by default). No environment
+            variable: the storage configuration sets the default.
+        storage_config: A YAML file with endpoints, credentials and retry settings of object
+            stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
+
+    Example:
+        >>> import dataclasses
+        >>> options = LoaderOptions(prefetch_bytes=0)  # no read-ahead
+        >>> dataclasses.replace(options, batch_slots_mb=512).batch_slots_mb
+        512
+    """
+
+    prefetch_bytes: int = _env_field("prefetch_bytes")
+    prefetch_threads: int = _env_field("prefetch_threads")
+    batch_slots_mb: float = _env_field("batch_slots_mb")
+    cache_dir: str | None = _env_field("cache_dir")
+    cache_max_bytes: int = _env_field("cache_max_bytes")
+    cache_fresh_seconds: float = _env_field("cache_fresh_seconds")
+    retry_seconds: float | None = None
+    storage_config: str | None = _env_field("storage_config")
+
+    def __post_init__(self) -> None:
+        for name, check in _CHECKS.items():
+            problem = check(getattr(self, name))
+            if problem:
+                raise ConfigError(
+                    f"LoaderOptions.{name}={getattr(self, name)!r} must be {problem}.",
+                    hint=f"The default is set by {ENV[name]}." if name in ENV else None,
+                )
+
+
+def _whole(minimum: int) -> Any:
+    def check(value: object) -> str:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+        return "" if ok else f"a whole number >= {minimum}"
+
+    return check
+
+
+def _number(*, optional: bool = False, positive: bool = False) -> Any:
+    def check(value: object) -> str:
+        if value is None and optional:
+            return ""
+        ok = False
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            ok = math.isfinite(value) and (value > 0 if positive else value >= 0)
+        what = "a number > 0" if positive else "a number >= 0"
+        return "" if ok else what + (" or None" if optional else "")
+
+    return check
+
+
+def _path(value: object) -> str:
+    return "" if value is None or (isinstance(value, str) and value) else "a path or None"
+
+
+_CHECKS = {
+    "prefetch_bytes": _whole(0),
+    "prefetch_threads": _whole(1),
+    "batch_slots_mb": _number(),
+    "cache_dir": _path,
+    "cache_max_bytes": _whole(0),
+    "cache_fresh_seconds": _number(),
+    "retry_seconds": _number(optional=True, positive=True),
+    "storage_config": _path,
+}
+
+_BUILT_IN: dict[str, Any] = {
+    "prefetch_bytes": 256 << 20,
+    "prefetch_threads": 8,
+    "batch_slots_mb": BATCH_SLOTS_MB,
+    "cache_max_bytes": CACHE_MAX_BYTES,
+    "cache_fresh_seconds": CACHE_FRESH_SECONDS,
+    "storage_config": None,
+}
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> LoaderOptions:
+    """Options from the ``STOKER_*`` variables of ``environ`` (default: this process's).
+
+    Raises:
+        ConfigError: a variable's value is not valid for its field (the message names both).
+    """
+    env = os.environ if environ is None else environ
+    values = dict(_BUILT_IN)
+    cache_home = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache")
+    values["cache_dir"] = os.path.expanduser(os.path.join(cache_home, "stoker"))
+    for name, var in ENV.items():
+        text = env.get(var, "").strip()
+        if text:
+            values[name] = _parse(name, var, text)
+    return LoaderOptions(**values)
+
+
+def _parse(name: str, var: str, text: str) -> Any:
+    if name == "cache_dir":
+        return None if text.lower() in _OFF else os.path.expanduser(text)
+    if name == "storage_config":
+        return text
+    check = _CHECKS[name]
+    value: Any = text
+    with contextlib.suppress(ValueError, OverflowError):
+        if name == "cache_max_bytes":  # a byte count may be written 4e9
+            value = int(float(text)) if math.isfinite(float(text)) else text
+        else:
+            value = int(text) if isinstance(_BUILT_IN[name], int) else float(text)
+    problem = check(value)
+    if problem:
+        raise ConfigError(
+            f"{var}={text!r} is not {problem} (the default of LoaderOptions.{name}).",
+            hint=f"E.g. {var}={_BUILT_IN[name]}.",
+        )
+    return value
+
+
+class _RetryBudget(Protocol):
+    @property
+    def max_seconds(self) -> float: ...
+
+
+P = TypeVar("P", bound=_RetryBudget)
+
+_MEMO: dict[tuple[str | None, ...], LoaderOptions] = {}
+_ACTIVE: list[tuple[int, LoaderOptions]] = []
+
+
+def defaults() -> LoaderOptions:
+    """The options the environment sets (parsed once per distinct environment)."""
+    key = tuple(os.environ.get(var) for var in (*ENV.values(), *_OTHER_ENV))
+    options = _MEMO.get(key)
+    if options is None:
+        _MEMO.clear()
+        options = _MEMO[key] = from_env()
+    return options
+
+
+def current() -> LoaderOptions:
+    """The options of this process: the loader's in its workers, else :func:`defaults`."""
+    if _ACTIVE and _ACTIVE[-1][0] == os.getpid():
+        return _ACTIVE[-1][1]
+    return defaults()
+
+
+def retry_policy(policy: P) -> P:
+    """``policy`` (a retry budget: a dataclass with ``max_seconds``) with
+    ``LoaderOptions.retry_seconds`` of this process, where that is set."""
+    seconds = current().retry_seconds
+    if seconds is None or policy.max_seconds == seconds:
+        return policy
+    return dataclasses.replace(policy, max_seconds=seconds)  # type: ignore[type-var]
+
+
+#: Security switches, read where datasets are loaded (the caller's process), not loader options.
+ALLOWED_MODULES_ENV = "STOKER_ALLOWED_MODULES"
+TRUST_SAMPLE_LOADER_ENV = "STOKER_TRUST_SAMPLE_LOADER"
+
+
+def env_allowed_modules() -> tuple[str, ...]:
+    """Modules whose classes a ``dataset.yaml`` may name (``STOKER_ALLOWED_MODULES``, comma
+    separated), as ``allowed_modules=`` for code you cannot change."""
+    names = os.environ.get(ALLOWED_MODULES_ENV, "").split(",")
+    return tuple(n.strip() for n in names if n.strip())
+
+
+def env_trusts_sample_loader() -> bool:
+    """Whether ``STOKER_TRUST_SAMPLE_LOADER=1`` allows any dataset's ``sample_loader.py`` (as
+    ``trust_sample_loader=True``)."""
+    return os.environ.get(TRUST_SAMPLE_LOADER_ENV) == "1"
+
+
+ALLOW_OUTSIDE_PATHS_ENV = "STOKER_ALLOW_OUTSIDE_PATHS"
+TRUST_METADATASET_ENV = "STOKER_TRUST_METADATASET"
+
+
+def _env_flag(var: str) -> bool:
+    return os.environ.get(var, "").strip().lower() in ("1", "true", "yes")
+
+
+def env_allows_outside_paths() -> bool:
+    """Whether ``STOKER_ALLOW_OUTSIDE_PATHS`` lets dataset metadata name shards outside the
+    dataset's folder (as ``allow_outside_paths=True``)."""
+    return _env_flag(ALLOW_OUTSIDE_PATHS_ENV)
+
+
+def env_trusts_metadataset() -> bool:
+    """Whether ``STOKER_TRUST_METADATASET`` trusts every joiner the user's metadatasets name."""
+    return _env_flag(TRUST_METADATASET_ENV)
+
+
+#: Seconds of the storage's default retry budget (where its configuration sets none).
+STORAGE_RETRY_SECONDS_ENV = "STOKER_STORAGE_RETRY_SECONDS"
+
+
+def env_storage_retry_seconds() -> str:
+    """``STOKER_STORAGE_RETRY_SECONDS`` as written ("" when unset); ``storage.config`` parses it."""
+    return os.environ.get(STORAGE_RETRY_SECONDS_ENV, "").strip()
+
+
+def activate(options: LoaderOptions | None) -> LoaderOptions | None:
+    """Make ``options`` this process's (None: the defaults again); returns the previous ones."""
+    previous = _ACTIVE[-1][1] if _ACTIVE and _ACTIVE[-1][0] == os.getpid() else None
+    _ACTIVE.clear()
+    if options is not None:
+        _ACTIVE.append((os.getpid(), options))
+    return previous
