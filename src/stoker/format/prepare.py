@@ -1,13 +1,17 @@
 """``prepare``: index the shards of a dataset and write its ``.nv-meta`` files atomically.
 
-Shards are scanned in parallel processes (headers only, one sequential pass each); the main
-process writes ``.tar.idx`` files and ``index.sqlite`` in bulk under temporary names. Nothing is
-published until everything succeeded, and ``.info.json`` (the "prepared" marker) comes last, so
-an interrupted or failed prepare leaves the dataset as it was.
+Shards are scanned in parallel processes (headers only, one sequential pass each); each shard's
+result is kept in the work folder (:mod:`stoker.format.prepare_work`) as soon as it is done, so a
+re-run after a crash skips finished shards. The main process writes ``.tar.idx`` files and
+``index.sqlite`` in bulk under temporary names. Nothing is published until everything succeeded,
+and ``.info.json`` (the "prepared" marker) comes last, so an interrupted or failed prepare leaves
+the dataset as it was. ``index.uuid`` is derived from the indexed content, so the same shards give
+the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -15,7 +19,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -37,7 +40,8 @@ from stoker.format.meta import (
     read_info,
 )
 from stoker.format.parallel import ordered_map
-from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex, scan_shard
+from stoker.format.prepare_work import PrepareWork
+from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
@@ -114,6 +118,9 @@ class PendingPrepare:
         self._tmp: dict[str, str] = {}  # final name -> temporary name
         self._start = time.perf_counter()
         self._sqlite_tmp: str | None = None
+        self.work = PrepareWork(store)
+        #: Hash of every shard's name, keys and offsets in order: the seed of ``index.uuid``.
+        self.digest = hashlib.sha256()
 
     def tmp_name(self, final: str) -> str:
         tmp = f"{final}{TMP_MARK}{self._token}"
@@ -199,11 +206,13 @@ class PendingPrepare:
         if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
             with open(self._sqlite_tmp, "rb") as f:
                 self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
-        self.store.write_bytes(self.tmp_name(INDEX_UUID), str(uuid.uuid4()).encode())
+        index_uuid = uuid.UUID(bytes=self.digest.digest()[:16], version=4)
+        self.store.write_bytes(self.tmp_name(INDEX_UUID), str(index_uuid).encode())
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
         for final in ordered:
             self.store.publish(self._tmp[final], final)
         self._tmp.clear()
+        self.work.remove()
         report.seconds = time.perf_counter() - self._start
         return report
 
@@ -233,8 +242,12 @@ def index_shards(
     progress: bool = False,
     overwrite: bool = False,
     shards: Sequence[str] | None = None,
+    clean_tmp: bool = True,
 ) -> PendingPrepare:
     """Scan every shard of the dataset at ``path`` into temporary index files.
+
+    Shards whose results a killed earlier run left in the work folder are not read again;
+    ``clean_tmp`` removes the temporary files such a run left (off while other ranks write).
 
     Raises:
         AlreadyPreparedError: the dataset has metadata and ``overwrite`` is False.
@@ -245,7 +258,8 @@ def index_shards(
         raise ConfigError(
             "not a folder.", path=path, hint="Pass the folder that holds the dataset's shards."
         )
-    _remove_stale_tmp(store)
+    if clean_tmp:
+        remove_stale_tmp(store)
     if tar_index_only:
         names = list(read_info(store).shard_counts)
         if exclude:
@@ -333,7 +347,8 @@ def prepare_dataset(
         )
 
 
-def _remove_stale_tmp(store: Store) -> None:
+def remove_stale_tmp(store: Store) -> None:
+    """Remove the temporary files (``*.stoker-tmp-*``) an interrupted prepare left."""
     for name in store.list_files():
         if TMP_MARK in name:
             store.remove(name)
@@ -361,16 +376,16 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
     try:
         for shard_id, shard in enumerate(
             ordered_map(
-                partial(scan_shard, store), pending.shards, num_workers, len(pending.shards)
+                pending.work.scan, pending.shards, num_workers, len(pending.shards)
             )
         ):
             try:
                 writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
             except DuplicateKeyError as e:
                 raise _duplicate_error(pending, shard, e) from None
-            store.write_bytes(
-                pending.tmp_name(tar_index_name(shard.name)), encode_offsets(shard.offsets)
-            )
+            offsets = encode_offsets(shard.offsets)
+            store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), offsets)
+            _hash_shard(pending.digest, shard.name, shard.keys, offsets)
             pending.counts[shard.name] = len(shard.keys)
             pending.bytes += shard.size
             pending.part_names |= shard.part_names
@@ -384,6 +399,12 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
         bar.close()
     if pending.tar_index_only:
         _check_counts_unchanged(pending)
+
+
+def _hash_shard(digest: Any, name: str, keys: list[str], offsets: bytes) -> None:
+    digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update("\0".join(keys).encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(offsets)
 
 
 def _duplicate_error(
