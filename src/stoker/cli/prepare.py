@@ -213,6 +213,8 @@ def _print_report(report: PrepareReport, as_json: bool) -> None:
         return
     rate = report.bytes / max(report.seconds, 1e-9) / 1e9
     click.echo(f"Prepared {report.path} in {report.seconds:.2f} s ({rate:.2f} GB/s).")
+    if report.resumed_shards:
+        click.echo(f"Resumed {report.resumed_shards} shards indexed by an interrupted run.")
     for split in report.splits:
         click.echo(f"  {split.name:<8} {split.shards:>7} shards {split.samples:>12} samples")
     if report.dataset_yaml:

@@ -74,6 +74,8 @@ class PrepareReport:
     splits: list[SplitSummary] = field(default_factory=list)
     tar_index_only: bool = False
     dataset_yaml: str | None = None
+    #: Shards whose index an earlier, interrupted run had kept (not read again).
+    resumed_shards: int = 0
 
 
 def find_shards(store: Store, exclude: str | None = None) -> list[str]:
@@ -114,6 +116,7 @@ class PendingPrepare:
         self.counts: dict[str, int] = {}
         self.bytes = 0
         self.part_names: set[str] = set()
+        self.resumed = 0
         self._token = uuid.uuid4().hex[:12]
         self._tmp: dict[str, str] = {}  # final name -> temporary name
         self._start = time.perf_counter()
@@ -179,6 +182,7 @@ class PendingPrepare:
             seconds=0.0,
             part_names=sorted(self.part_names),
             tar_index_only=self.tar_index_only,
+            resumed_shards=self.resumed,
         )
         if not self.tar_index_only:
             if split_parts:
@@ -375,9 +379,7 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
     )
     try:
         for shard_id, shard in enumerate(
-            ordered_map(
-                pending.work.scan, pending.shards, num_workers, len(pending.shards)
-            )
+            ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
         ):
             try:
                 writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
@@ -389,6 +391,7 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
             pending.counts[shard.name] = len(shard.keys)
             pending.bytes += shard.size
             pending.part_names |= shard.part_names
+            pending.resumed += shard.resumed
             bar.update()
             bar.set_postfix(samples=sum(pending.counts.values()), refresh=False)
         writer.close()

@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import uuid
 from typing import Any
 
@@ -98,6 +99,7 @@ class PrepareWork:
             offsets=loaded["offsets"].tolist(),
             parts=[(i, names[p], offset, size) for i, p, offset, size in parts],
             part_names=set(_unpack_strings(loaded["part_names"])),
+            resumed=True,
         )
 
     def save_json(self, shard: str, kind: str, fingerprint: dict[str, Any], value: Any) -> None:
@@ -111,17 +113,12 @@ class PrepareWork:
 
     def remove(self) -> None:
         """Delete the work folder (after publish)."""
-        if not self.store.is_dir(WORK_DIR):
-            return
-        for name in self.store.list_files(WORK_DIR):  # relative to the dataset root
-            self.store.remove(name)
         local = self.store.local_path(WORK_DIR)
         if local is not None:
-            for dirpath, _, _ in sorted(os.walk(local, topdown=False)):
-                try:
-                    os.rmdir(dirpath)
-                except OSError:
-                    pass  # not empty: a file appeared meanwhile; leave it
+            shutil.rmtree(local, ignore_errors=True)
+        elif self.store.is_dir(WORK_DIR):
+            for name in self.store.list_files(WORK_DIR):  # relative to the dataset root
+                self.store.remove(name)
 
     def _save(
         self,

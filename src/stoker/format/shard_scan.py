@@ -24,6 +24,8 @@ class ShardIndex:
     #: (sample index, part name, data offset, data size) for each part.
     parts: list[tuple[int, str, int, int]] = field(default_factory=list)
     part_names: set[str] = field(default_factory=set)
+    #: Loaded from the work folder of an earlier, interrupted prepare (not read again).
+    resumed: bool = False
 
 
 def scan_shard(store: Store, name: str) -> ShardIndex:
