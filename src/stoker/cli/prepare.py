@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import click
 
@@ -12,9 +15,12 @@ from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_
 from stoker.cli.prepare_media import media_options, print_media_report
 from stoker.errors import AlreadyPreparedError, ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
+from stoker.format.distributed import init_distributed, on_main_rank
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
+from stoker.format.prepare_distributed import scan_distributed
+from stoker.format.prepare_work import PrepareWork
 from stoker.format.splits import compile_split_patterns, parse_split_ratio
 from stoker.joins import JoinReport, prepare_joins
 from stoker.media.extract import MediaFilter
@@ -50,6 +56,11 @@ from stoker.storage import open_store
     metavar="MODULE",
     help="Metadataset: a module whose sample types the joined datasets' dataset.yaml may name.",
 )
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Share the shards among the ranks of a torchrun or srun job (gloo); rank 0 publishes.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @reports_errors
 def command(
@@ -71,6 +82,7 @@ def command(
     by_header: bool,
     progress: bool,
     allow_module: tuple[str, ...],
+    distributed: bool,
     as_json: bool,
 ) -> None:
     """Index the shards of the dataset at PATH and write its .nv-meta files.
@@ -79,7 +91,8 @@ def command(
     metadataset YAML: then the join index of each of its joins is built (next to it, in
     <yaml>.cache/), so that loading does not build them again.
     Everything is written under temporary names and moved into place at the end, so an
-    interrupted or failed prepare leaves the dataset as it was. Without --non-interactive,
+    interrupted or failed prepare leaves the dataset as it was; each finished shard is kept in
+    .nv-meta/.stoker-work, so running the command again skips it. Without --non-interactive,
     missing choices (split, sample type, field map) are asked for.
 
     \b
@@ -92,6 +105,8 @@ def command(
           --media-metadata-by-extension             # also stores fps, duration, ...
       stoker prepare ./texts.jsonl
       stoker prepare ./joined.yaml                  # builds the join indexes
+      torchrun --nnodes 8 --nproc-per-node 8 ... -m stoker.cli prepare ./shards \\
+          --distributed --split-ratio 8,1,1       # 64 ranks share the shards
     """
     if is_metadataset(path):
         reports = prepare_joins(
@@ -107,7 +122,7 @@ def command(
             click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
         return
     media = _media_filter(by_extension, by_glob, by_header)
-    interactive = not non_interactive and not as_json
+    interactive = not non_interactive and not as_json and not distributed
     split_patterns = [_parse_split_part(item) for item in split_parts]
     compile_split_patterns(split_patterns)  # a bad regex fails before indexing
     ratio = parse_split_ratio(split_ratio) if split_ratio else None
@@ -117,26 +132,80 @@ def command(
     elif field_map is not None:
         raise ConfigError("--field-map needs --sample-type.")
     overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+    options = _Options(
+        path, exclude, tar_index_only, num_workers, progress and not as_json, overwrite, media
+    )
+
+    def run() -> PrepareReport:
+        return _index_and_publish(
+            options, as_json, interactive, ratio, split_patterns, shuffle_tars, skip_dataset_yaml,
+            dataset_yaml, dataset_yaml_name,
+        )  # fmt: skip
+
+    if distributed:
+        if not tar_index_only and ratio is None and not split_patterns:  # before any rank works
+            raise ConfigError("--distributed needs --split-ratio or --split-parts.")
+        world = init_distributed()
+        scan_distributed(
+            path,
+            world,
+            exclude=exclude,
+            tar_index_only=tar_index_only,
+            overwrite=overwrite,
+            num_workers=num_workers,
+            progress=options.progress,
+            also=None if media is None else partial(_media_step, media),
+        )
+        report = on_main_rank(world, run)
+        if not world.is_main:
+            return
+    else:
+        report = run()
+    _print_report(report, as_json)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    path: str
+    exclude: str | None
+    tar_index_only: bool
+    num_workers: int | None
+    progress: bool
+    overwrite: bool
+    media: MediaFilter | None
+
+
+def _index_and_publish(
+    options: _Options,
+    as_json: bool,
+    interactive: bool,
+    ratio: list[tuple[str, float]] | None,
+    split_patterns: list[tuple[str, str]],
+    shuffle_tars: bool,
+    skip_dataset_yaml: bool,
+    dataset_yaml: dict[str, Any] | None,
+    dataset_yaml_name: str,
+) -> PrepareReport:
     pending = index_shards(
-        path,
-        exclude=exclude,
-        tar_index_only=tar_index_only,
-        num_workers=num_workers,
-        progress=progress and not as_json,
-        overwrite=overwrite,
+        options.path,
+        exclude=options.exclude,
+        tar_index_only=options.tar_index_only,
+        num_workers=options.num_workers,
+        progress=options.progress,
+        overwrite=options.overwrite,
     )
     with pending:
         if not as_json:
             _describe(pending)
-        if media is not None:
+        if options.media is not None:
             from stoker.media.prepare import media_into_pending
 
             media_report = media_into_pending(
-                pending, media, num_workers, progress=progress and not as_json
+                pending, options.media, options.num_workers, progress=options.progress
             )
             if not as_json:
                 print_media_report(media_report, as_json=False)
-        if not tar_index_only and ratio is None and not split_patterns:
+        if not options.tar_index_only and ratio is None and not split_patterns:
             if not interactive:
                 raise ConfigError(
                     "--split-ratio or --split-parts is required with --non-interactive.",
@@ -144,9 +213,14 @@ def command(
                 )
             ratio = parse_split_ratio(wizard.ask_split_ratio())
         extra: dict[str, bytes] = {}
-        if dataset_yaml is None and interactive and not skip_dataset_yaml and not tar_index_only:
+        if (
+            dataset_yaml is None
+            and interactive
+            and not skip_dataset_yaml
+            and not options.tar_index_only
+        ):
             dataset_yaml, extra = wizard.ask_dataset_yaml(pending)
-        report = pending.publish(
+        return pending.publish(
             split_ratio=ratio,
             split_parts=split_patterns or None,
             shuffle_seed=42 if shuffle_tars else None,
@@ -154,7 +228,12 @@ def command(
             dataset_yaml_name=dataset_yaml_name,
             extra_meta_files=extra,
         )
-    _print_report(report, as_json)
+
+
+def _media_step(media: MediaFilter, work: PrepareWork) -> Callable[[str], object]:
+    from stoker.media.prepare import scan_media_resumable
+
+    return partial(scan_media_resumable, work, media)
 
 
 def _print_joins(path: str, reports: list[JoinReport], as_json: bool) -> None:

@@ -258,12 +258,32 @@ def index_shards(
         StokerError: no shards, unreadable or invalid shards, duplicate keys.
     """
     store = open_store(path)
+    names = select_shards(store, path, exclude, tar_index_only, overwrite, shards)
+    if clean_tmp:
+        remove_stale_tmp(store)
+    pending = PendingPrepare(store, names, tar_index_only)
+    try:
+        _index_into(pending, num_workers, progress)
+    except BaseException:
+        pending.discard()
+        raise
+    return pending
+
+
+def select_shards(
+    store: Store,
+    path: str,
+    exclude: str | None,
+    tar_index_only: bool,
+    overwrite: bool,
+    shards: Sequence[str] | None = None,
+) -> list[str]:
+    """The shards ``prepare`` indexes, in order; raises if there are none or the dataset is
+    prepared already (and not ``overwrite``)."""
     if not store.is_dir(""):
         raise ConfigError(
             "not a folder.", path=path, hint="Pass the folder that holds the dataset's shards."
         )
-    if clean_tmp:
-        remove_stale_tmp(store)
     if tar_index_only:
         names = list(read_info(store).shard_counts)
         if exclude:
@@ -292,13 +312,7 @@ def index_shards(
                 "folder of files with `stoker pack`."
             ),
         )
-    pending = PendingPrepare(store, names, tar_index_only)
-    try:
-        _index_into(pending, num_workers, progress)
-    except BaseException:
-        pending.discard()
-        raise
-    return pending
+    return names
 
 
 def prepare_dataset(

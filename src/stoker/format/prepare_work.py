@@ -130,7 +130,8 @@ class PrepareWork:
     ) -> None:
         header = {"version": RESULT_VERSION, "shard": shard, "fingerprint": fingerprint, **extra}
         buf = io.BytesIO()
-        np.savez(buf, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **arrays)
+        arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **arrays}
+        np.savez(buf, **arrays)  # type: ignore[arg-type]
         tmp = f"{name}{_TMP_MARK}{uuid.uuid4().hex[:12]}"
         self.store.write_bytes(tmp, buf.getvalue())
         self.store.publish(tmp, name)
