@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import Any
 
 import yaml
-from tqdm import tqdm
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
@@ -41,6 +40,7 @@ from stoker.format.meta import (
 )
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare_work import PrepareWork
+from stoker.format.progress import Progress
 from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
@@ -384,13 +384,7 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
         assert local_db is not None
     os.makedirs(os.path.dirname(local_db), exist_ok=True)
     writer = SqliteIndexWriter(local_db)
-    bar = tqdm(
-        total=len(pending.shards),
-        desc="Indexing shards",
-        unit="shard",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = Progress(len(pending.shards), "indexing shards", enabled=progress)
     try:
         for shard_id, shard in enumerate(
             ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
@@ -406,8 +400,7 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
             pending.bytes += shard.size
             pending.part_names |= shard.part_names
             pending.resumed += shard.resumed
-            bar.update()
-            bar.set_postfix(samples=sum(pending.counts.values()), refresh=False)
+            bar.update(samples=len(shard.keys))
         writer.close()
     except BaseException:
         writer.abort()
