@@ -57,6 +57,12 @@ from stoker.storage import open_store
     help="Metadataset: a module whose sample types the joined datasets' dataset.yaml may name.",
 )
 @click.option(
+    "--no-sample-index",
+    is_flag=True,
+    help="Skip index.sqlite (faster at 10^9 samples): loading needs only the .tar.idx files; "
+    "joins, aux datasets and media metadata need the index.",
+)
+@click.option(
     "--distributed",
     is_flag=True,
     help="Share the shards among the ranks of a torchrun or srun job (gloo); rank 0 publishes.",
@@ -82,6 +88,7 @@ def command(
     by_header: bool,
     progress: bool,
     allow_module: tuple[str, ...],
+    no_sample_index: bool,
     distributed: bool,
     as_json: bool,
 ) -> None:
@@ -122,6 +129,12 @@ def command(
             click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
         return
     media = _media_filter(by_extension, by_glob, by_header)
+    if media is not None and no_sample_index:
+        raise ConfigError(
+            "--media-metadata-by-* stores the metadata in index.sqlite, which --no-sample-index "
+            "leaves out.",
+            hint="Leave out one of the two flags.",
+        )
     interactive = not non_interactive and not as_json and not distributed
     split_patterns = [_parse_split_part(item) for item in split_parts]
     compile_split_patterns(split_patterns)  # a bad regex fails before indexing
@@ -133,7 +146,14 @@ def command(
         raise ConfigError("--field-map needs --sample-type.")
     overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
     options = _Options(
-        path, exclude, tar_index_only, num_workers, progress and not as_json, overwrite, media
+        path,
+        exclude,
+        tar_index_only,
+        num_workers,
+        progress and not as_json,
+        overwrite,
+        media,
+        not no_sample_index,
     )
 
     def run() -> PrepareReport:
@@ -173,6 +193,7 @@ class _Options:
     progress: bool
     overwrite: bool
     media: MediaFilter | None
+    sample_index: bool
 
 
 def _index_and_publish(
@@ -193,6 +214,7 @@ def _index_and_publish(
         num_workers=options.num_workers,
         progress=options.progress,
         overwrite=options.overwrite,
+        sample_index=options.sample_index,
     )
     with pending:
         if not as_json:

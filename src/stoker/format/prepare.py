@@ -109,10 +109,14 @@ class PendingPrepare:
     Leaving the ``with`` block without :meth:`publish` removes every temporary file.
     """
 
-    def __init__(self, store: Store, shards: list[str], tar_index_only: bool) -> None:
+    def __init__(
+        self, store: Store, shards: list[str], tar_index_only: bool, sample_index: bool = True
+    ) -> None:
         self.store = store
         self.shards = shards
         self.tar_index_only = tar_index_only
+        #: Whether ``index.sqlite`` is built (``--no-sample-index`` turns it off).
+        self.sample_index = sample_index
         self.counts: dict[str, int] = {}
         self.bytes = 0
         self.part_names: set[str] = set()
@@ -132,6 +136,12 @@ class PendingPrepare:
 
     def index_db_path(self) -> str:
         """The local path of the ``index.sqlite`` being built (e.g. to add media metadata)."""
+        if not self.sample_index:
+            raise ConfigError(
+                "media metadata is stored in index.sqlite, which --no-sample-index leaves out.",
+                path=self.store.url(INDEX_SQLITE),
+                hint="Leave out --no-sample-index, or the --media-metadata-by-* flag.",
+            )
         if self._sqlite_tmp is not None:
             return self._sqlite_tmp
         path = self.store.local_path(self.tmp_name(INDEX_SQLITE))
@@ -210,6 +220,8 @@ class PendingPrepare:
         if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
             with open(self._sqlite_tmp, "rb") as f:
                 self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
+        if not self.sample_index:  # an index of earlier shards would be wrong: remove it
+            self.store.remove(INDEX_SQLITE)
         index_uuid = uuid.UUID(bytes=self.digest.digest()[:16], version=4)
         self.store.write_bytes(self.tmp_name(INDEX_UUID), str(index_uuid).encode())
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
@@ -247,11 +259,14 @@ def index_shards(
     overwrite: bool = False,
     shards: Sequence[str] | None = None,
     clean_tmp: bool = True,
+    sample_index: bool = True,
 ) -> PendingPrepare:
     """Scan every shard of the dataset at ``path`` into temporary index files.
 
     Shards whose results a killed earlier run left in the work folder are not read again;
     ``clean_tmp`` removes the temporary files such a run left (off while other ranks write).
+    ``sample_index=False`` builds no ``index.sqlite`` (loading needs only the ``.tar.idx``
+    files; joins, aux datasets and media metadata need it, and duplicate keys go unnoticed).
 
     Raises:
         AlreadyPreparedError: the dataset has metadata and ``overwrite`` is False.
@@ -261,7 +276,7 @@ def index_shards(
     names = select_shards(store, path, exclude, tar_index_only, overwrite, shards)
     if clean_tmp:
         remove_stale_tmp(store)
-    pending = PendingPrepare(store, names, tar_index_only)
+    pending = PendingPrepare(store, names, tar_index_only, sample_index)
     try:
         _index_into(pending, num_workers, progress)
     except BaseException:
@@ -329,8 +344,11 @@ def prepare_dataset(
     overwrite: bool = False,
     dataset_yaml: dict[str, Any] | None = None,
     dataset_yaml_name: str = DEFAULT_DATASET_YAML,
+    sample_index: bool = True,
 ) -> PrepareReport:
     """Prepare the dataset at ``path`` for loading (what ``stoker prepare`` does).
+
+    ``sample_index=False`` skips ``index.sqlite`` (see :func:`index_shards`).
 
     Example:
         >>> report = prepare_dataset(  # doctest: +SKIP
@@ -355,6 +373,7 @@ def prepare_dataset(
         num_workers=num_workers,
         progress=progress,
         overwrite=overwrite,
+        sample_index=sample_index,
     ) as pending:
         return pending.publish(
             split_ratio=split_ratio,
@@ -372,25 +391,31 @@ def remove_stale_tmp(store: Store) -> None:
             store.remove(name)
 
 
-def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool) -> None:
-    store = pending.store
-    local_db = store.local_path(INDEX_SQLITE)
+def _open_writer(pending: PendingPrepare) -> SqliteIndexWriter | None:
+    if not pending.sample_index:
+        return None
+    local_db = pending.store.local_path(INDEX_SQLITE)
     if local_db is None:
         fd, local_db = tempfile.mkstemp(suffix=".sqlite", prefix="stoker-index-")
         os.close(fd)
         pending._sqlite_tmp = local_db
     else:
-        local_db = store.local_path(pending.tmp_name(INDEX_SQLITE))
-        assert local_db is not None
+        local_db = pending.index_db_path()
     os.makedirs(os.path.dirname(local_db), exist_ok=True)
-    writer = SqliteIndexWriter(local_db)
+    return SqliteIndexWriter(local_db)
+
+
+def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool) -> None:
+    store = pending.store
+    writer = _open_writer(pending)
     bar = Progress(len(pending.shards), "indexing shards", enabled=progress)
     try:
         for shard_id, shard in enumerate(
             ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
         ):
             try:
-                writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
+                if writer is not None:
+                    writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
             except DuplicateKeyError as e:
                 raise _duplicate_error(pending, shard, e) from None
             offsets = encode_offsets(shard.offsets)
@@ -401,9 +426,11 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
             pending.part_names |= shard.part_names
             pending.resumed += shard.resumed
             bar.update(samples=len(shard.keys))
-        writer.close()
+        if writer is not None:
+            writer.close()
     except BaseException:
-        writer.abort()
+        if writer is not None:
+            writer.abort()
         raise
     finally:
         bar.close()
