@@ -15,7 +15,7 @@ import pytest
 import torch.distributed as dist
 
 from stoker.format.distributed import assign_shards
-from tests.conftest import snapshot
+from tests.conftest import make_dataset, snapshot
 from tests.integration._prepare_ranks import main as run_commands
 
 Image = pytest.importorskip("PIL.Image")
@@ -104,3 +104,42 @@ class sqlite_rows:
 
     def __exit__(self, *exc: object) -> None:
         self._db.close()
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+def test_a_failed_rank_stops_all_and_the_rerun_resumes(tmp_path: Path) -> None:
+    root = make_dataset(tmp_path / "ds", shards=8, per_shard=3)
+    good = (root / "shard_006.tar").read_bytes()
+    (root / "shard_006.tar").write_bytes(b"garbage" * 300)  # rank 2 of 4 takes shards 2 and 6
+    prepare = ["prepare", "--split-ratio", "1,0,0", "--num-workers", "1", "--non-interactive"]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={RANKS}",
+        "-m",
+        "stoker.cli",
+        *prepare,
+        "--distributed",
+        str(root),
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "STOKER_PROGRESS_INTERVAL": "0"}
+    failed = subprocess.run(torchrun, capture_output=True, text=True, timeout=240, env=env)
+    assert failed.returncode != 0
+    assert "rank 2 of 4 failed" in failed.stderr and "not a tar archive" in failed.stderr
+    assert not (root / ".nv-meta" / ".info.json").exists()
+    assert len(list((root / ".nv-meta/.stoker-work/shard").rglob("*.npz"))) == 7
+
+    (root / "shard_006.tar").write_bytes(good)
+    done = subprocess.run(torchrun, capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Resumed 7 shards indexed by an interrupted run." in done.stdout
+    assert "all 4 ranks: 8/8 shards, 24 samples" in done.stderr
+    assert "rank 3/4: Indexing shards: 2/2 (100%), 6 samples" in done.stderr
+    assert "\r" not in done.stderr and "\x1b" not in done.stderr
+
+    single = make_dataset(tmp_path / "single", shards=8, per_shard=3)
+    one = [sys.executable, "-m", "stoker.cli", *prepare, str(single)]
+    assert subprocess.run(one, capture_output=True, env=env).returncode == 0
+    assert snapshot(root) == snapshot(single)

@@ -12,16 +12,16 @@ def test_log_lines_name_the_rank_and_carry_no_escape_codes(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STOKER_PROGRESS_INTERVAL", "0")
-    bar = Progress(4, "indexing shards", world=World(rank=2, size=4))
+    bar = Progress(4, "Indexing shards", world=World(rank=2, size=4))
     for _ in range(4):
         bar.update(samples=10)
     bar.close()
     err = capsys.readouterr().err
     assert "\r" not in err and "\x1b" not in err
     lines = err.splitlines()
-    assert lines[0].startswith("rank 2/4: indexing shards: 1/4 (25%), 10 samples, ")
+    assert lines[0].startswith("rank 2/4: Indexing shards: 1/4 (25%), 10 samples, ")
     assert "ETA " in lines[0]
-    assert lines[-1].startswith("rank 2/4: indexing shards: 4/4 (100%), 40 samples")
+    assert lines[-1].startswith("rank 2/4: Indexing shards: 4/4 (100%), 40 samples")
     assert lines[-1].endswith("done in 0s")
 
 

@@ -15,7 +15,7 @@ from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_
 from stoker.cli.prepare_media import media_options, print_media_report
 from stoker.errors import AlreadyPreparedError, ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.distributed import init_distributed, on_main_rank
+from stoker.format.distributed import distributed_world, on_main_rank
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
@@ -165,18 +165,19 @@ def command(
     if distributed:
         if not tar_index_only and ratio is None and not split_patterns:  # before any rank works
             raise ConfigError("--distributed needs --split-ratio or --split-parts.")
-        world = init_distributed()
-        scan_distributed(
-            path,
-            world,
-            exclude=exclude,
-            tar_index_only=tar_index_only,
-            overwrite=overwrite,
-            num_workers=num_workers,
-            progress=options.progress,
-            also=None if media is None else partial(_media_step, media),
-        )
-        report = on_main_rank(world, run)
+        with distributed_world() as world:
+            resumed = scan_distributed(
+                path,
+                world,
+                exclude=exclude,
+                tar_index_only=tar_index_only,
+                overwrite=overwrite,
+                num_workers=num_workers,
+                progress=options.progress,
+                also=None if media is None else partial(_media_step, media),
+            )
+            report = on_main_rank(world, run)
+        report.resumed_shards = resumed
         if not world.is_main:
             return
     else:

@@ -15,8 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
@@ -64,7 +66,22 @@ def init_distributed() -> World:
             )
         timeout = float(os.environ.get("STOKER_DISTRIBUTED_TIMEOUT", DEFAULT_TIMEOUT_S))
         dist.init_process_group("gloo", timeout=timedelta(seconds=timeout))
+        # kept for later calls (pack, then prepare); a process must not exit with it open
+        atexit.register(_destroy_process_group)
     return World(dist.get_rank(), dist.get_world_size())
+
+
+@contextlib.contextmanager
+def distributed_world(world: World | None = None) -> Iterator[World]:
+    """``world``, or the process group of :func:`init_distributed`, for a ``with`` block."""
+    yield world if world is not None else init_distributed()
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _env_from_slurm() -> None:

@@ -408,7 +408,7 @@ def _open_writer(pending: PendingPrepare) -> SqliteIndexWriter | None:
 def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool) -> None:
     store = pending.store
     writer = _open_writer(pending)
-    bar = Progress(len(pending.shards), "indexing shards", enabled=progress)
+    bar = Progress(len(pending.shards), "Indexing shards", enabled=progress)
     try:
         for shard_id, shard in enumerate(
             ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))

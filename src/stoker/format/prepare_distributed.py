@@ -21,8 +21,8 @@ from typing import Any
 from stoker.format.distributed import (
     World,
     assign_shards,
+    distributed_world,
     gather,
-    init_distributed,
     on_main_rank,
     run_step,
 )
@@ -45,7 +45,8 @@ def scan_distributed(
     progress: bool = False,
     also: Callable[[PrepareWork], Callable[[str], object]] | None = None,
 ) -> int:
-    """Phase 1 on every rank: index this rank's shards into the work folder; returns how many.
+    """Phase 1 on every rank: index this rank's shards into the work folder; returns how many
+    shards (of all ranks) were resumed from an earlier run rather than read.
 
     ``also(work)`` gives a further per-shard step run over the same shards (e.g. probing media
     into the work folder). Raises on every rank if any rank failed.
@@ -62,28 +63,29 @@ def scan_distributed(
     mine = assign_shards(names, world.rank, world.size)
     work = PrepareWork(store)
 
-    def scan() -> int:
-        samples = 0
-        steps: list[tuple[str, Callable[[str], object]]] = [("indexing", work.scan)]
+    def scan() -> tuple[int, int]:
+        samples = resumed = 0
+        steps: list[tuple[str, Callable[[str], object]]] = [("Indexing", work.scan)]
         if also is not None:
-            steps.append(("probing media of", also(work)))
+            steps.append(("Probing media of", also(work)))
         for what, step in steps:
             bar = Progress(len(mine), f"{what} shards", world=world, enabled=progress)
             for result in ordered_map(step, mine, num_workers, len(mine)):
                 if isinstance(result, ShardIndex):
                     samples += len(result.keys)
+                    resumed += result.resumed
                     bar.update(samples=len(result.keys))
                 else:
                     bar.update()
             bar.close()
-        return samples
+        return samples, resumed
 
     start = time.perf_counter()
-    samples = run_step(world, scan) or 0
-    per_rank = gather(world, (len(mine), samples, time.perf_counter() - start))
+    samples, resumed = run_step(world, scan) or (0, 0)
+    per_rank = gather(world, (len(mine), samples, time.perf_counter() - start, resumed))
     if progress and world.is_main:
-        print(summary_line(per_rank, len(names)), file=sys.stderr, flush=True)
-    return len(mine)
+        print(summary_line([r[:3] for r in per_rank], len(names)), file=sys.stderr, flush=True)
+    return sum(r[3] for r in per_rank)
 
 
 def prepare_dataset_distributed(
@@ -100,25 +102,27 @@ def prepare_dataset_distributed(
     """:func:`~stoker.format.prepare.prepare_dataset` spread over the ranks of a torch.distributed
     job; every rank calls it and every rank gets the report. ``publish`` takes the other
     arguments of ``prepare_dataset`` (``split_ratio``, ``dataset_yaml``, ...)."""
-    world = world or init_distributed()
-    scan_distributed(
-        path,
-        world,
-        exclude=exclude,
-        tar_index_only=tar_index_only,
-        overwrite=overwrite,
-        num_workers=num_workers,
-        progress=progress,
-    )
-    return on_main_rank(
-        world,
-        lambda: prepare_dataset(
+    with distributed_world(world) as world:
+        resumed = scan_distributed(
             path,
+            world,
             exclude=exclude,
             tar_index_only=tar_index_only,
+            overwrite=overwrite,
             num_workers=num_workers,
             progress=progress,
-            overwrite=overwrite,
-            **publish,
-        ),
-    )
+        )
+        report = on_main_rank(
+            world,
+            lambda: prepare_dataset(
+                path,
+                exclude=exclude,
+                tar_index_only=tar_index_only,
+                num_workers=num_workers,
+                progress=progress,
+                overwrite=overwrite,
+                **publish,
+            ),
+        )
+    report.resumed_shards = resumed  # rank 0 loaded every shard: count the ranks' resumes
+    return report

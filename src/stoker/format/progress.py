@@ -5,7 +5,7 @@ Where stderr is not a terminal (a cluster job's log file), progress is a line ev
 a carriage return or escape code.
 
 Example:
-    >>> bar = Progress(10, "indexing shards", enabled=False)
+    >>> bar = Progress(10, "Indexing shards", enabled=False)
     >>> bar.update(samples=100)
     >>> bar.close()
 """
@@ -58,7 +58,7 @@ class Progress:
             print(self.line(), file=sys.stderr, flush=True)
 
     def line(self) -> str:
-        """``rank 1/4: indexing shards: 120/400 (30%), 11.2 shard/s, ETA 25s``."""
+        """``rank 1/4: Indexing shards: 120/400 (30%), 11.2 shard/s, ETA 25s``."""
         elapsed = max(time.monotonic() - self._start, 1e-9)
         rate = self.done / elapsed
         left = (self.total - self.done) / rate if rate else float("inf")

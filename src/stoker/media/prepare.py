@@ -21,14 +21,13 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 
-from tqdm import tqdm
-
 from stoker.errors import ConfigError
 from stoker.format.media_metadata import MediaMetadataWriter, MediaRow
 from stoker.format.meta import INDEX_SQLITE, is_prepared, read_info
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import TMP_MARK, PendingPrepare
 from stoker.format.prepare_work import PrepareWork
+from stoker.format.progress import Progress
 from stoker.format.tar import TarScan, split_name
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
 from stoker.media.metadata import serialize_media_metadata
@@ -115,13 +114,7 @@ def write_media(
     report = MediaReport(path=store.root, strategy=media.strategy, shards=len(shards))
     start = time.perf_counter()
     writer = MediaMetadataWriter(db_path)
-    bar = tqdm(
-        total=len(shards),
-        desc="Probing media",
-        unit="shard",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = Progress(len(shards), "Probing media of shards", enabled=progress)
     try:
         scan = (
             partial(scan_shard_media, store, media)
@@ -135,7 +128,6 @@ def write_media(
             room = MAX_FAILURES_LISTED - len(report.failures)
             report.failures += shard.failed[: max(room, 0)]
             bar.update()
-            bar.set_postfix(files=report.files, failed=report.failed, refresh=False)
         writer.commit(strategy=media.strategy, patterns=",".join(media.patterns))
     except BaseException:
         writer.abort()

@@ -19,8 +19,8 @@ from stoker.errors import ConfigError
 from stoker.format.distributed import (
     World,
     assign_shards,
+    distributed_world,
     gather,
-    init_distributed,
     on_main_rank,
     run_step,
 )
@@ -93,7 +93,7 @@ def _write_all(
     )
     total = sum(ends[i] - starts[i] for i in mine)
     sources = Sources()
-    bar = Progress(total, "packing samples", world=world, enabled=progress, unit="sample")
+    bar = Progress(total, "Packing samples", world=world, enabled=progress, unit="sample")
     try:
         for i, end in enumerate(ends):
             path = output.new_shard()
@@ -167,14 +167,14 @@ def pack(
     if os.path.isdir(out):
         check_names(out, [shard_name(shard_prefix, i) for i in range(len(ends))], old)
     if distributed:
-        world = init_distributed()
-        names = _write_distributed(
-            world,
-            out,
-            shard_prefix,
-            old,
-            lambda output: _write_all(output, samples, ends, progress, world),
-        )
+        with distributed_world() as world:
+            names = _write_distributed(
+                world,
+                out,
+                shard_prefix,
+                old,
+                lambda output: _write_all(output, samples, ends, progress, world),
+            )
     else:
         output = Output(out, shard_prefix)
         try:
