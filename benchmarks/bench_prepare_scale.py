@@ -2,11 +2,11 @@
 
 Phases (single process tree): ``scan`` reads every shard's headers into the work folder (worker
 processes; the part that spreads over ranks), ``merge`` builds ``index.sqlite`` and the
-``.tar.idx`` files from the work folder (what rank 0 does after a distributed scan), ``publish``
-writes the meta files. Prints seconds, samples/s, peak RSS of the main process and of the largest
-worker, the index size, and an extrapolation to 10^9 samples on 1 and on 64 cores (8 machines).
-``--ranks 4`` runs the scan as 4 gloo ranks on this machine (torch.multiprocessing) and prints the
-split and merge overhead.
+``.tar.idx`` files from the work folder (what rank 0 does after a distributed scan; also timed
+with ``--no-sample-index``), ``publish`` writes the meta files. Prints seconds, samples/s, peak
+RSS of the main process and of the largest worker, the index size, and an extrapolation to 10^9
+samples on 64 cores (8 machines). ``--ranks 4`` runs the scan as 4 gloo ranks on this machine
+(torch.multiprocessing) and prints the split and merge times.
 
 Run: ``python benchmarks/bench_prepare_scale.py --samples 1e6 [--ranks 4] [--workers 2]``.
 """
@@ -52,10 +52,13 @@ def single(root: str, workers: int | None) -> dict[str, float]:
     with index_shards(root, num_workers=workers):
         pass  # leaves every shard's result in the work folder, publishes nothing
     t1 = time.perf_counter()
-    report = prepare_dataset(root, split_ratio="1,0,0", num_workers=workers)  # all resumed
+    with index_shards(root, num_workers=workers, sample_index=False):
+        pass  # the merge of --no-sample-index: .tar.idx files only
     t2 = time.perf_counter()
+    report = prepare_dataset(root, split_ratio="1,0,0", num_workers=workers)  # all resumed
+    t3 = time.perf_counter()
     assert report.resumed_shards == report.shards
-    return {"scan+merge": t1 - t0, "merge+publish": t2 - t1}
+    return {"scan+merge": t1 - t0, "merge no index": t2 - t1, "merge+publish": t3 - t2}
 
 
 def _rank(rank: int, size: int, root: str, port: int, workers: int | None, out: str) -> None:
@@ -118,6 +121,10 @@ def main() -> None:
         print(f"scan (estimated: scan+merge - merge) {scan:.1f} s ({samples / scan:,.0f} /s)")
         print(f"scan+merge {phases['scan+merge']:.1f} s; merge+publish from the work folder "
               f"{merge:.1f} s ({samples / merge:,.0f} samples/s)")  # fmt: skip
+        no_index = phases["merge no index"]
+        print(
+            f"merge with --no-sample-index {no_index:.1f} s ({samples / no_index:,.0f} samples/s)"
+        )
         print(f"index.sqlite {size / 2**20:.0f} MB ({size / samples:.0f} B/sample)")
         print(f"peak RSS: main {peak_rss_mb():.0f} MB, "
               f"largest worker {peak_rss_mb(resource.RUSAGE_CHILDREN):.0f} MB")  # fmt: skip
@@ -125,7 +132,8 @@ def main() -> None:
         scan_core = samples / scan / cores
         print(f"10^9 samples: scan {1e9 / scan_core / 3600:.1f} core-hours; on 64 cores "
               f"{1e9 / scan_core / 64 / 60:.0f} min, then merge on rank 0 "
-              f"{1e9 / (samples / merge) / 3600:.1f} h")  # fmt: skip
+              f"{1e9 / (samples / merge) / 3600:.1f} h ({1e9 / (samples / no_index) / 3600:.1f} h "
+              "with --no-sample-index)")  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
