@@ -8,7 +8,7 @@ single-process run would, so the output is byte-identical. The process group com
 (``SLURM_PROCID``, ``SLURM_NTASKS``, with ``MASTER_ADDR`` exported by the job script).
 
 Example:
-    >>> world = init_distributed()  # doctest: +SKIP  (under torchrun)
+    >>> world = init_distributed()  # doctest: +SKIP
     >>> assign_shards(["a.tar", "b.tar", "c.tar"], rank=1, world_size=2)
     ['b.tar']
 """

@@ -9,7 +9,7 @@ is read again. The folder is removed once the dataset is published.
 
 Example:
     >>> work = PrepareWork(open_store("/data/shards"))  # doctest: +SKIP
-    >>> shard = work.scan("shard_000.tar")  # doctest: +SKIP  (loaded if already done)
+    >>> shard = work.scan("shard_000.tar")  # doctest: +SKIP
 """
 
 from __future__ import annotations
