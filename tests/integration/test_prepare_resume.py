@@ -137,3 +137,24 @@ def test_stale_temporary_files_are_removed_at_start(tmp_path: Path) -> None:
     prepare_dataset(str(root), split_ratio="1,0,0", num_workers=1)
     assert not [p for p in root.rglob("*") if ".stoker-tmp-" in p.name]
     assert not (root / WORK).exists()
+
+
+def test_media_records_are_resumed_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stoker.format.prepare import index_shards
+    from stoker.media import prepare as media_prepare
+    from stoker.media.extract import MediaFilter
+
+    root = make_many_shards(tmp_path / "ds", shards=3, per_shard=2)
+    media = MediaFilter.parse(extension=True)
+    with index_shards(str(root), num_workers=1) as pending:  # left without publishing
+        assert media_prepare.media_into_pending(pending, media, num_workers=1).files == 6
+    assert len(list((root / WORK).rglob("*.npz"))) == 6  # 3 shard indexes, 3 media results
+
+    def must_not_probe(*args: object) -> None:
+        raise AssertionError("a finished shard was probed again")
+
+    monkeypatch.setattr(media_prepare, "scan_shard_media", must_not_probe)
+    with index_shards(str(root), num_workers=1) as pending:
+        report = media_prepare.media_into_pending(pending, media, num_workers=1)
+        assert (report.files, report.failed) == (6, 0)
+        assert pending.resumed == 3

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -87,7 +88,8 @@ def scan_shard_media(store: Store, media: MediaFilter, shard: str) -> ShardMedia
 def scan_media_resumable(work: PrepareWork, media: MediaFilter, shard: str) -> ShardMedia:
     """:func:`scan_shard_media`, kept in the prepare work folder: loaded from there when the
     shard is unchanged since an earlier (interrupted) run probed it."""
-    kind = f"media-{media.strategy}-{','.join(media.patterns)}"
+    chosen = f"{media.strategy}\0{','.join(media.patterns)}".encode()
+    kind = f"media-{hashlib.sha256(chosen).hexdigest()[:16]}"  # a folder name, per filter
     fingerprint = work.fingerprint(shard)
     stored = work.load_json(shard, kind, fingerprint)
     if stored is not None:
