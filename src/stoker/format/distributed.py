@@ -119,7 +119,7 @@ def check_all(world: World, error: BaseException | None) -> None:
         )
 
 
-def run_step(world: World, step: Callable[[], T]) -> T | None:
+def run_step(world: World, step: Callable[[], T]) -> T:
     """Run ``step`` on this rank, then meet all ranks; raises everywhere if any rank failed."""
     try:
         result = step()

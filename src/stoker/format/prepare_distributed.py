@@ -59,7 +59,7 @@ def scan_distributed(
             remove_stale_tmp(store)
         return names
 
-    names = run_step(world, check) or []
+    names = run_step(world, check)
     mine = assign_shards(names, world.rank, world.size)
     work = PrepareWork(store)
 
@@ -81,7 +81,7 @@ def scan_distributed(
         return samples, resumed
 
     start = time.perf_counter()
-    samples, resumed = run_step(world, scan) or (0, 0)
+    samples, resumed = run_step(world, scan)
     per_rank = gather(world, (len(mine), samples, time.perf_counter() - start, resumed))
     if progress and world.is_main:
         print(summary_line([r[:3] for r in per_rank], len(names)), file=sys.stderr, flush=True)

@@ -159,15 +159,22 @@ def pack(
     if samples_per_shard is None and max_shard_bytes is None:
         samples_per_shard = DEFAULT_SAMPLES_PER_SHARD
     _check_options(samples_per_shard, max_shard_bytes, shard_prefix)
-    old = check_out(src, out, overwrite)
-    samples, skipped = collect_samples(src)
-    if shuffle:
-        random.Random(seed).shuffle(samples)
-    ends = plan_shards([sample_tar_bytes(s) for s in samples], samples_per_shard, max_shard_bytes)
-    if os.path.isdir(out):
-        check_names(out, [shard_name(shard_prefix, i) for i in range(len(ends))], old)
+
+    def plan() -> tuple[list[str], list[Sample], list[SkippedFile], list[int]]:
+        old = check_out(src, out, overwrite)
+        samples, skipped = collect_samples(src)
+        if shuffle:
+            random.Random(seed).shuffle(samples)
+        sizes = [sample_tar_bytes(s) for s in samples]
+        ends = plan_shards(sizes, samples_per_shard, max_shard_bytes)
+        if os.path.isdir(out):
+            check_names(out, [shard_name(shard_prefix, i) for i in range(len(ends))], old)
+        return old, samples, skipped, list(ends)
+
     if distributed:
         with distributed_world() as world:
+            # every rank plans alike; one rank's failure (e.g. unreadable source) stops all
+            old, samples, skipped, ends = run_step(world, plan)
             names = _write_distributed(
                 world,
                 out,
@@ -176,6 +183,7 @@ def pack(
                 lambda output: _write_all(output, samples, ends, progress, world),
             )
     else:
+        old, samples, skipped, ends = plan()
         output = Output(out, shard_prefix)
         try:
             _write_all(output, samples, ends, progress)
