@@ -120,7 +120,9 @@ def test_failure_midway_leaves_dataset_unchanged(
     before = snapshot(dataset_dir)
     with pytest.raises(FormatError, match="not a tar archive"):
         prepare_dataset(str(dataset_dir), split_ratio="1,1,1", overwrite=True, num_workers=1)
-    assert snapshot(dataset_dir) == before
+    # the published dataset is as it was; the finished first shard is kept for the next run
+    assert published(snapshot(dataset_dir)) == before
+    assert len(snapshot(dataset_dir)) - len(before) == 1
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
@@ -132,7 +134,12 @@ def test_failure_midway_leaves_dataset_unchanged(
         prepare_dataset(
             str(dataset_dir), split_ratio="1,0,0", overwrite=True, dataset_yaml=TEXT_YAML
         )
-    assert snapshot(dataset_dir) == before
+    assert published(snapshot(dataset_dir)) == published(before)
+
+
+def published(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files of a snapshot outside the prepare work folder."""
+    return {name: data for name, data in files.items() if ".stoker-work" not in name}
 
 
 def test_field_map_must_name_existing_parts(dataset_dir: Path) -> None:
@@ -140,7 +147,9 @@ def test_field_map_must_name_existing_parts(dataset_dir: Path) -> None:
     with pytest.raises(ConfigError, match="names part") as info:
         prepare_dataset(str(dataset_dir), split_ratio="1,0,0", dataset_yaml=yaml)
     assert "json, txt" in info.value.message
-    assert not (dataset_dir / ".nv-meta").exists() or not any((dataset_dir / ".nv-meta").iterdir())
+    # nothing published: only the work folder, so that the next run need not read the shards
+    meta = dataset_dir / ".nv-meta"
+    assert [p.name for p in meta.iterdir()] == [".stoker-work"]
 
 
 def test_tar_index_only_rebuilds_indexes(dataset_dir: Path) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_errors
+from stoker.format.distributed import init_distributed
 from stoker.format.pack import PackReport, pack
 
 if TYPE_CHECKING:
@@ -88,11 +89,13 @@ def _prepare_args(prepare: bool, flags: Mapping[str, Any]) -> _PrepareArgs | Non
 
 
 def _run_prepare(
-    out: str, args: _PrepareArgs, shuffle: bool, seed: int, progress: bool
+    out: str, args: _PrepareArgs, shuffle: bool, seed: int, progress: bool, distributed: bool
 ) -> PrepareReport:
     from stoker.format.prepare import prepare_dataset
+    from stoker.format.prepare_distributed import prepare_dataset_distributed
 
-    return prepare_dataset(
+    run = prepare_dataset_distributed if distributed else prepare_dataset
+    return run(
         out,
         split_ratio=args.split_ratio,
         split_parts=args.split_parts,
@@ -202,6 +205,11 @@ def _print_summary(report: PackReport, prepared: PrepareReport | None) -> None:
     type=click.IntRange(min=1),
     help="With --prepare: processes that index shards. [default: CPU count, at most 16]",
 )
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Share the shards (and --prepare's indexing) among the ranks of a torchrun or srun job.",
+)
 @reports_errors
 def command(
     src: str,
@@ -220,6 +228,7 @@ def command(
     sample_type: str | None,
     field_map: str | None,
     num_workers: int | None,
+    distributed: bool,
 ) -> None:
     """Turn a folder of files, or a JSONL file, into WebDataset tar shards in OUT.
 
@@ -239,6 +248,7 @@ def command(
       stoker pack ./texts.jsonl ./shards --samples-per-shard 10000 --shuffle --seed 1
       stoker pack ./coco ./coco-wds --prepare --split-ratio 8,1,1 \\
           --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}'
+      torchrun --nproc-per-node 8 -m stoker.cli pack ./raw ./shards --distributed --prepare
     """
     flags: dict[str, Any] = {"split_ratio": split_ratio, "split_parts": split_parts}
     flags |= {"sample_type": sample_type, "field_map": field_map, "num_workers": num_workers}
@@ -253,10 +263,13 @@ def command(
         shard_prefix=shard_prefix,
         progress=progress,
         overwrite=force_overwrite,
+        distributed=distributed,
     )
     prepared = None
     if prepare_args is not None:
-        prepared = _run_prepare(out, prepare_args, shuffle, seed, progress)
+        prepared = _run_prepare(out, prepare_args, shuffle, seed, progress, distributed)
+    if distributed and not init_distributed().is_main:
+        return  # rank 0 reports
     if as_json:
         data = dataclasses.asdict(report)
         data["prepare"] = dataclasses.asdict(prepared) if prepared is not None else None

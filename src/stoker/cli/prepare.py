@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import click
 
@@ -12,9 +15,12 @@ from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_
 from stoker.cli.prepare_media import media_options, print_media_report
 from stoker.errors import AlreadyPreparedError, ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
+from stoker.format.distributed import distributed_world, on_main_rank
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
+from stoker.format.prepare_distributed import scan_distributed
+from stoker.format.prepare_work import PrepareWork
 from stoker.format.splits import compile_split_patterns, parse_split_ratio
 from stoker.media.extract import MediaFilter
 from stoker.metadataset import is_metadataset
@@ -63,6 +69,17 @@ from stoker.storage import open_store
     metavar="MODULE",
     help="Metadataset: a module whose sample types the joined datasets' dataset.yaml may name.",
 )
+@click.option(
+    "--no-sample-index",
+    is_flag=True,
+    help="Skip index.sqlite (faster at 10^9 samples): loading needs only the .tar.idx files; "
+    "joins, aux datasets and media metadata need the index.",
+)
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Share the shards among the ranks of a torchrun or srun job (gloo); rank 0 publishes.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @reports_errors
 def command(
@@ -86,6 +103,8 @@ def command(
     by_header: bool,
     progress: bool,
     allow_module: tuple[str, ...],
+    no_sample_index: bool,
+    distributed: bool,
     as_json: bool,
 ) -> None:
     """Index the shards of the dataset at PATH and write its .nv-meta files.
@@ -94,7 +113,8 @@ def command(
     metadataset YAML: then the join index of each of its joins is built (next to it, in
     <yaml>.cache/), so that loading does not build them again.
     Everything is written under temporary names and moved into place at the end, so an
-    interrupted or failed prepare leaves the dataset as it was. Without --non-interactive,
+    interrupted or failed prepare leaves the dataset as it was; each finished shard is kept in
+    .nv-meta/.stoker-work, so running the command again skips it. Without --non-interactive,
     missing choices (split, sample type, field map) are asked for.
 
     \b
@@ -107,6 +127,8 @@ def command(
           --media-metadata-by-extension             # also stores fps, duration, ...
       stoker prepare ./texts.jsonl
       stoker prepare ./joined.yaml                  # builds the join indexes
+      torchrun --nnodes 8 --nproc-per-node 8 ... -m stoker.cli prepare ./shards \\
+          --distributed --split-ratio 8,1,1       # 64 ranks share the shards
     """
     if is_metadataset(path):
         reports = prepare_joins(
@@ -122,7 +144,13 @@ def command(
             click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
         return
     media = _media_filter(by_extension, by_glob, by_header)
-    interactive = not non_interactive and not as_json
+    if media is not None and no_sample_index:
+        raise ConfigError(
+            "--media-metadata-by-* stores the metadata in index.sqlite, which --no-sample-index "
+            "leaves out.",
+            hint="Leave out one of the two flags.",
+        )
+    interactive = not non_interactive and not as_json and not distributed
     split_patterns = [_parse_split_part(item) for item in split_parts]
     compile_split_patterns(split_patterns)  # a bad regex fails before indexing
     ratio = parse_split_ratio(split_ratio) if split_ratio else None
@@ -133,28 +161,99 @@ def command(
         raise ConfigError("--field-map needs --sample-type.")
     overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
     if fix_duplicates and (overwrite or not is_prepared(open_store(path))):
+        if distributed:
+            raise ConfigError(
+                "--fix-duplicates rewrites shards in place and runs in one process.",
+                hint="Run `stoker prepare PATH --fix-duplicates` once without --distributed first.",
+            )
         _fix_duplicates(path, exclude, as_json)
-    pending = index_shards(
+    options = _Options(
         path,
-        exclude=exclude,
-        tar_index_only=tar_index_only,
-        num_workers=num_workers,
-        progress=progress and not as_json,
-        overwrite=overwrite,
-        tmp_dir=tmp_path,
+        exclude,
+        tar_index_only,
+        num_workers,
+        progress and not as_json,
+        overwrite,
+        media,
+        not no_sample_index,
+        tmp_path,
+    )
+
+    def run() -> PrepareReport:
+        return _index_and_publish(
+            options, as_json, interactive, ratio, split_patterns, shuffle_tars, skip_dataset_yaml,
+            dataset_yaml, dataset_yaml_name,
+        )  # fmt: skip
+
+    if distributed:
+        if not tar_index_only and ratio is None and not split_patterns:  # before any rank works
+            raise ConfigError("--distributed needs --split-ratio or --split-parts.")
+        with distributed_world() as world:
+            resumed = scan_distributed(
+                path,
+                world,
+                exclude=exclude,
+                tar_index_only=tar_index_only,
+                overwrite=overwrite,
+                num_workers=num_workers,
+                progress=options.progress,
+                also=None if media is None else partial(_media_step, media),
+            )
+            report = on_main_rank(world, run)
+        report.resumed_shards = resumed
+        if not world.is_main:
+            return
+    else:
+        report = run()
+    _print_report(report, as_json)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    path: str
+    exclude: str | None
+    tar_index_only: bool
+    num_workers: int | None
+    progress: bool
+    overwrite: bool
+    media: MediaFilter | None
+    sample_index: bool
+    tmp_dir: str | None
+
+
+def _index_and_publish(
+    options: _Options,
+    as_json: bool,
+    interactive: bool,
+    ratio: list[tuple[str, float]] | None,
+    split_patterns: list[tuple[str, str]],
+    shuffle_tars: bool,
+    skip_dataset_yaml: bool,
+    dataset_yaml: dict[str, Any] | None,
+    dataset_yaml_name: str,
+) -> PrepareReport:
+    pending = index_shards(
+        options.path,
+        exclude=options.exclude,
+        tar_index_only=options.tar_index_only,
+        num_workers=options.num_workers,
+        progress=options.progress,
+        overwrite=options.overwrite,
+        sample_index=options.sample_index,
+        tmp_dir=options.tmp_dir,
     )
     with pending:
         if not as_json:
             _describe(pending)
-        if media is not None:
+        if options.media is not None:
             from stoker.media.prepare import media_into_pending
 
             media_report = media_into_pending(
-                pending, media, num_workers, progress=progress and not as_json
+                pending, options.media, options.num_workers, progress=options.progress
             )
             if not as_json:
                 print_media_report(media_report, as_json=False)
-        if not tar_index_only and ratio is None and not split_patterns:
+        if not options.tar_index_only and ratio is None and not split_patterns:
             if not interactive:
                 raise ConfigError(
                     "--split-ratio or --split-parts is required with --non-interactive.",
@@ -162,9 +261,14 @@ def command(
                 )
             ratio = parse_split_ratio(wizard.ask_split_ratio())
         extra: dict[str, bytes] = {}
-        if dataset_yaml is None and interactive and not skip_dataset_yaml and not tar_index_only:
+        if (
+            dataset_yaml is None
+            and interactive
+            and not skip_dataset_yaml
+            and not options.tar_index_only
+        ):
             dataset_yaml, extra = wizard.ask_dataset_yaml(pending)
-        report = pending.publish(
+        return pending.publish(
             split_ratio=ratio,
             split_parts=split_patterns or None,
             shuffle_seed=42 if shuffle_tars else None,
@@ -172,7 +276,12 @@ def command(
             dataset_yaml_name=dataset_yaml_name,
             extra_meta_files=extra,
         )
-    _print_report(report, as_json)
+
+
+def _media_step(media: MediaFilter, work: PrepareWork) -> Callable[[str], object]:
+    from stoker.media.prepare import scan_media_resumable
+
+    return partial(scan_media_resumable, work, media)
 
 
 def _fix_duplicates(path: str, exclude: str | None, as_json: bool) -> None:
@@ -247,6 +356,8 @@ def _print_report(report: PrepareReport, as_json: bool) -> None:
         return
     rate = report.bytes / max(report.seconds, 1e-9) / 1e9
     click.echo(f"Prepared {report.path} in {report.seconds:.2f} s ({rate:.2f} GB/s).")
+    if report.resumed_shards:
+        click.echo(f"Resumed {report.resumed_shards} shards indexed by an interrupted run.")
     for split in report.splits:
         click.echo(f"  {split.name:<8} {split.shards:>7} shards {split.samples:>12} samples")
     if report.dataset_yaml:

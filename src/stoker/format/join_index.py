@@ -221,8 +221,10 @@ def _local_db(store: Store) -> Iterator[str]:
     local = store.cached_local_path(INDEX_SQLITE)
     if local is None:
         raise StorageError(
-            "the dataset has no index.sqlite, which joins need.",
+            "the dataset has no index.sqlite, which joins need (was it prepared with "
+            "--no-sample-index?).",
             path=store.url(INDEX_SQLITE),
-            hint="Prepare it again with `stoker prepare` (or `--tar-index-only`).",
+            hint="Prepare it again with `stoker prepare` without --no-sample-index (or "
+            "`--tar-index-only`).",
         )
     yield local

@@ -8,13 +8,16 @@
 
 ``entry_key`` is the tar member name (sample key + ``.`` + part, e.g. ``clip_007.mp4``);
 ``metadata_type`` is ``av`` or ``image``; ``metadata_json`` holds the known fields (see
-:mod:`stoker.media.metadata`). Either library reads what the other wrote.
+:mod:`stoker.media.metadata`). Either library reads what the other wrote. ``created_at_utc`` is
+the time of writing, or ``SOURCE_DATE_EPOCH`` when that is set (for byte-identical rebuilds).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+
+from stoker.storage.options import env_source_date_epoch
 
 MEDIA_METADATA_DDL = """
 CREATE TABLE IF NOT EXISTS media_metadata (
@@ -58,10 +61,18 @@ class MediaMetadataWriter:
 
     def commit(self, *, strategy: str, patterns: str) -> None:
         """Record the filter that selected the media, commit and close."""
-        self._db.execute(
-            "INSERT OR IGNORE INTO media_filters (strategy, patterns) VALUES (?, ?)",
-            (strategy, patterns),
-        )
+        epoch = env_source_date_epoch()
+        if epoch is not None:  # reproducible builds: a fixed time instead of now
+            self._db.execute(
+                "INSERT OR IGNORE INTO media_filters (strategy, patterns, created_at_utc) "
+                "VALUES (?, ?, datetime(?, 'unixepoch'))",
+                (strategy, patterns, epoch),
+            )
+        else:
+            self._db.execute(
+                "INSERT OR IGNORE INTO media_filters (strategy, patterns) VALUES (?, ?)",
+                (strategy, patterns),
+            )
         self._db.execute("COMMIT")
         self._db.close()
         self._closed = True

@@ -1,13 +1,17 @@
 """``prepare``: index the shards of a dataset and write its ``.nv-meta`` files atomically.
 
-Shards are scanned in parallel processes (headers only, one sequential pass each); the main
-process writes ``.tar.idx`` files and ``index.sqlite`` in bulk under temporary names. Nothing is
-published until everything succeeded, and ``.info.json`` (the "prepared" marker) comes last, so
-an interrupted or failed prepare leaves the dataset as it was.
+Shards are scanned in parallel processes (headers only, one sequential pass each); each shard's
+result is kept in the work folder (:mod:`stoker.format.prepare_work`) as soon as it is done, so a
+re-run after a crash skips finished shards. The main process writes ``.tar.idx`` files and
+``index.sqlite`` in bulk under temporary names. Nothing is published until everything succeeded,
+and ``.info.json`` (the "prepared" marker) comes last, so an interrupted or failed prepare leaves
+the dataset as it was. ``index.uuid`` is derived from the indexed content, so the same shards give
+the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -15,12 +19,10 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from types import TracebackType
 from typing import Any
 
 import yaml
-from tqdm import tqdm
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
@@ -38,7 +40,9 @@ from stoker.format.meta import (
     read_info,
 )
 from stoker.format.parallel import ordered_map
-from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex, scan_shard
+from stoker.format.prepare_work import PrepareWork
+from stoker.format.progress import Progress
+from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
@@ -71,6 +75,8 @@ class PrepareReport:
     splits: list[SplitSummary] = field(default_factory=list)
     tar_index_only: bool = False
     dataset_yaml: str | None = None
+    #: Shards whose index an earlier, interrupted run had kept (not read again).
+    resumed_shards: int = 0
 
 
 def find_shards(store: Store, exclude: str | None = None) -> list[str]:
@@ -104,18 +110,26 @@ class PendingPrepare:
     Leaving the ``with`` block without :meth:`publish` removes every temporary file.
     """
 
-    def __init__(self, store: Store, shards: list[str], tar_index_only: bool) -> None:
+    def __init__(
+        self, store: Store, shards: list[str], tar_index_only: bool, sample_index: bool = True
+    ) -> None:
         self.store = store
         self.shards = shards
         self.tar_index_only = tar_index_only
+        #: Whether ``index.sqlite`` is built (``--no-sample-index`` turns it off).
+        self.sample_index = sample_index
         self.counts: dict[str, int] = {}
         self.bytes = 0
         self.part_names: set[str] = set()
         self.fingerprints: dict[str, str] = {}
+        self.resumed = 0
         self._token = uuid.uuid4().hex[:12]
         self._tmp: dict[str, str] = {}  # final name -> temporary name
         self._start = time.perf_counter()
         self._sqlite_tmp: str | None = None
+        self.work = PrepareWork(store)
+        #: Hash of every shard's name, keys and offsets in order: the seed of ``index.uuid``.
+        self.digest = hashlib.sha256()
 
     def tmp_name(self, final: str) -> str:
         tmp = f"{final}{TMP_MARK}{self._token}"
@@ -124,6 +138,12 @@ class PendingPrepare:
 
     def index_db_path(self) -> str:
         """The local path of the ``index.sqlite`` being built (e.g. to add media metadata)."""
+        if not self.sample_index:
+            raise ConfigError(
+                "media metadata is stored in index.sqlite, which --no-sample-index leaves out.",
+                path=self.store.url(INDEX_SQLITE),
+                hint="Leave out --no-sample-index, or the --media-metadata-by-* flag.",
+            )
         if self._sqlite_tmp is not None:
             return self._sqlite_tmp
         path = self.store.local_path(self.tmp_name(INDEX_SQLITE))
@@ -174,6 +194,7 @@ class PendingPrepare:
             seconds=0.0,
             part_names=sorted(self.part_names),
             tar_index_only=self.tar_index_only,
+            resumed_shards=self.resumed,
         )
         if not self.tar_index_only:
             if split_parts:
@@ -201,7 +222,9 @@ class PendingPrepare:
         if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
             with open(self._sqlite_tmp, "rb") as f:
                 self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
-        index_uuid = str(uuid.uuid4())
+        if not self.sample_index:  # an index of earlier shards would be wrong: remove it
+            self.store.remove(INDEX_SQLITE)
+        index_uuid = str(uuid.UUID(bytes=self.digest.digest()[:16], version=4))
         self.store.write_bytes(self.tmp_name(INDEX_UUID), index_uuid.encode())
         prints = encode_fingerprints(self.fingerprints, index_uuid)
         self.store.write_bytes(self.tmp_name(FINGERPRINTS), prints)
@@ -209,6 +232,7 @@ class PendingPrepare:
         for final in ordered:
             self.store.publish(self._tmp[final], final)
         self._tmp.clear()
+        self.work.remove()
         report.seconds = time.perf_counter() - self._start
         return report
 
@@ -238,10 +262,16 @@ def index_shards(
     progress: bool = False,
     overwrite: bool = False,
     shards: Sequence[str] | None = None,
+    clean_tmp: bool = True,
+    sample_index: bool = True,
     tmp_dir: str | None = None,
 ) -> PendingPrepare:
     """Scan every shard of the dataset at ``path`` into temporary index files.
 
+    Shards whose results a killed earlier run left in the work folder are not read again;
+    ``clean_tmp`` removes the temporary files such a run left (off while other ranks write).
+    ``sample_index=False`` builds no ``index.sqlite`` (loading needs only the ``.tar.idx``
+    files; joins, aux datasets and media metadata need it, and duplicate keys go unnoticed).
     ``tmp_dir``: where ``index.sqlite`` is built when ``path`` is remote (Energon's
     ``--tmp-path``; default: the system's temporary folder), before it is uploaded.
 
@@ -250,11 +280,32 @@ def index_shards(
         StokerError: no shards, unreadable or invalid shards, duplicate keys.
     """
     store = open_store(path)
+    names = select_shards(store, path, exclude, tar_index_only, overwrite, shards)
+    if clean_tmp:
+        remove_stale_tmp(store)
+    pending = PendingPrepare(store, names, tar_index_only, sample_index)
+    try:
+        _index_into(pending, num_workers, progress, tmp_dir)
+    except BaseException:
+        pending.discard()
+        raise
+    return pending
+
+
+def select_shards(
+    store: Store,
+    path: str,
+    exclude: str | None,
+    tar_index_only: bool,
+    overwrite: bool,
+    shards: Sequence[str] | None = None,
+) -> list[str]:
+    """The shards ``prepare`` indexes, in order; raises if there are none or the dataset is
+    prepared already (and not ``overwrite``)."""
     if not store.is_dir(""):
         raise ConfigError(
             "not a folder.", path=path, hint="Pass the folder that holds the dataset's shards."
         )
-    _remove_stale_tmp(store)
     if tar_index_only:
         names = list(read_info(store).shard_counts)
         if exclude:
@@ -283,13 +334,7 @@ def index_shards(
                 "folder of files with `stoker pack`."
             ),
         )
-    pending = PendingPrepare(store, names, tar_index_only)
-    try:
-        _index_into(pending, num_workers, progress, tmp_dir)
-    except BaseException:
-        pending.discard()
-        raise
-    return pending
+    return names
 
 
 def prepare_dataset(
@@ -306,8 +351,11 @@ def prepare_dataset(
     overwrite: bool = False,
     dataset_yaml: dict[str, Any] | None = None,
     dataset_yaml_name: str = DEFAULT_DATASET_YAML,
+    sample_index: bool = True,
 ) -> PrepareReport:
     """Prepare the dataset at ``path`` for loading (what ``stoker prepare`` does).
+
+    ``sample_index=False`` skips ``index.sqlite`` (see :func:`index_shards`).
 
     Example:
         >>> report = prepare_dataset(  # doctest: +SKIP
@@ -332,6 +380,7 @@ def prepare_dataset(
         num_workers=num_workers,
         progress=progress,
         overwrite=overwrite,
+        sample_index=sample_index,
     ) as pending:
         return pending.publish(
             split_ratio=split_ratio,
@@ -342,17 +391,17 @@ def prepare_dataset(
         )
 
 
-def _remove_stale_tmp(store: Store) -> None:
+def remove_stale_tmp(store: Store) -> None:
+    """Remove the temporary files (``*.stoker-tmp-*``) an interrupted prepare left."""
     for name in store.list_files():
         if TMP_MARK in name:
             store.remove(name)
 
 
-def _index_into(
-    pending: PendingPrepare, num_workers: int | None, progress: bool, tmp_dir: str | None = None
-) -> None:
-    store = pending.store
-    local_db = store.local_path(INDEX_SQLITE)
+def _open_writer(pending: PendingPrepare, tmp_dir: str | None = None) -> SqliteIndexWriter | None:
+    if not pending.sample_index:
+        return None
+    local_db = pending.store.local_path(INDEX_SQLITE)
     if local_db is None:
         if tmp_dir is not None:
             os.makedirs(tmp_dir, exist_ok=True)
@@ -360,44 +409,51 @@ def _index_into(
         os.close(fd)
         pending._sqlite_tmp = local_db
     else:
-        local_db = store.local_path(pending.tmp_name(INDEX_SQLITE))
-        assert local_db is not None
+        local_db = pending.index_db_path()
     os.makedirs(os.path.dirname(local_db), exist_ok=True)
-    writer = SqliteIndexWriter(local_db)
-    bar = tqdm(
-        total=len(pending.shards),
-        desc="Indexing shards",
-        unit="shard",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    return SqliteIndexWriter(local_db)
+
+
+def _index_into(
+    pending: PendingPrepare, num_workers: int | None, progress: bool, tmp_dir: str | None = None
+) -> None:
+    store = pending.store
+    writer = _open_writer(pending, tmp_dir)
+    bar = Progress(len(pending.shards), "Indexing shards", enabled=progress)
     try:
         for shard_id, shard in enumerate(
-            ordered_map(
-                partial(scan_shard, store), pending.shards, num_workers, len(pending.shards)
-            )
+            ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
         ):
             try:
-                writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
+                if writer is not None:
+                    writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
             except DuplicateKeyError as e:
                 raise _duplicate_error(pending, shard, e) from None
-            store.write_bytes(
-                pending.tmp_name(tar_index_name(shard.name)), encode_offsets(shard.offsets)
-            )
+            offsets = encode_offsets(shard.offsets)
+            store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), offsets)
+            _hash_shard(pending.digest, shard.name, shard.keys, offsets)
             pending.counts[shard.name] = len(shard.keys)
             pending.fingerprints[shard.name] = shard.fingerprint
             pending.bytes += shard.size
             pending.part_names |= shard.part_names
-            bar.update()
-            bar.set_postfix(samples=sum(pending.counts.values()), refresh=False)
-        writer.close()
+            pending.resumed += shard.resumed
+            bar.update(samples=len(shard.keys))
+        if writer is not None:
+            writer.close()
     except BaseException:
-        writer.abort()
+        if writer is not None:
+            writer.abort()
         raise
     finally:
         bar.close()
     if pending.tar_index_only:
         _check_counts_unchanged(pending)
+
+
+def _hash_shard(digest: Any, name: str, keys: list[str], offsets: bytes) -> None:
+    digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
+    digest.update("\0".join(keys).encode("utf-8", "surrogateescape") + b"\0")
+    digest.update(offsets)
 
 
 def _duplicate_error(

@@ -27,6 +27,8 @@ class ShardIndex:
     part_names: set[str] = field(default_factory=set)
     #: See :func:`shard_fingerprint`.
     fingerprint: str = ""
+    #: Loaded from the work folder of an earlier, interrupted prepare (not read again).
+    resumed: bool = False
 
 
 def scan_shard(store: Store, name: str) -> ShardIndex:

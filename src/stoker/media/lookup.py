@@ -64,7 +64,11 @@ def _reader(dataset_path: str) -> MediaMetadataReader:
     if reader is None:
         local = open_store(dataset_path).cached_local_path(INDEX_SQLITE)
         if local is None:
-            raise ConfigError("the dataset has no index.sqlite.", path=dataset_path, hint=_HINT)
+            raise ConfigError(
+                "the dataset has no index.sqlite (was it prepared with --no-sample-index?).",
+                path=dataset_path,
+                hint=_HINT,
+            )
         reader = MediaMetadataReader(local)
         if not reader.has_table():
             reader.close()

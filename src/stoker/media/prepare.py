@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -21,13 +22,13 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 
-from tqdm import tqdm
-
 from stoker.errors import ConfigError
 from stoker.format.media_metadata import MediaMetadataWriter, MediaRow
 from stoker.format.meta import INDEX_SQLITE, is_prepared, read_info
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import TMP_MARK, PendingPrepare
+from stoker.format.prepare_work import PrepareWork
+from stoker.format.progress import Progress
 from stoker.format.tar import TarScan, split_name
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
 from stoker.media.metadata import serialize_media_metadata
@@ -84,6 +85,23 @@ def scan_shard_media(store: Store, media: MediaFilter, shard: str) -> ShardMedia
     return out
 
 
+def scan_media_resumable(work: PrepareWork, media: MediaFilter, shard: str) -> ShardMedia:
+    """:func:`scan_shard_media`, kept in the prepare work folder: loaded from there when the
+    shard is unchanged since an earlier (interrupted) run probed it."""
+    chosen = f"{media.strategy}\0{','.join(media.patterns)}".encode()
+    kind = f"media-{hashlib.sha256(chosen).hexdigest()[:16]}"  # a folder name, per filter
+    fingerprint = work.fingerprint(shard)
+    stored = work.load_json(shard, kind, fingerprint)
+    if stored is not None:
+        return ShardMedia(
+            rows=[(str(a), str(b), str(c)) for a, b, c in stored["rows"]],
+            failed=[(str(a), str(b)) for a, b in stored["failed"]],
+        )
+    out = scan_shard_media(work.store, media, shard)
+    work.save_json(shard, kind, fingerprint, {"rows": out.rows, "failed": out.failed})
+    return out
+
+
 def write_media(
     db_path: str,
     store: Store,
@@ -91,20 +109,20 @@ def write_media(
     media: MediaFilter,
     num_workers: int | None = None,
     progress: bool = False,
+    work: PrepareWork | None = None,
 ) -> MediaReport:
-    """Probe ``shards`` and (re)write the media tables of the index file ``db_path``."""
+    """Probe ``shards`` and (re)write the media tables of the index file ``db_path``; with
+    ``work``, each shard's records are kept there (and reused) as the shard is done."""
     report = MediaReport(path=store.root, strategy=media.strategy, shards=len(shards))
     start = time.perf_counter()
     writer = MediaMetadataWriter(db_path)
-    bar = tqdm(
-        total=len(shards),
-        desc="Probing media",
-        unit="shard",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = Progress(len(shards), "Probing media of shards", enabled=progress)
     try:
-        scan = partial(scan_shard_media, store, media)
+        scan = (
+            partial(scan_shard_media, store, media)
+            if work is None
+            else partial(scan_media_resumable, work, media)
+        )
         for shard in ordered_map(scan, shards, num_workers, len(shards)):
             writer.add(shard.rows)
             report.files += len(shard.rows)
@@ -112,7 +130,6 @@ def write_media(
             room = MAX_FAILURES_LISTED - len(report.failures)
             report.failures += shard.failed[: max(room, 0)]
             bar.update()
-            bar.set_postfix(files=report.files, failed=report.failed, refresh=False)
         writer.commit(strategy=media.strategy, patterns=",".join(media.patterns))
     except BaseException:
         writer.abort()
@@ -199,7 +216,13 @@ def media_into_pending(
 ) -> MediaReport:
     """Store media metadata in the index that ``stoker prepare`` is building (not yet published)."""
     return write_media(
-        pending.index_db_path(), pending.store, pending.shards, media, num_workers, progress
+        pending.index_db_path(),
+        pending.store,
+        pending.shards,
+        media,
+        num_workers,
+        progress,
+        work=pending.work,
     )
 
 

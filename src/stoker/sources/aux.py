@@ -279,9 +279,11 @@ def check_aux(ref: AuxRef) -> None:
 def _require_index(store: Store, path: str) -> None:
     if not store.exists(INDEX_SQLITE):
         raise ConfigError(
-            "an aux dataset must be a prepared dataset with .nv-meta/index.sqlite.",
+            "an aux dataset must be a prepared dataset with .nv-meta/index.sqlite (one prepared "
+            "with --no-sample-index has none).",
             path=path,
-            hint=f"Run `stoker prepare {path}`, or use filesystem:// for a plain folder.",
+            hint=f"Run `stoker prepare {path}` without --no-sample-index, or use filesystem:// "
+            "for a plain folder.",
         )
 
 

@@ -263,6 +263,36 @@ def env_trusts_metadataset() -> bool:
     return _env_flag(TRUST_METADATASET_ENV)
 
 
+def env_seconds(var: str, default: float) -> float:
+    """A number of seconds >= 0 from the variable ``var`` (``default`` when unset).
+
+    Raises:
+        ConfigError: the value is not a finite number >= 0.
+    """
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(f"{var}={text!r} must be a number of seconds >= 0.")
+    return value
+
+
+#: Seconds between progress lines when output is not a terminal.
+PROGRESS_INTERVAL_ENV = "STOKER_PROGRESS_INTERVAL"
+#: Seconds the ranks of a distributed prepare wait for each other.
+DISTRIBUTED_TIMEOUT_ENV = "STOKER_DISTRIBUTED_TIMEOUT"
+
+
+def env_source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` (reproducible builds): the time to record instead of now."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return int(text) if text.isdigit() else None
+
+
 #: Seconds of the storage's default retry budget (where its configuration sets none).
 STORAGE_RETRY_SECONDS_ENV = "STOKER_STORAGE_RETRY_SECONDS"
 

@@ -25,14 +25,15 @@ from stoker.format.tar_index import tar_index_name
 class Output:
     """Shards written into ``out`` under temporary names; published or discarded as a whole."""
 
-    def __init__(self, out: str, prefix: str) -> None:
+    def __init__(self, out: str, prefix: str, token: str | None = None, clean: bool = True) -> None:
         self.out = out
         self.prefix = prefix
         self.created = not os.path.isdir(out)
         self.names: list[str] = []
-        self._token = uuid.uuid4().hex[:12]
+        #: Part of every temporary name; ranks of a distributed pack share one.
+        self.token = token or uuid.uuid4().hex[:12]
         os.makedirs(out, exist_ok=True)
-        for name in os.listdir(out):  # left behind by a killed run
+        for name in os.listdir(out) if clean else ():  # left behind by a killed run
             if TMP_MARK in name and name.startswith(prefix):
                 os.remove(os.path.join(out, name))
 
@@ -42,7 +43,7 @@ class Output:
         return self._tmp(self.names[-1])
 
     def _tmp(self, name: str) -> str:
-        return os.path.join(self.out, f"{name}{TMP_MARK}{self._token}")
+        return os.path.join(self.out, f"{name}{TMP_MARK}{self.token}")
 
     def discard(self) -> None:
         """Remove every temporary file (and ``out`` if this run created it)."""

@@ -1,0 +1,128 @@
+"""Distributed ``prepare``: every rank indexes its share of the shards into the work folder, then
+rank 0 builds and publishes the dataset from those results, as a single-process run would.
+
+A rank that dies can be started again alone with the same command (or all ranks can): the shards
+it finished are kept in the work folder and not read again.
+
+Example (under ``torchrun --nproc-per-node 8``)::
+
+    from stoker.format.prepare_distributed import prepare_dataset_distributed
+
+    report = prepare_dataset_distributed("/data/shards", split_ratio="8,1,1")
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from stoker.format.distributed import (
+    World,
+    assign_shards,
+    distributed_world,
+    gather,
+    on_main_rank,
+    run_step,
+)
+from stoker.format.parallel import ordered_map
+from stoker.format.prepare import PrepareReport, prepare_dataset, remove_stale_tmp, select_shards
+from stoker.format.prepare_work import PrepareWork
+from stoker.format.progress import Progress, summary_line
+from stoker.format.shard_scan import ShardIndex
+from stoker.storage import open_store
+
+
+def scan_distributed(
+    path: str,
+    world: World,
+    *,
+    exclude: str | None = None,
+    tar_index_only: bool = False,
+    overwrite: bool = False,
+    num_workers: int | None = None,
+    progress: bool = False,
+    also: Callable[[PrepareWork], Callable[[str], object]] | None = None,
+) -> int:
+    """Phase 1 on every rank: index this rank's shards into the work folder; returns how many
+    shards (of all ranks) were resumed from an earlier run rather than read.
+
+    ``also(work)`` gives a further per-shard step run over the same shards (e.g. probing media
+    into the work folder). Raises on every rank if any rank failed.
+    """
+    store = open_store(path)
+
+    def check() -> list[str]:
+        names = select_shards(store, path, exclude, tar_index_only, overwrite)
+        if world.is_main:  # no rank writes yet: safe to remove what a killed run left
+            remove_stale_tmp(store)
+        return names
+
+    names = run_step(world, check)
+    mine = assign_shards(names, world.rank, world.size)
+    work = PrepareWork(store)
+
+    def scan() -> tuple[int, int]:
+        samples = resumed = 0
+        steps: list[tuple[str, Callable[[str], object]]] = [("Indexing", work.scan)]
+        if also is not None:
+            steps.append(("Probing media of", also(work)))
+        for what, step in steps:
+            bar = Progress(len(mine), f"{what} shards", world=world, enabled=progress)
+            for result in ordered_map(step, mine, num_workers, len(mine)):
+                if isinstance(result, ShardIndex):
+                    samples += len(result.keys)
+                    resumed += result.resumed
+                    bar.update(samples=len(result.keys))
+                else:
+                    bar.update()
+            bar.close()
+        return samples, resumed
+
+    start = time.perf_counter()
+    samples, resumed = run_step(world, scan)
+    per_rank = gather(world, (len(mine), samples, time.perf_counter() - start, resumed))
+    if progress and world.is_main:
+        print(summary_line([r[:3] for r in per_rank], len(names)), file=sys.stderr, flush=True)
+    return sum(r[3] for r in per_rank)
+
+
+def prepare_dataset_distributed(
+    path: str,
+    *,
+    exclude: str | None = None,
+    tar_index_only: bool = False,
+    num_workers: int | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+    world: World | None = None,
+    **publish: Any,
+) -> PrepareReport:
+    """:func:`~stoker.format.prepare.prepare_dataset` spread over the ranks of a torch.distributed
+    job; every rank calls it and every rank gets the report. ``publish`` takes the other
+    arguments of ``prepare_dataset`` (``split_ratio``, ``dataset_yaml``, ...)."""
+    with distributed_world(world) as world:
+        resumed = scan_distributed(
+            path,
+            world,
+            exclude=exclude,
+            tar_index_only=tar_index_only,
+            overwrite=overwrite,
+            num_workers=num_workers,
+            progress=progress,
+        )
+        report = on_main_rank(
+            world,
+            lambda: prepare_dataset(
+                path,
+                exclude=exclude,
+                tar_index_only=tar_index_only,
+                num_workers=num_workers,
+                progress=progress,
+                overwrite=overwrite,
+                **publish,
+            ),
+        )
+    report.resumed_shards = resumed  # rank 0 loaded every shard: count the ranks' resumes
+    return report

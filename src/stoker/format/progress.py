@@ -1,0 +1,102 @@
+"""Progress of long jobs (prepare, pack): a tqdm bar on a terminal, plain lines in logs.
+
+Where stderr is not a terminal (a cluster job's log file), progress is a line every
+``STOKER_PROGRESS_INTERVAL`` seconds (default 30) with the rank, counts, rate and ETA, and never
+a carriage return or escape code.
+
+Example:
+    >>> bar = Progress(10, "Indexing shards", enabled=False)
+    >>> bar.update(samples=100)
+    >>> bar.close()
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from tqdm import tqdm
+
+from stoker.format.distributed import World, rank_label
+from stoker.storage.options import PROGRESS_INTERVAL_ENV, env_seconds
+
+
+class Progress:
+    """Counts done items of ``total``; shows them as a bar or as log lines."""
+
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        *,
+        world: World | None = None,
+        enabled: bool = True,
+        unit: str = "shard",
+    ) -> None:
+        self.total, self.desc, self.unit = total, desc, unit
+        self.label = rank_label(world)
+        self.done = 0
+        self.samples = 0
+        self.enabled = enabled
+        self._start = self._last = time.monotonic()
+        self._interval = env_seconds(PROGRESS_INTERVAL_ENV, 30.0)
+        self._bar: tqdm[Any] | None = None
+        if enabled and sys.stderr.isatty():
+            self._bar = tqdm(total=total, desc=f"{self.label}{desc}", unit=unit, dynamic_ncols=True)
+
+    def update(self, n: int = 1, samples: int = 0) -> None:
+        self.done += n
+        self.samples += samples
+        if self._bar is not None:
+            self._bar.update(n)
+            if self.samples:
+                self._bar.set_postfix(samples=self.samples, refresh=False)
+        elif self.enabled and time.monotonic() - self._last >= self._interval:
+            self._last = time.monotonic()
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def line(self) -> str:
+        """``rank 1/4: Indexing shards: 120/400 (30%), 11.2 shard/s, ETA 25s``."""
+        elapsed = max(time.monotonic() - self._start, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate else float("inf")
+        pct = 100 * self.done // max(self.total, 1)
+        samples = f", {self.samples} samples" if self.samples else ""
+        return (
+            f"{self.label}{self.desc}: {self.done}/{self.total} ({pct}%){samples}, "
+            f"{rate:.1f} {self.unit}/s, ETA {format_seconds(left)}"
+        )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled:
+            elapsed = time.monotonic() - self._start
+            print(f"{self.line()} - done in {format_seconds(elapsed)}", file=sys.stderr, flush=True)
+
+
+def summary_line(per_rank: Sequence[tuple[int, int, float]], total_shards: int) -> str:
+    """One line for all ranks from each rank's (shards, samples, seconds)."""
+    shards = sum(s for s, _, _ in per_rank)
+    samples = sum(n for _, n, _ in per_rank)
+    slowest = max(range(len(per_rank)), key=lambda r: per_rank[r][2])
+    fastest = min(t for _, _, t in per_rank)
+    return (
+        f"all {len(per_rank)} ranks: {shards}/{total_shards} shards, {samples} samples; "
+        f"slowest rank {slowest} took {format_seconds(per_rank[slowest][2])}, fastest "
+        f"{format_seconds(fastest)}"
+    )
+
+
+def format_seconds(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``; ``?`` when unknown."""
+    if seconds != seconds or seconds == float("inf"):
+        return "?"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
