@@ -20,7 +20,6 @@ from types import TracebackType
 from typing import Any
 
 import yaml
-from tqdm import tqdm
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
@@ -37,6 +36,7 @@ from stoker.format.meta import (
     read_info,
 )
 from stoker.format.parallel import ordered_map
+from stoker.format.progress import progress_bar
 from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex, scan_shard
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
@@ -351,12 +351,11 @@ def _index_into(pending: PendingPrepare, num_workers: int | None, progress: bool
         assert local_db is not None
     os.makedirs(os.path.dirname(local_db), exist_ok=True)
     writer = SqliteIndexWriter(local_db)
-    bar = tqdm(
+    bar = progress_bar(
         total=len(pending.shards),
         desc="Indexing shards",
         unit="shard",
         disable=not progress,
-        dynamic_ncols=True,
     )
     try:
         for shard_id, shard in enumerate(

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from stoker.errors import ConfigError
+from stoker.errors import require
 from stoker.pipeline.errors import SampleError
 
 if TYPE_CHECKING:
@@ -31,15 +31,8 @@ BAD_MEDIA_HINT = (
 
 
 def import_av() -> ModuleType:
-    """The ``av`` module, or a :class:`ConfigError` that says how to install it."""
-    try:
-        import av
-    except ImportError:
-        raise ConfigError(
-            "decoding video and audio needs PyAV (the package 'av'), which is not installed.",
-            hint="Install it with: pip install 'stoker[av]'.",
-        ) from None
-    return av
+    """The ``av`` module, or a :class:`MissingDependencyError` that says how to install it."""
+    return require("av", "reading video and audio")
 
 
 def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:

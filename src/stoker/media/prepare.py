@@ -21,13 +21,12 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 
-from tqdm import tqdm
-
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, MissingDependencyError
 from stoker.format.media_metadata import MediaMetadataWriter, MediaRow
 from stoker.format.meta import INDEX_SQLITE, is_prepared, read_info
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import TMP_MARK, PendingPrepare
+from stoker.format.progress import progress_bar
 from stoker.format.tar import TarScan, split_name
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
 from stoker.media.metadata import serialize_media_metadata
@@ -77,6 +76,8 @@ def scan_shard_media(store: Store, media: MediaFilter, shard: str) -> ShardMedia
                 continue
             try:
                 meta = probe(kind, read_at(member.data_offset, member.size))
+            except MissingDependencyError:
+                raise  # a missing backend fails the run: it is no file's fault
             except Exception as e:  # any unreadable file is reported, not fatal
                 out.failed.append((f"{shard}/{member.name}", f"{type(e).__name__}: {e}"))
                 continue
@@ -96,12 +97,11 @@ def write_media(
     report = MediaReport(path=store.root, strategy=media.strategy, shards=len(shards))
     start = time.perf_counter()
     writer = MediaMetadataWriter(db_path)
-    bar = tqdm(
+    bar = progress_bar(
         total=len(shards),
         desc="Probing media",
         unit="shard",
         disable=not progress,
-        dynamic_ncols=True,
     )
     try:
         scan = partial(scan_shard_media, store, media)

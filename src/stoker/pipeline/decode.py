@@ -236,15 +236,9 @@ def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
 
 
 def _import(module: str, extra: str) -> Any:
-    import importlib
+    from stoker.errors import require
 
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ConfigError(
-            f"decoding needs the package {module!r}, which is not installed.",
-            hint=f"Install it with: pip install 'stoker[{extra}]'.",
-        ) from None
+    return require(module, f"decoding {extra} parts")
 
 
 register_decoder("txt text transcript", _text)

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from stoker.errors import require
 from stoker.pipeline.errors import SampleError
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def _jpeg_turbo(data: bytes, decoder: SampleDecoder) -> npt.NDArray[np.uint8] | 
 
 
 def _pil_image(ext: str, data: bytes, decoder: SampleDecoder, channels: str) -> Any:
-    from PIL import Image
+    Image = require("PIL.Image", "decoding images")
 
     try:
         img = Image.open(io.BytesIO(data))

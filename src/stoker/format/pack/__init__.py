@@ -15,8 +15,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
 from stoker.errors import ConfigError
 from stoker.format.pack.collect import JSONL_KEY_WIDTH, collect_samples
 from stoker.format.pack.output import Output, check_names, check_out, shard_name
@@ -25,6 +23,7 @@ from stoker.format.pack.samples import Part, Sample, SkippedFile
 from stoker.format.pack.write import Sources
 from stoker.format.pack.write import write_shard as _write_shard
 from stoker.format.prepare import TMP_MARK
+from stoker.format.progress import progress_bar
 
 __all__ = [
     "DEFAULT_SAMPLES_PER_SHARD",
@@ -76,7 +75,7 @@ def _write_all(
     output: Output, samples: Sequence[Sample], ends: Sequence[int], progress: bool
 ) -> None:
     sources = Sources()
-    bar = tqdm(total=len(samples), desc="Packing", unit="sample", disable=not progress)
+    bar = progress_bar(total=len(samples), desc="Packing", unit="sample", disable=not progress)
     try:
         start = 0
         for end in ends:
