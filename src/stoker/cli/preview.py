@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors
+from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors, style
 from stoker.errors import StorageError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 
@@ -152,11 +152,11 @@ def format_preview(report: PreviewReport) -> list[str]:
 
 def _sample_lines(position: int, sample: PreviewSample) -> list[str]:
     header = (
-        f"#{position} {click.style(sample.key, bold=True)}  "
+        f"#{position} {style(sample.key, bold=True)}  "
         f"({sample.shard}, sample {sample.index}, byte offset {sample.offset})"
     )
     if sample.error is not None:
-        return [header, "  " + click.style("error: ", fg="red") + sample.error]
+        return [header, "  " + style("error: ", fg="red") + sample.error]
     width = max((len(name) for name in sample.fields), default=0)
     rows = []
     for name, summary in sample.fields.items():
