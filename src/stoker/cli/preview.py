@@ -15,6 +15,7 @@ import click
 from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors, style
 from stoker.errors import StorageError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
+from stoker.pipeline.image_modes import IMAGE_MODES
 
 if TYPE_CHECKING:
     from stoker.preview import PreviewReport, PreviewSample
@@ -52,9 +53,10 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--image-decode",
+    type=click.Choice(list(IMAGE_MODES)),
     default="torchrgb8",
     show_default=True,
-    help="Image mode, as the loader's SampleDecoder takes it (torchrgb8, torchrgb, rgb8, pil...).",
+    help="Image mode, as the loader's SampleDecoder takes it.",
 )
 @click.option(
     "--split-config",
@@ -116,7 +118,7 @@ def command(
                 split_part=part,
                 num_samples=num_samples,
                 offset=offset,
-                image_decode=image_decode,  # type: ignore[arg-type]  # SampleDecoder checks it
+                image_decode=image_decode,  # type: ignore[arg-type]  # a click.Choice of them
                 split_config=split_config,
                 dataset_config=dataset_config,
                 trust_sample_loader=trust_sample_loader,

@@ -26,10 +26,10 @@ import torch
 
 from stoker.errors import ConfigError
 from stoker.pipeline.errors import SampleError
-from stoker.pipeline.image import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
-from stoker.pipeline.image import IMAGE_MODES as IMAGE_MODES
-from stoker.pipeline.image import ImageDecoderType as ImageDecoderType
 from stoker.pipeline.image import decode_image
+from stoker.pipeline.image_modes import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
+from stoker.pipeline.image_modes import IMAGE_MODES as IMAGE_MODES
+from stoker.pipeline.image_modes import ImageDecoderType as ImageDecoderType
 
 AVDecoderType = Literal["torch", "AVDecoder", "pyav"]
 #: A part decoder: (extension, bytes, the SampleDecoder with its options) -> decoded value.
