@@ -6,7 +6,9 @@ that the CLI can print it as one paragraph instead of a traceback.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+from collections.abc import Iterable
 from types import ModuleType
 
 
@@ -60,6 +62,22 @@ class StokerError(Exception):
         if self.hint:
             text += f" {self.hint}"
         return text
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """``"Did you mean 'X'? "`` for the closest candidate to ``name`` (difflib), else ``""``.
+
+    Case is ignored, so ``captioningsample`` finds ``CaptioningSample``.
+
+    Example:
+        >>> did_you_mean("CaptionSample", ["CaptioningSample", "ImageSample"])
+        "Did you mean 'CaptioningSample'? "
+        >>> did_you_mean("wieght", ["path", "weight", "subflavors"])
+        "Did you mean 'weight'? "
+    """
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"Did you mean {by_lower[close[0]]!r}? " if close else ""
 
 
 class StorageError(StokerError):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from stoker.errors import ConfigError, FormatError, StorageError
+from stoker.errors import ConfigError, FormatError, StorageError, did_you_mean
 from stoker.format.brace import collapse, expand
 from stoker.format.safe_load import load_yaml_or_json as load_yaml_or_json
 from stoker.storage import Store
@@ -161,7 +161,8 @@ def read_split_config(store: Store, split_config: str = DEFAULT_SPLIT_CONFIG) ->
         raise ConfigError(
             f"unknown key(s) {', '.join(sorted(map(str, unknown)))} in split config.",
             path=where,
-            hint="Allowed keys: split_parts, exclude.",
+            hint=did_you_mean(str(min(map(str, unknown))), ["split_parts", "exclude"])
+            + "Allowed keys: split_parts, exclude.",
         )
     parts: dict[str, list[str]] = {}
     for name, patterns in raw["split_parts"].items():
