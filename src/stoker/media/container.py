@@ -47,7 +47,7 @@ def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:
     try:
         container: InputContainer = av.open(stream, "r")
     except (av.FFmpegError, ValueError, OSError) as e:
-        raise SampleError(f"cannot open the media: {e}", hint=BAD_MEDIA_HINT) from e
+        raise SampleError(f"cannot open the media: {_reason(e)}", hint=BAD_MEDIA_HINT) from e
     for s in container.streams:
         codec = s.codec_context
         if codec is not None:
@@ -64,9 +64,15 @@ def open_container(source: bytes | BinaryIO, threads: int = 0) -> Iterator[Input
     try:
         yield container
     except av.FFmpegError as e:
-        raise SampleError(f"cannot decode the media: {e}", hint=BAD_MEDIA_HINT) from e
+        raise SampleError(f"cannot decode the media: {_reason(e)}", hint=BAD_MEDIA_HINT) from e
     finally:
         container.close()
+
+
+def _reason(error: Exception) -> str:
+    """FFmpeg's reason without the file name PyAV appends (an in-memory file's repr)."""
+    reason = getattr(error, "strerror", None)
+    return reason if isinstance(reason, str) and reason else str(error)
 
 
 @contextlib.contextmanager

@@ -155,7 +155,11 @@ def image_metadata(data: bytes) -> ImageMetadata:
     """Size, format and mode of an encoded image, from its header."""
     Image = require("PIL.Image", "reading image metadata")
 
-    with Image.open(io.BytesIO(data)) as image:
+    try:
+        opened = Image.open(io.BytesIO(data))
+    except Image.UnidentifiedImageError:  # its message shows an in-memory file's repr
+        raise ValueError("not an image Pillow can read") from None
+    with opened as image:
         return ImageMetadata(
             width=image.width,
             height=image.height,

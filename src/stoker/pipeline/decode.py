@@ -140,7 +140,8 @@ class SampleDecoder:
         """Raise a per-sample error for an image over ``max_image_pixels``."""
         if height * width > self.max_image_pixels:
             raise SampleError(
-                f"image of {width}x{height} pixels is over {self.max_image_pixels=}.",
+                f"image of {width}x{height} pixels is over "
+                f"max_image_pixels={self.max_image_pixels}.",
                 hint="Resize the image in the dataset, or raise max_image_pixels.",
             )
 

@@ -97,6 +97,8 @@ def _pil_image(ext: str, data: bytes, decoder: SampleDecoder, channels: str) -> 
         img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:
         raise SampleError(f"Pillow refused the image as too large: {e}") from e
+    except Image.UnidentifiedImageError as e:  # its message shows an in-memory file's repr
+        raise SampleError(f"the {ext} part is not an image Pillow can read.") from e
     decoder.check_pixels(img.height, img.width)
     if decoder.image_min_size is not None and img.format == "JPEG":
         min_h, min_w = decoder.image_min_size
