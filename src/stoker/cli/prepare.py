@@ -116,7 +116,22 @@ def command(
         dataset_yaml = make_dataset_yaml(sample_type, field_map)
     elif field_map is not None:
         raise ConfigError("--field-map needs --sample-type.")
-    overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+    needs_yaml = dataset_yaml is None and interactive and not skip_dataset_yaml
+    needs_yaml = needs_yaml and not tar_index_only
+    sample_type_asked = None
+    if interactive:
+        wizard.check_folder(path)  # a wrong path fails before the questions, not after
+    with wizard.asking():  # questions that need no data come before any work
+        overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+        if not tar_index_only and ratio is None and not split_patterns:
+            if not interactive:
+                raise ConfigError(
+                    "--split-ratio or --split-parts is required with --non-interactive.",
+                    hint="E.g. --split-ratio 8,1,1 (train,val,test).",
+                )
+            ratio = parse_split_ratio(wizard.ask_split_ratio())
+        if needs_yaml:
+            sample_type_asked = wizard.ask_sample_type()
     pending = index_shards(
         path,
         exclude=exclude,
@@ -128,7 +143,11 @@ def command(
     with pending:
         if not as_json:
             _describe(pending)
-        if media is not None:
+        extra: dict[str, bytes] = {}
+        if sample_type_asked is not None:
+            with wizard.asking(pending):
+                dataset_yaml, extra = wizard.ask_dataset_yaml(pending, sample_type_asked)
+        if media is not None:  # probing media is slow: after the last question
             from stoker.media.prepare import media_into_pending
 
             media_report = media_into_pending(
@@ -136,16 +155,6 @@ def command(
             )
             if not as_json:
                 print_media_report(media_report, as_json=False)
-        if not tar_index_only and ratio is None and not split_patterns:
-            if not interactive:
-                raise ConfigError(
-                    "--split-ratio or --split-parts is required with --non-interactive.",
-                    hint="E.g. --split-ratio 8,1,1 (train,val,test).",
-                )
-            ratio = parse_split_ratio(wizard.ask_split_ratio())
-        extra: dict[str, bytes] = {}
-        if dataset_yaml is None and interactive and not skip_dataset_yaml and not tar_index_only:
-            dataset_yaml, extra = wizard.ask_dataset_yaml(pending)
         report = pending.publish(
             split_ratio=ratio,
             split_parts=split_patterns or None,
