@@ -132,6 +132,10 @@ class MissingDependencyError(StokerError, ModuleNotFoundError):
         super().__init__(problem, **fields)  # type: ignore[arg-type]
         self.name = module
 
+    @property
+    def where(self) -> str:
+        return ""  # a missing package is no file's or sample's fault: one line, the install hint
+
     @classmethod
     def for_module(cls, module: str, needed_for: str) -> MissingDependencyError:
         """The error for ``module`` (a key of :data:`OPTIONAL_MODULES`) missing."""

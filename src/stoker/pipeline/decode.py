@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, MissingDependencyError
 from stoker.pipeline.errors import SampleError
 from stoker.pipeline.image import decode_image
 from stoker.pipeline.image_modes import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
@@ -174,8 +174,8 @@ class SampleDecoder:
 def _run(key: str, name: str, ext: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
-    except ConfigError:
-        raise
+    except (ConfigError, MissingDependencyError):
+        raise  # the setup is wrong, not this sample: never skipped
     except SampleError as e:
         raise SampleError(e.problem, key=key, part=name, hint=e.hint) from e
     except Exception as e:
