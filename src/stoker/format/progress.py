@@ -5,11 +5,10 @@ file, a pipe): one plain line every ``STOKER_PROGRESS_INTERVAL`` seconds (defaul
 the end, each a whole line with count, rate and ETA, and never a ``\\r`` frame.
 
 Example:
-    >>> with progress_bar(total=3, desc="Indexing shards", unit="shard", disable=True) as bar:
-    ...     for _ in range(3):
-    ...         _ = bar.update(1)
-    >>> bar.n
-    3
+    >>> for shard in progress_bar(["a.tar", "b.tar"], desc="Indexing shards", unit="shard"):
+    ...     pass  # on stderr: a live bar, or "Indexing shards: 100%|###| 2/2 [00:00<00:00, ...]"
+    >>> with progress_bar(total=3, desc="Packing", unit="sample", disable=True) as bar:
+    ...     _ = bar.update(3)
 """
 
 from __future__ import annotations
