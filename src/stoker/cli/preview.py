@@ -54,9 +54,10 @@ if TYPE_CHECKING:
 @click.option(
     "--image-decode",
     type=click.Choice(list(IMAGE_MODES)),
+    metavar="MODE",
     default="torchrgb8",
     show_default=True,
-    help="Image mode, as the loader's SampleDecoder takes it.",
+    help=f"Image mode, as the loader's SampleDecoder takes it: {', '.join(IMAGE_MODES)}.",
 )
 @click.option(
     "--split-config",
