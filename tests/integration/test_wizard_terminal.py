@@ -79,6 +79,7 @@ def test_ctrl_c_leaves_the_dataset_as_it_was(dataset_dir: Path) -> None:
     child.expect(TYPE)
     child.sendline(str(TEXT_TYPE))
     child.expect(FIELD_MAP)  # the shards are indexed into temporary files by now
+    time.sleep(0.5)  # the user reads the question
     child.sendintr()
     child.expect("interrupted; nothing was changed")
     assert finish(child) == 130
