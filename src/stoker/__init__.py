@@ -273,7 +273,16 @@ def __getattr__(name: str) -> Any:
     target = _ALIASES.get(name, name)
     if target not in _EXPORTS:
         raise AttributeError(f"module 'stoker' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[target]), target)
+    try:
+        module = importlib.import_module(_EXPORTS[target])
+    except ModuleNotFoundError as e:
+        from stoker.errors import MissingDependencyError
+
+        missing = MissingDependencyError.from_import_error(e, f"stoker.{name}")
+        if missing is None:
+            raise
+        raise missing from None
+    value = getattr(module, target)
     globals()[name] = value
     return value
 

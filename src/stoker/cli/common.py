@@ -7,11 +7,12 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
-from stoker.errors import StokerError
+from stoker.errors import MissingDependencyError, StokerError
+from stoker.storage.options import env_debug, env_no_color
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -19,19 +20,63 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def debug_enabled() -> bool:
+    """True under ``stoker --debug`` (or ``STOKER_DEBUG=1``): errors show their traceback."""
+    if env_debug():
+        return True
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().params.get("debug"))
+
+
+def style(text: str, **styles: Any) -> str:
+    """``click.style`` unless ``NO_COLOR`` is set (https://no-color.org)."""
+    return text if env_no_color() else click.style(text, **styles)
+
+
+def user_error(error: BaseException) -> StokerError | None:
+    """The error as the user should see it, or None if it is a bug (shown with its traceback).
+
+    stoker's own errors, optional packages that are missing and files that do not exist or
+    cannot be read are the user's to fix; anything else is stoker's.
+    """
+    if isinstance(error, StokerError):
+        return error
+    if isinstance(error, ImportError):
+        ctx = click.get_current_context(silent=True)
+        needed_for = ctx.command_path if ctx is not None else "this command"
+        return MissingDependencyError.from_import_error(error, needed_for)
+    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        where = error.filename if isinstance(error.filename, str) else None
+        return StokerError(error.strerror or str(error), path=where)
+    return None
+
+
+def report_error(error: StokerError) -> NoReturn:
+    """Print ``error: ...`` as one paragraph on stderr and exit with status 2."""
+    click.echo(style("error: ", fg="red", bold=True) + error.message, err=True)
+    sys.exit(2)
+
+
 def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn :class:`StokerError` into a one-paragraph message and exit status 2 (no traceback)."""
+    """Turn user errors (:func:`user_error`) into a one-paragraph message and exit status 2.
+
+    Under ``stoker --debug`` the traceback is shown instead.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except StokerError as e:
-            click.echo(click.style("error: ", fg="red", bold=True) + e.message, err=True)
-            sys.exit(2)
         except KeyboardInterrupt:
+            if debug_enabled():
+                raise
             click.echo("\ninterrupted; nothing was changed.", err=True)
             sys.exit(130)
+        except Exception as e:
+            error = user_error(e)
+            if error is None or debug_enabled():
+                raise
+            report_error(error)
 
     return wrapper
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors
+from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors, style
 from stoker.format.lint import Finding, LintReport, lint_dataset
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 
@@ -159,7 +159,7 @@ def _decode(
 
 def format_finding(finding: Finding) -> str:
     """``error: shard.tar, sample 'k', byte offset N: problem. hint``."""
-    label = click.style(f"{finding.severity}:", fg=_COLOURS[finding.severity], bold=True)
+    label = style(f"{finding.severity}:", fg=_COLOURS[finding.severity], bold=True)
     return f"{label} {finding.message}"
 
 

@@ -159,7 +159,24 @@ def command(
         dataset_yaml = make_dataset_yaml(sample_type, field_map)
     elif field_map is not None:
         raise ConfigError("--field-map needs --sample-type.")
-    overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+    if distributed and not tar_index_only and ratio is None and not split_patterns:
+        raise ConfigError("--distributed needs --split-ratio or --split-parts.")
+    needs_yaml = dataset_yaml is None and interactive and not skip_dataset_yaml
+    needs_yaml = needs_yaml and not tar_index_only
+    sample_type_asked = None
+    if interactive:
+        wizard.check_folder(path)  # a wrong path fails before the questions, not after
+    with wizard.asking():  # questions that need no data come before any work
+        overwrite = force_overwrite or (interactive and _confirm_overwrite(path))
+        if not tar_index_only and ratio is None and not split_patterns:
+            if not interactive:
+                raise ConfigError(
+                    "--split-ratio or --split-parts is required with --non-interactive.",
+                    hint="E.g. --split-ratio 8,1,1 (train,val,test).",
+                )
+            ratio = parse_split_ratio(wizard.ask_split_ratio())
+        if needs_yaml:
+            sample_type_asked = wizard.ask_sample_type()
     if fix_duplicates and (overwrite or not is_prepared(open_store(path))):
         if distributed:
             raise ConfigError(
@@ -181,13 +198,11 @@ def command(
 
     def run() -> PrepareReport:
         return _index_and_publish(
-            options, as_json, interactive, ratio, split_patterns, shuffle_tars, skip_dataset_yaml,
-            dataset_yaml, dataset_yaml_name,
+            options, as_json, ratio, split_patterns, shuffle_tars, dataset_yaml,
+            dataset_yaml_name, sample_type_asked,
         )  # fmt: skip
 
     if distributed:
-        if not tar_index_only and ratio is None and not split_patterns:  # before any rank works
-            raise ConfigError("--distributed needs --split-ratio or --split-parts.")
         with distributed_world() as world:
             resumed = scan_distributed(
                 path,
@@ -224,13 +239,12 @@ class _Options:
 def _index_and_publish(
     options: _Options,
     as_json: bool,
-    interactive: bool,
     ratio: list[tuple[str, float]] | None,
     split_patterns: list[tuple[str, str]],
     shuffle_tars: bool,
-    skip_dataset_yaml: bool,
     dataset_yaml: dict[str, Any] | None,
     dataset_yaml_name: str,
+    sample_type_asked: str | None,
 ) -> PrepareReport:
     pending = index_shards(
         options.path,
@@ -245,7 +259,11 @@ def _index_and_publish(
     with pending:
         if not as_json:
             _describe(pending)
-        if options.media is not None:
+        extra: dict[str, bytes] = {}
+        if sample_type_asked is not None:
+            with wizard.asking(pending):
+                dataset_yaml, extra = wizard.ask_dataset_yaml(pending, sample_type_asked)
+        if options.media is not None:  # probing media is slow: after the last question
             from stoker.media.prepare import media_into_pending
 
             media_report = media_into_pending(
@@ -253,21 +271,6 @@ def _index_and_publish(
             )
             if not as_json:
                 print_media_report(media_report, as_json=False)
-        if not options.tar_index_only and ratio is None and not split_patterns:
-            if not interactive:
-                raise ConfigError(
-                    "--split-ratio or --split-parts is required with --non-interactive.",
-                    hint="E.g. --split-ratio 8,1,1 (train,val,test).",
-                )
-            ratio = parse_split_ratio(wizard.ask_split_ratio())
-        extra: dict[str, bytes] = {}
-        if (
-            dataset_yaml is None
-            and interactive
-            and not skip_dataset_yaml
-            and not options.tar_index_only
-        ):
-            dataset_yaml, extra = wizard.ask_dataset_yaml(pending)
         return pending.publish(
             split_ratio=ratio,
             split_parts=split_patterns or None,

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors
+from stoker.cli.common import CONTEXT_SETTINGS, echo_json, reports_errors, style
 from stoker.errors import StorageError
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
+from stoker.media.image_modes import IMAGE_MODES
 
 if TYPE_CHECKING:
     from stoker.preview import PreviewReport, PreviewSample
@@ -52,9 +53,11 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--image-decode",
+    type=click.Choice(list(IMAGE_MODES)),
+    metavar="MODE",
     default="torchrgb8",
     show_default=True,
-    help="Image mode, as the loader's SampleDecoder takes it (torchrgb8, torchrgb, rgb8, pil...).",
+    help=f"Image mode, as the loader's SampleDecoder takes it: {', '.join(IMAGE_MODES)}.",
 )
 @click.option(
     "--split-config",
@@ -116,7 +119,7 @@ def command(
                 split_part=part,
                 num_samples=num_samples,
                 offset=offset,
-                image_decode=image_decode,  # type: ignore[arg-type]  # SampleDecoder checks it
+                image_decode=image_decode,  # type: ignore[arg-type]  # a click.Choice of them
                 split_config=split_config,
                 dataset_config=dataset_config,
                 trust_sample_loader=trust_sample_loader,
@@ -152,11 +155,11 @@ def format_preview(report: PreviewReport) -> list[str]:
 
 def _sample_lines(position: int, sample: PreviewSample) -> list[str]:
     header = (
-        f"#{position} {click.style(sample.key, bold=True)}  "
+        f"#{position} {style(sample.key, bold=True)}  "
         f"({sample.shard}, sample {sample.index}, byte offset {sample.offset})"
     )
     if sample.error is not None:
-        return [header, "  " + click.style("error: ", fg="red") + sample.error]
+        return [header, "  " + style("error: ", fg="red") + sample.error]
     width = max((len(name) for name in sample.fields), default=0)
     rows = []
     for name, summary in sample.fields.items():

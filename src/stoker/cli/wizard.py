@@ -1,7 +1,16 @@
-"""The questions ``stoker prepare`` asks when it runs interactively (as Energon's does)."""
+"""The questions ``stoker prepare`` asks when it runs interactively (as Energon's does).
+
+The questions that need no data (overwrite? split ratio? sample type?) come before any work;
+the field map, which names the parts found, after indexing; media probing after the last
+answer. Time spent answering is not counted in the reported time.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -11,6 +20,7 @@ from stoker.format.dataset_config import parse_field_spec
 from stoker.format.prepare import PendingPrepare
 from stoker.format.sample_types import BUILTIN_MODULES, CRUDE_CLASS, SAMPLE_TYPES, FieldSpec
 from stoker.format.splits import parse_split_ratio
+from stoker.storage import open_store
 
 MODULE = BUILTIN_MODULES[1]  # Energon's name, so that Energon reads the file too
 MAX_PARTS_FOR_FIELD_MAP = 10
@@ -61,6 +71,39 @@ def part_filter(part: str) -> bool:
 '''
 
 
+NO_TERMINAL_HINT = (
+    "Use `--non-interactive` with --split-ratio (e.g. 8,1,1) and --sample-type/--field-map "
+    "(or --skip-dataset-yaml), or run it in a terminal."
+)
+
+
+@contextlib.contextmanager
+def asking(pending: PendingPrepare | None = None) -> Iterator[None]:
+    """Around questions: their time is taken out of ``pending``'s, and an ended input is a
+    clean error (no terminal) or an interruption (Ctrl-C, Ctrl-D), never a bare "Aborted!"."""
+    start = time.perf_counter()
+    try:
+        yield
+    except click.Abort:
+        if not sys.stdin.isatty():
+            raise ConfigError(
+                "stoker prepare needs answers, but its input is not a terminal and ended.",
+                hint=NO_TERMINAL_HINT,
+            ) from None
+        raise KeyboardInterrupt from None
+    finally:
+        if pending is not None:
+            pending.user_seconds += time.perf_counter() - start
+
+
+def check_folder(path: str) -> None:
+    """Fail unless ``path`` is a folder (before any question is asked)."""
+    if not open_store(path).is_dir(""):
+        raise ConfigError(
+            "not a folder.", path=path, hint="Pass the folder that holds the dataset's shards."
+        )
+
+
 def ask_split_ratio() -> str:
     """Ask for the train/val/test ratio until it parses."""
     while True:
@@ -75,12 +118,18 @@ def ask_split_ratio() -> str:
         return text
 
 
-def ask_dataset_yaml(pending: PendingPrepare) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
-    """Ask for the sample type and field map; returns (dataset.yaml content, extra files)."""
+def ask_sample_type() -> str | None:
+    """Ask whether to write a dataset.yaml and for which sample type (None: no dataset.yaml)."""
     if not click.confirm("Do you want to create a dataset.yaml interactively?", default=True):
         click.echo("No dataset.yaml written; you will need to add one before loading.")
-        return None, {}
-    sample_type = _ask_sample_type()
+        return None
+    return _ask_sample_type()
+
+
+def ask_dataset_yaml(
+    pending: PendingPrepare, sample_type: str
+) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+    """Ask for the field map of ``sample_type``; returns (dataset.yaml content, extra files)."""
     if sample_type == CRUDE_CLASS:
         click.echo(
             "CrudeWebdataset needs no field map: crude samples are plain dicts, cooked by a "

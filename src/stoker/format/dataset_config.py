@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, did_you_mean
 from stoker.format.meta import DEFAULT_DATASET_YAML, META_DIR, load_yaml_or_json
 from stoker.format.sample_types import (
     BUILTIN_MODULES,
@@ -172,7 +172,8 @@ def parse_dataset_config(
         raise ConfigError(
             f"unknown key {unknown[0]!r} in dataset.yaml.",
             path=where,
-            hint=f"Allowed keys: {', '.join(sorted(_ALLOWED_KEYS))}.",
+            hint=did_you_mean(unknown[0], _ALLOWED_KEYS)
+            + f"Allowed keys: {', '.join(sorted(_ALLOWED_KEYS))}.",
         )
     subflavors = raw.get("subflavors") or {}
     if not isinstance(subflavors, dict):
@@ -328,7 +329,8 @@ def _unknown_type(name: str, where: str) -> ConfigError:
     return ConfigError(
         f"unknown sample type {name!r}.",
         path=where,
-        hint=f"Known sample types: {', '.join(sorted(SAMPLE_TYPES))}, {CRUDE_CLASS}.",
+        hint=did_you_mean(name, [*SAMPLE_TYPES, CRUDE_CLASS])
+        + f"Known sample types: {', '.join(sorted(SAMPLE_TYPES))}, {CRUDE_CLASS}.",
     )
 
 
@@ -339,7 +341,7 @@ def _check_fields(sample_type: str, field_map: dict[str, list[FieldAccess]], whe
             raise ConfigError(
                 f"field_map names field {name!r}, which {sample_type} does not have.",
                 path=where,
-                hint=f"{sample_type} fields: {', '.join(fields)}.",
+                hint=did_you_mean(name, fields) + f"{sample_type} fields: {', '.join(fields)}.",
             )
     missing = [f.name for f in fields.values() if f.required and f.name not in field_map]
     if missing:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from stoker.errors import ConfigError, FormatError, StorageError
+from stoker.errors import ConfigError, FormatError, StorageError, did_you_mean
 from stoker.format.brace import collapse, expand
 from stoker.format.paths import check_all_inside_root
 from stoker.format.safe_load import load_yaml_or_json as load_yaml_or_json
@@ -175,7 +175,8 @@ def read_split_config(
         raise ConfigError(
             f"unknown key(s) {', '.join(sorted(map(str, unknown)))} in split config.",
             path=where,
-            hint="Allowed keys: split_parts, exclude.",
+            hint=did_you_mean(str(min(map(str, unknown))), ["split_parts", "exclude"])
+            + "Allowed keys: split_parts, exclude.",
         )
     parts: dict[str, list[str]] = {}
     for name, patterns in raw["split_parts"].items():

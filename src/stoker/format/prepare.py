@@ -130,6 +130,10 @@ class PendingPrepare:
         self.work = PrepareWork(store)
         #: Hash of every shard's name, keys and offsets in order: the seed of ``index.uuid``.
         self.digest = hashlib.sha256()
+        #: Seconds spent waiting for the user (the wizard's questions): not in the report's time.
+        self.user_seconds = 0.0
+        meta_dir = store.local_path(META_DIR)
+        self._new_meta_dir = meta_dir if meta_dir and not os.path.isdir(meta_dir) else None
 
     def tmp_name(self, final: str) -> str:
         tmp = f"{final}{TMP_MARK}{self._token}"
@@ -169,6 +173,9 @@ class PendingPrepare:
         self._tmp.clear()
         if self._sqlite_tmp is not None and os.path.exists(self._sqlite_tmp):
             os.remove(self._sqlite_tmp)
+        new_dir = self._new_meta_dir
+        if new_dir is not None and os.path.isdir(new_dir) and not os.listdir(new_dir):
+            os.rmdir(new_dir)  # made for the temporary files only: leave the dataset as it was
 
     def publish(
         self,
@@ -233,7 +240,7 @@ class PendingPrepare:
             self.store.publish(self._tmp[final], final)
         self._tmp.clear()
         self.work.remove()
-        report.seconds = time.perf_counter() - self._start
+        report.seconds = time.perf_counter() - self._start - self.user_seconds
         return report
 
     def _check_dataset_yaml(self, raw: dict[str, Any]) -> None:

@@ -4,23 +4,33 @@ Where stderr is not a terminal (a cluster job's log file), progress is a line ev
 ``STOKER_PROGRESS_INTERVAL`` seconds (default 30) with the rank, counts, rate and ETA, and never
 a carriage return or escape code.
 
+:class:`Progress` counts shards (with a rank label under ``--distributed``);
+:func:`progress_bar` wraps an iterable or a count as a tqdm object.
+
 Example:
     >>> bar = Progress(10, "Indexing shards", enabled=False)
     >>> bar.update(samples=100)
     >>> bar.close()
+    >>> with progress_bar(total=3, desc="Packing", unit="sample", disable=True) as counter:
+    ...     _ = counter.update(3)
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 from stoker.format.distributed import World, rank_label
 from stoker.storage.options import PROGRESS_INTERVAL_ENV, env_seconds
+
+T = TypeVar("T")
+
+#: Seconds between plain progress lines when the output is not a terminal.
+DEFAULT_INTERVAL_S = 30.0
 
 
 class Progress:
@@ -41,7 +51,7 @@ class Progress:
         self.samples = 0
         self.enabled = enabled
         self._start = self._last = time.monotonic()
-        self._interval = env_seconds(PROGRESS_INTERVAL_ENV, 30.0)
+        self._interval = env_seconds(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL_S)
         self._bar: tqdm[Any] | None = None
         if enabled and sys.stderr.isatty():
             self._bar = tqdm(total=total, desc=f"{self.label}{desc}", unit=unit, dynamic_ncols=True)
@@ -100,3 +110,56 @@ def format_seconds(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class _Sink:
+    """Swallows tqdm's own terminal control output (``\\r``, clearing, trailing newlines)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class PlainLineProgress(tqdm):  # type: ignore[type-arg]
+    """A tqdm that prints whole lines (no ``\\r``, no cursor moves) at most every interval."""
+
+    def __init__(self, *args: Any, out: Any, **kwargs: Any) -> None:
+        self._out = out
+        super().__init__(*args, file=_Sink(), **kwargs)  # type: ignore[call-overload]
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> None:
+        text = self.__str__() if msg is None else msg
+        if not text.strip():
+            return  # tqdm clears a bar with an empty message: nothing to clear in a log
+        self._out.write(text.rstrip() + "\n")
+        self._out.flush()
+
+
+def progress_bar(
+    iterable: Iterable[T] | None = None,
+    *,
+    total: int | None = None,
+    desc: str,
+    unit: str,
+    disable: bool = False,
+) -> tqdm[Any]:
+    """A progress bar on stderr: a live bar on a terminal, periodic plain lines elsewhere."""
+    if disable:
+        return tqdm(iterable, total=total, desc=desc, unit=unit, disable=True)
+    if sys.stderr.isatty():
+        return tqdm(iterable, total=total, desc=desc, unit=unit, dynamic_ncols=True)
+    interval = env_seconds(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL_S)
+    return PlainLineProgress(
+        iterable,
+        total=total,
+        desc=desc,
+        unit=unit,
+        out=sys.stderr,
+        ascii=True,
+        ncols=100,
+        mininterval=interval,
+        maxinterval=interval,
+        miniters=0,
+    )

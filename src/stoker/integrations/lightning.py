@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from stoker.errors import MissingDependencyError
+
 try:
     import pytorch_lightning as pl
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "stoker.integrations.lightning needs PyTorch Lightning: pip install 'stoker[lightning]'"
+    raise MissingDependencyError.for_module(
+        "pytorch_lightning", "stoker.integrations.lightning"
     ) from error
 
 import torch

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from stoker.errors import ConfigError, SampleError
+from stoker.errors import SampleError, require
 
 if TYPE_CHECKING:
     from av.container import InputContainer
@@ -30,15 +30,8 @@ BAD_MEDIA_HINT = (
 
 
 def import_av() -> ModuleType:
-    """The ``av`` module, or a :class:`ConfigError` that says how to install it."""
-    try:
-        import av
-    except ImportError:
-        raise ConfigError(
-            "decoding video and audio needs PyAV (the package 'av'), which is not installed.",
-            hint="Install it with: pip install 'stoker[av]'.",
-        ) from None
-    return av
+    """The ``av`` module, or a :class:`MissingDependencyError` that says how to install it."""
+    return require("av", "reading video and audio")
 
 
 def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:
@@ -53,7 +46,7 @@ def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:
     try:
         container: InputContainer = av.open(stream, "r")
     except (av.FFmpegError, ValueError, OSError) as e:
-        raise SampleError(f"cannot open the media: {e}", hint=BAD_MEDIA_HINT) from e
+        raise SampleError(f"cannot open the media: {_reason(e)}", hint=BAD_MEDIA_HINT) from e
     for s in container.streams:
         codec = s.codec_context
         if codec is not None:
@@ -70,9 +63,15 @@ def open_container(source: bytes | BinaryIO, threads: int = 0) -> Iterator[Input
     try:
         yield container
     except av.FFmpegError as e:
-        raise SampleError(f"cannot decode the media: {e}", hint=BAD_MEDIA_HINT) from e
+        raise SampleError(f"cannot decode the media: {_reason(e)}", hint=BAD_MEDIA_HINT) from e
     finally:
         container.close()
+
+
+def _reason(error: Exception) -> str:
+    """FFmpeg's reason without the file name PyAV appends (an in-memory file's repr)."""
+    reason = getattr(error, "strerror", None)
+    return reason if isinstance(reason, str) and reason else str(error)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, Literal
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, require
 from stoker.media.metadata import ImageMetadata, MediaMetadata
 
 Strategy = Literal["EXTENSION", "GLOB", "HEADER"]
@@ -153,9 +153,13 @@ def probe(kind: MediaKind, data: bytes) -> MediaMetadata:
 
 def image_metadata(data: bytes) -> ImageMetadata:
     """Size, format and mode of an encoded image, from its header."""
-    from PIL import Image
+    Image = require("PIL.Image", "reading image metadata")
 
-    with Image.open(io.BytesIO(data)) as image:
+    try:
+        opened = Image.open(io.BytesIO(data))
+    except Image.UnidentifiedImageError:  # its message shows an in-memory file's repr
+        raise ValueError("not an image Pillow can read") from None
+    with opened as image:
         return ImageMetadata(
             width=image.width,
             height=image.height,

@@ -21,13 +21,12 @@ import time
 import uuid
 from functools import partial
 
-from tqdm import tqdm
-
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, MissingDependencyError
 from stoker.format.media_metadata import MediaMetadataWriter
 from stoker.format.meta import INDEX_SQLITE, META_DIR
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import TMP_MARK
+from stoker.format.progress import progress_bar
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
 from stoker.media.metadata import serialize_media_metadata
 from stoker.media.prepare import MAX_FAILURES_LISTED, MediaReport
@@ -55,6 +54,8 @@ def probe_file(store: Store, media: MediaFilter, name: str) -> tuple[str, str, s
         data = head + f.read()
     try:
         return (name, *serialize_media_metadata(probe(kind, data)))
+    except MissingDependencyError:
+        raise  # a missing backend fails the run: it is no file's fault
     except Exception as e:  # an unreadable file is reported, not fatal
         return f"{type(e).__name__}: {e}"
 
@@ -90,7 +91,7 @@ def prepare_folder_media(
         fd, local = tempfile.mkstemp(prefix="stoker-media-", suffix=".sqlite")
         os.close(fd)
     writer = MediaMetadataWriter(local)
-    bar = tqdm(total=len(names), desc="Probing media", unit="file", disable=not progress)
+    bar = progress_bar(total=len(names), desc="Probing media", unit="file", disable=not progress)
     try:
         probes = ordered_map(partial(probe_file, store, media), names, num_workers, len(names))
         for name, result in zip(names, probes, strict=True):

@@ -10,38 +10,17 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from stoker.errors import SampleError
+from stoker.errors import SampleError, require
+from stoker.media.image_modes import IMAGE_MODES
 
 if TYPE_CHECKING:
     from stoker.pipeline.decode import SampleDecoder
-
-ImageDecoderType = Literal[
-    "l8", "rgb8", "rgba8", "l", "rgb", "rgba", "numpy", "torchl8", "torchrgb8", "torchrgba8",
-    "torch8", "torchuint8", "torchl", "torchrgb", "torch", "torchrgba",
-    "pill", "pil", "pilrgb", "pilrgba",
-]  # fmt: skip
-#: Image mode -> (container, float?, channels), as in webdataset's ``imagespecs``.
-IMAGE_MODES: dict[str, tuple[str, bool, str]] = {
-    "l8": ("numpy", False, "L"), "rgb8": ("numpy", False, "RGB"), "numpy": ("numpy", False, "RGB"),
-    "rgba8": ("numpy", False, "RGBA"), "l": ("numpy", True, "L"), "rgb": ("numpy", True, "RGB"),
-    "rgba": ("numpy", True, "RGBA"), "torchl8": ("torch", False, "L"),
-    "torchrgb8": ("torch", False, "RGB"), "torch8": ("torch", False, "RGB"),
-    "torchuint8": ("torch", False, "RGB"), "torchrgba8": ("torch", False, "RGBA"),
-    "torchl": ("torch", True, "L"), "torchrgb": ("torch", True, "RGB"),
-    "torch": ("torch", True, "RGB"), "torchrgba": ("torch", True, "RGBA"),
-    "pill": ("pil", False, "L"), "pil": ("pil", False, "RGB"), "pilrgb": ("pil", False, "RGB"),
-    "pilrgba": ("pil", False, "RGBA"),
-}  # fmt: skip
-IMAGE_EXTENSIONS = (
-    "jpg", "jpeg", "jpe", "jfif", "png", "apng", "webp", "bmp", "gif", "tif", "tiff",
-    "ppm", "pgm", "pbm", "pnm",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -111,12 +90,14 @@ def _jpeg_turbo(data: bytes, decoder: SampleDecoder) -> npt.NDArray[np.uint8] | 
 
 
 def _pil_image(ext: str, data: bytes, decoder: SampleDecoder, channels: str) -> Any:
-    from PIL import Image
+    Image = require("PIL.Image", "decoding images")
 
     try:
         img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:
         raise SampleError(f"Pillow refused the image as too large: {e}") from e
+    except Image.UnidentifiedImageError as e:  # its message shows an in-memory file's repr
+        raise SampleError(f"the {ext} part is not an image Pillow can read.") from e
     decoder.check_pixels(img.height, img.width)
     if decoder.image_min_size is not None and img.format == "JPEG":
         min_h, min_w = decoder.image_min_size

@@ -37,26 +37,39 @@ class AVLimits:
     def check_clip(self, frames: int, seconds: float, width: int, height: int) -> None:
         """Raise a :class:`SampleError` if a video clip of this shape is over a limit."""
         if frames > self.max_clip_frames:
-            raise _over(f"the clip has {frames} frames, over {self.max_clip_frames=}")
+            raise _over(
+                f"the clip has {frames} frames, over max_clip_frames={self.max_clip_frames}"
+            )
         if seconds > self.max_clip_seconds:
-            raise _over(f"the clip lasts {seconds:.3f} s, over {self.max_clip_seconds=}")
+            raise _over(
+                f"the clip lasts {seconds:.3f} s, over max_clip_seconds={self.max_clip_seconds}"
+            )
         if width * height > self.max_frame_pixels:
-            raise _over(f"frames of {width}x{height} are over {self.max_frame_pixels=}")
+            raise _over(
+                f"frames of {width}x{height} are over max_frame_pixels={self.max_frame_pixels}"
+            )
 
     def check_seconds(self, seconds: float) -> None:
         """Raise a :class:`SampleError` if a clip of ``seconds`` is over the duration limit."""
         if seconds > self.max_clip_seconds:
-            raise _over(f"the clip lasts {seconds:.3f} s, over {self.max_clip_seconds=}")
+            raise _over(
+                f"the clip lasts {seconds:.3f} s, over max_clip_seconds={self.max_clip_seconds}"
+            )
 
     def check_decoded(self, frames: int) -> None:
         """Raise a :class:`SampleError` once a call has decoded more frames than allowed."""
         if frames > self.max_decoded_frames:
-            raise _over(f"decoding needs more than {self.max_decoded_frames=} frames")
+            raise _over(
+                f"decoding needs more than max_decoded_frames={self.max_decoded_frames} frames"
+            )
 
     def check_bytes(self, nbytes: int) -> None:
         """Raise a :class:`SampleError` if the decoded output would exceed the byte limit."""
         if nbytes > self.max_output_bytes:
-            raise _over(f"the decoded output needs {nbytes} bytes, over {self.max_output_bytes=}")
+            raise _over(
+                f"the decoded output needs {nbytes} bytes, "
+                f"over max_output_bytes={self.max_output_bytes}"
+            )
 
 
 def _over(problem: str) -> SampleError:

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, MissingDependencyError
 from stoker.format.media_metadata import MediaMetadataWriter, MediaRow
 from stoker.format.meta import INDEX_SQLITE, is_prepared, read_info
 from stoker.format.parallel import ordered_map
@@ -78,6 +78,8 @@ def scan_shard_media(store: Store, media: MediaFilter, shard: str) -> ShardMedia
                 continue
             try:
                 meta = probe(kind, read_at(member.data_offset, member.size))
+            except MissingDependencyError:
+                raise  # a missing backend fails the run: it is no file's fault
             except Exception as e:  # any unreadable file is reported, not fatal
                 out.failed.append((f"{shard}/{member.name}", f"{type(e).__name__}: {e}"))
                 continue

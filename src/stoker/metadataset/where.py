@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def check_keys(raw: dict[str, Any], allowed: Iterable[str], where: Where, what: 
     if unknown:
         where.fail(
             f"unknown key(s) {', '.join(map(repr, unknown))} in {what}.",
-            hint=f"Valid keys: {', '.join(valid)}.",
+            hint=did_you_mean(unknown[0], valid) + f"Valid keys: {', '.join(valid)}.",
         )
 
 

@@ -48,11 +48,13 @@ class WorkerConfig:
 
     def __post_init__(self) -> None:
         if self.world_size < 1:
-            raise ConfigError(f"{self.world_size=} must be at least 1.")
+            raise ConfigError(f"world_size={self.world_size} must be at least 1.")
         if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"{self.rank=} must be in [0, world_size={self.world_size}).")
+            raise ConfigError(f"rank={self.rank} must be in [0, world_size={self.world_size}).")
         if self.num_workers < 0:
-            raise ConfigError(f"{self.num_workers=} must be >= 0 (0 loads in the main process).")
+            raise ConfigError(
+                f"num_workers={self.num_workers} must be >= 0 (0 loads in the main process)."
+            )
 
     @staticmethod
     def default_worker_config(

@@ -24,11 +24,11 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from stoker.errors import ConfigError, SampleError
-from stoker.media.image import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
-from stoker.media.image import IMAGE_MODES as IMAGE_MODES
-from stoker.media.image import ImageDecoderType as ImageDecoderType
+from stoker.errors import ConfigError, MissingDependencyError, SampleError
 from stoker.media.image import decode_image
+from stoker.media.image_modes import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
+from stoker.media.image_modes import IMAGE_MODES as IMAGE_MODES
+from stoker.media.image_modes import ImageDecoderType as ImageDecoderType
 
 AVDecoderType = Literal["torch", "AVDecoder", "pyav"]
 #: A part decoder: (extension, bytes, the SampleDecoder with its options) -> decoded value.
@@ -139,7 +139,8 @@ class SampleDecoder:
         """Raise a per-sample error for an image over ``max_image_pixels``."""
         if height * width > self.max_image_pixels:
             raise SampleError(
-                f"image of {width}x{height} pixels is over {self.max_image_pixels=}.",
+                f"image of {width}x{height} pixels is over "
+                f"max_image_pixels={self.max_image_pixels}.",
                 hint="Resize the image in the dataset, or raise max_image_pixels.",
             )
 
@@ -172,8 +173,8 @@ class SampleDecoder:
 def _run(key: str, name: str, ext: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
-    except ConfigError:
-        raise
+    except (ConfigError, MissingDependencyError):
+        raise  # the setup is wrong, not this sample: never skipped
     except SampleError as e:
         raise SampleError(e.problem, key=key, part=name, hint=e.hint) from e
     except Exception as e:
@@ -235,15 +236,9 @@ def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
 
 
 def _import(module: str, extra: str) -> Any:
-    import importlib
+    from stoker.errors import require
 
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ConfigError(
-            f"decoding needs the package {module!r}, which is not installed.",
-            hint=f"Install it with: pip install 'stoker[{extra}]'.",
-        ) from None
+    return require(module, f"decoding {extra} parts")
 
 
 register_decoder("txt text transcript", _text)

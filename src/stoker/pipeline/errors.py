@@ -112,9 +112,11 @@ class ErrorPolicy:
 
     def __post_init__(self) -> None:
         if self.mode not in ("skip", "raise"):
-            raise StokerError(f"invalid error policy {self.mode=}; use 'skip' or 'raise'.")
+            raise StokerError(f"invalid error policy mode={self.mode!r}; use 'skip' or 'raise'.")
         if self.max_consecutive_failures < 0:
-            raise StokerError(f"{self.max_consecutive_failures=} must be >= 0.")
+            raise StokerError(
+                f"max_consecutive_failures={self.max_consecutive_failures} must be >= 0."
+            )
 
     @staticmethod
     def from_handler(handler: ErrorHandler | None) -> ErrorPolicy:

@@ -55,14 +55,17 @@ class Topology:
     def __post_init__(self) -> None:
         v, w, r, n = self.virtual_workers, self.world_size, self.rank, self.num_workers
         if w < 1:
-            raise ConfigError(f"{self.world_size=} must be >= 1.")
+            raise ConfigError(f"world_size={self.world_size} must be >= 1.")
         if n < 0:
-            raise ConfigError(f"{self.num_workers=} must be >= 0 (0 = load in the main process).")
+            raise ConfigError(
+                f"num_workers={self.num_workers} must be >= 0 (0 = load in the main process)."
+            )
         if not 0 <= r < w:
-            raise ConfigError(f"{self.rank=} must be in [0, world_size={w}).")
+            raise ConfigError(f"rank={self.rank} must be in [0, world_size={w}).")
         if v < 1 or v % (w * max(n, 1)):
             raise ConfigError(
-                f"{self.virtual_workers=} must be a positive multiple of world_size * "
+                f"virtual_workers={self.virtual_workers} must be a positive multiple of "
+                "world_size * "
                 f"max(num_workers, 1) = {w * max(n, 1)}; pick virtual_workers divisible by it "
                 f"(see default_virtual_workers) or change the world size / worker count."
             )

@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tqdm import tqdm
-
 from stoker.errors import SampleError, StokerError
 from stoker.format.lint.report import MAX_REPORTED, Finding
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
+from stoker.format.progress import progress_bar
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
@@ -91,7 +90,7 @@ def verify_split(
         dataset_config=dataset_config,
         trust_sample_loader=trust_sample_loader,
     )
-    with tqdm(desc=f"Decoding {split_part}", unit="sample", disable=not progress) as bar:
+    with progress_bar(desc=f"Decoding {split_part}", unit="sample", disable=not progress) as bar:
         for raw, sample in samples:
             if isinstance(sample, Problem) and len(findings) < MAX_REPORTED:
                 findings.append(Finding("error", sample, raw.shard, raw.key, raw.offset))

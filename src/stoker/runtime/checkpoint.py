@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stoker.errors import ConfigError, FormatError, StorageError
+from stoker.errors import ConfigError, FormatError, StorageError, require
 from stoker.runtime.state import check_state, merge, redistribute
 
 _MAX_DEPTH = 4
@@ -105,16 +105,16 @@ def _load(path: str) -> Any:
     head = file.read_bytes()[:1]
     if head in (b"{", b"["):
         return json.loads(file.read_text())
-    import torch
-
+    torch = require("torch", "reading a .pt checkpoint")
     try:
         return torch.load(file, weights_only=True)
-    except Exception as e:
+    except Exception as e:  # torch's message is pages long: `stoker --debug` shows it
         raise FormatError(
-            f"cannot read the checkpoint ({e}).",
+            "cannot read the checkpoint: it is neither JSON nor a file that "
+            f"torch.load(weights_only=True) reads ({type(e).__name__}).",
             path=path,
             hint="Pass a JSON file or a file written by torch.save().",
-        ) from None
+        ) from e
 
 
 def _find_states(value: Any, depth: int) -> list[dict[str, Any]]:

@@ -58,9 +58,14 @@ class LoaderDataset:
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
-            raise ConfigError(f"{self.batch_size=} must be >= 1 (or None for no batching).")
+            raise ConfigError(
+                f"batch_size={self.batch_size} must be >= 1 (or None for no batching)."
+            )
         if self.packing_buffer_size is not None and self.packing_buffer_size < 1:
-            raise ConfigError(f"{self.packing_buffer_size=} must be >= 1 (or None for no packing).")
+            raise ConfigError(
+                f"packing_buffer_size={self.packing_buffer_size} must be >= 1 "
+                "(or None for no packing)."
+            )
         if self.blend.kind in ("weighted", "epochized") and len(self.blend.factors) != len(
             self.sources
         ):

@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, MissingDependencyError
 from stoker.storage.config import S3Settings
 
 _FILESYSTEMS: dict[tuple[int, str], Any] = {}
@@ -38,12 +38,7 @@ def check_protocol(location: str) -> None:
     try:
         import fsspec  # type: ignore[import-untyped]
     except ImportError:
-        raise ConfigError(
-            f"{protocol}:// URLs are read through fsspec, which is not installed.",
-            path=location,
-            hint="pip install fsspec (and the package for the protocol, e.g. gcsfs, adlfs, "
-            "aiohttp for http://).",
-        ) from None
+        raise MissingDependencyError.for_module("fsspec", f"reading {protocol}:// URLs") from None
     try:
         fsspec.get_filesystem_class(protocol)
     except ValueError:
@@ -54,6 +49,9 @@ def check_protocol(location: str) -> None:
             "knows (gs://, az://, http(s)://, ...).",
         ) from None
     except ImportError as e:
+        missing = MissingDependencyError.from_import_error(e, f"reading {protocol}:// URLs")
+        if missing is not None:
+            raise missing from None
         raise ConfigError(
             f"{protocol}:// URLs need a package that is not installed ({e}).",
             path=location,

@@ -293,6 +293,16 @@ def env_source_date_epoch() -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def env_debug() -> bool:
+    """Whether ``STOKER_DEBUG`` (anything but empty or ``0``) asks the CLI for tracebacks."""
+    return os.environ.get("STOKER_DEBUG", "") not in ("", "0")
+
+
+def env_no_color() -> bool:
+    """Whether ``NO_COLOR`` (https://no-color.org) asks for output without colours."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
 #: Seconds of the storage's default retry budget (where its configuration sets none).
 STORAGE_RETRY_SECONDS_ENV = "STOKER_STORAGE_RETRY_SECONDS"
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stoker.errors import ConfigError
+from stoker.errors import MissingDependencyError
 from stoker.storage.config import S3Settings
 
 
@@ -81,9 +81,7 @@ def _make_client(settings: S3Settings) -> Any:
         import boto3  # type: ignore[import-untyped]
         from botocore.config import Config  # type: ignore[import-untyped]
     except ImportError:
-        raise ConfigError(
-            "s3:// paths need boto3.", hint="Install the extra: pip install 'stoker[s3]'."
-        ) from None
+        raise MissingDependencyError.for_module("boto3", "reading s3:// paths") from None
     session = boto3.session.Session(profile_name=settings.profile)
     # Share botocore's parsed service models between sessions: a new session per forked worker
     # would otherwise re-read and parse them (0.1-0.4 s of every worker's start).
