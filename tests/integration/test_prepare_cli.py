@@ -53,7 +53,9 @@ def test_errors_are_one_paragraph_without_traceback(dataset_dir: Path, tmp_path:
         "--sample-type", "TextSample", "--field-map", '{"text": "md"}', "--no-progress",
     )  # fmt: skip
     assert bad_part.returncode == 2 and "which no sample has" in bad_part.stderr
-    assert snapshot(dataset_dir) == before
+    # the dataset is as it was; only the shards' results are kept for the next run to resume
+    after = {k: v for k, v in snapshot(dataset_dir).items() if "/.stoker-work/" not in k}
+    assert after == before
 
 
 def test_already_prepared(dataset_dir: Path) -> None:

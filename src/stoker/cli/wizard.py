@@ -80,17 +80,26 @@ NO_TERMINAL_HINT = (
 @contextlib.contextmanager
 def asking(pending: PendingPrepare | None = None) -> Iterator[None]:
     """Around questions: their time is taken out of ``pending``'s, and an ended input is a
-    clean error (no terminal) or an interruption (Ctrl-C, Ctrl-D), never a bare "Aborted!"."""
+    clean error (no terminal) or an interruption (Ctrl-C, Ctrl-D), never a bare "Aborted!".
+
+    A user who gives up at a question abandons the run: its shard results are not kept for
+    resuming (they are kept when a run fails or is killed while working)."""
     start = time.perf_counter()
     try:
         yield
     except click.Abort:
+        if pending is not None:
+            pending.abandoned = True
         if not sys.stdin.isatty():
             raise ConfigError(
                 "stoker prepare needs answers, but its input is not a terminal and ended.",
                 hint=NO_TERMINAL_HINT,
             ) from None
         raise KeyboardInterrupt from None
+    except KeyboardInterrupt:
+        if pending is not None:
+            pending.abandoned = True
+        raise
     finally:
         if pending is not None:
             pending.user_seconds += time.perf_counter() - start

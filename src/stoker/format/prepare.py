@@ -134,6 +134,8 @@ class PendingPrepare:
         self.user_seconds = 0.0
         meta_dir = store.local_path(META_DIR)
         self._new_meta_dir = meta_dir if meta_dir and not os.path.isdir(meta_dir) else None
+        #: Set when the user gave up (at a question): the work folder goes too.
+        self.abandoned = False
 
     def tmp_name(self, final: str) -> str:
         tmp = f"{final}{TMP_MARK}{self._token}"
@@ -173,6 +175,8 @@ class PendingPrepare:
         self._tmp.clear()
         if self._sqlite_tmp is not None and os.path.exists(self._sqlite_tmp):
             os.remove(self._sqlite_tmp)
+        if self.abandoned:
+            self.work.remove()
         new_dir = self._new_meta_dir
         if new_dir is not None and os.path.isdir(new_dir) and not os.listdir(new_dir):
             os.rmdir(new_dir)  # made for the temporary files only: leave the dataset as it was
