@@ -221,6 +221,7 @@ class Loader(LoaderState):
         self.positions: dict[int, Position] = {}
         #: What each stream's packing/grouping stages held after its last batch (if anything).
         self.buffers: dict[int, Buffers] = {}
+        self.passed: dict[int, dict[str, int]] = {}
         self.exhausted: set[int] = set()
         self.t = 0
         self.yielded = 0
@@ -279,6 +280,7 @@ class Loader(LoaderState):
         return False
 
     def _next_pass(self) -> None:
+        self._end_pass()
         self.epoch += 1
         self.positions = {}  # every stream starts at the new pass (epoch)
         self.buffers = {}

@@ -154,6 +154,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
     first = states[0]
     streams: dict[str, list[int]] = {}
     buffers: dict[str, Any] = {}
+    passed: dict[str, Any] = {}
     exhausted: set[int] = set()
     for state in states:
         for key in ("fingerprint", "epoch", "t"):
@@ -164,6 +165,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
                 )
         streams.update(state["streams"])
         buffers.update(state.get("buffers", {}))
+        passed.update(state.get("passed", {}))
         exhausted.update(state["exhausted"])
     world = first["topology"]["world_size"]
     ranks = sorted(s["topology"]["rank"] for s in states)
@@ -179,6 +181,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
         "consumed": consumed,
         "streams": streams,
         "buffers": buffers,
+        "passed": passed,
         "exhausted": sorted(exhausted),
     }
 
@@ -212,6 +215,7 @@ def for_rank(merged: dict[str, Any], topology: Topology) -> dict[str, Any]:
         "t": consumed // world,
         "streams": {k: v for k, v in merged["streams"].items() if k in own},
         "buffers": {k: v for k, v in merged.get("buffers", {}).items() if k in own},
+        "passed": {k: v for k, v in merged.get("passed", {}).items() if k in own},
         "exhausted": [s for s in merged["exhausted"] if str(s) in own],
     }
 
@@ -247,7 +251,9 @@ def make_state(
     exhausted: list[int],
     streams: dict[int, list[int]],
     buffers: dict[int, Any] | None = None,
+    passed: dict[int, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
+    held = {str(s): dict(c) for s, c in sorted((passed or {}).items()) if any(c.values())}
     return {
         _VERSION_KEY: STATE_VERSION,
         "fingerprint": fingerprint,
@@ -259,4 +265,5 @@ def make_state(
         "exhausted": sorted(exhausted),
         "streams": {str(s): list(p) for s, p in sorted(streams.items())},
         "buffers": {str(s): b for s, b in sorted((buffers or {}).items()) if b},
+        **({"passed": held} if held else {}),
     }
