@@ -5,11 +5,11 @@ Each encoded sample (``preencode_sample``'s outputs where it is overridden, see
 ``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
 through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
 Samples no group takes stay in the buffer for the next round: none is dropped. A round that takes
-nothing (no group, or ``SkipSample``) from a full buffer is tried again with one more sample; after
-:func:`stall_limit` such rounds in a row the stream stops with a :class:`StokerError` naming the
-hook, so the buffer never grows without bound. At the end of a finite stream the rest is selected
-in further rounds; what a round then leaves out for good is logged with its key and source and
-counted (``ErrorTracker.skipped``).
+nothing (no group, or ``SkipSample``) from a full buffer is tried again with one more sample; too
+many such rounds in a row stop the stream with an error naming the hook
+(:mod:`stoker.pipeline.pack_bounds`), so the buffer never grows without bound. At the end of a
+finite stream the rest is selected in further rounds; what a round then leaves out for good is
+logged with its key and source and counted (``ErrorTracker.skipped``).
 
 A packed sample that has a ``__restore_key__`` gets ``("PackingDataset", output, *member keys)``.
 
@@ -33,6 +33,7 @@ from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
+from stoker.pipeline.pack_bounds import stall_limit, stalled_error
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 
 if TYPE_CHECKING:
@@ -48,9 +49,6 @@ PACK_KEY = "PackingDataset"
 #: A buffered sample's reference: the upstream reference plus 0 (stoker states before the
 #: stream applied ``preencode_sample`` held which of its outputs the sample was here).
 _MEMBER = 4
-#: Rounds in a row that may select nothing from a full buffer, unless the task encoder says
-#: otherwise (Energon's default failure tolerance of ``select_samples_to_pack``).
-STALL_LIMIT = 100
 Entry = tuple[Any, Ref]  # (sample, member reference)
 
 
@@ -153,15 +151,8 @@ class Packer:
             return
         self.stalled += 1
         if self.stalled >= self.stall_limit:
-            raise StokerError(
-                f"select_samples_to_pack selected nothing from a full packing buffer "
-                f"{self.stalled} times in a row (the buffer holds {len(self.buffer)} samples, "
-                f"packing_buffer_size={self.size}); {self.upstream.where(self.buffer[0][1][:-1])} "
-                "has waited longest. Without a limit the buffer would grow forever.",
-                hint="Return at least one group from a full buffer (e.g. the fullest pack when "
-                "none is full enough), raise SkipSample less often, or allow more rounds with "
-                "@stateless(failure_tolerance=N) on select_samples_to_pack (docs/packing.md).",
-            )
+            waited = self.upstream.where(self.buffer[0][1][:-1])
+            raise stalled_error(self.stalled, len(self.buffer), self.size, waited)
 
     def _groups(self) -> list[Any]:
         """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample)."""
@@ -278,21 +269,6 @@ class Packer:
             self.tracker.skipped["select_samples_to_pack: never packed"] += 1
         self.left_over += len(self.buffer)
         self.buffer = []
-
-
-def stall_limit(encoder: TaskEncoder[Any, Any, Any, Any]) -> int:
-    """Rounds in a row that may select nothing from a full buffer: ``select_samples_to_pack``'s
-    ``failure_tolerance`` (``@stateless(failure_tolerance=N)``, Energon's name), else the task
-    encoder's ``__default_failure_tolerance__``, else :data:`STALL_LIMIT`. 0 (Energon: no limit)
-    gives :data:`STALL_LIMIT` too: the buffer must not grow without bound.
-    """
-    for value in (
-        getattr(encoder.select_samples_to_pack, "__failure_tolerance__", None),
-        getattr(encoder, "__default_failure_tolerance__", None),
-    ):
-        if isinstance(value, int) and value > 0:
-            return value
-    return STALL_LIMIT
 
 
 def _slot(slots: dict[int, list[int]], sample: Any) -> int:
