@@ -150,7 +150,8 @@ def source_counts(
         if position.skip:  # the reference in progress has started to contribute
             counts = list(position.counts)
             pending = schedule.next_block(counts, schedule.end(counts, epoch), 1)
-            totals[names[int(pending[0])]] += 1
+            if len(pending):  # none where a wrapper runs the stream in another pass
+                totals[names[int(pending[0])]] += 1
     return totals
 
 
