@@ -68,15 +68,16 @@ def test_a_selection_that_takes_something_again_resets_the_count(texts: Path) ->
     assert sorted(ids) == list(range(40))
 
 
+@pytest.mark.parametrize("workers", [0, 2])  # workers are forked: they see the patched cap
 def test_too_many_filling_groups_stop_with_the_hook_named(
-    texts: Path, monkeypatch: pytest.MonkeyPatch
+    texts: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     class OneKeyEach(Grouping):
         def batch_group_criterion(self, sample: Any) -> tuple[Hashable, int | None]:
             return sample["id"], 2  # no two samples share a key: no group ever fills
 
     monkeypatch.setattr(group_module, "MAX_OPEN_GROUPS", 5)
-    loader = make_loader(texts, OneKeyEach(), 0, group_batches=True)
+    loader = make_loader(texts, OneKeyEach(), workers, group_batches=True)
     with loader, pytest.raises(StokerError, match="batch_group_criterion gave key") as caught:
         take(loader, 1)
     assert "5 groups are already filling (5 samples held" in str(caught.value)
