@@ -24,6 +24,7 @@ from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport, activate
+from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.streams import Loadable, Resume
 
@@ -100,10 +101,12 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
         transport = WorkerTransport(self.releases[worker])
         activate(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
+        sender = Sender()
         try:
             for item in worker_items(self.dataset, worker, self.resume):
                 if item[2] == BATCH:
-                    item = (*item[:3], transport.export(item[3]), *item[4:])
+                    held = sender.compact(item[1], item[5])  # what changed since the last batch
+                    item = (*item[:3], transport.export(item[3]), item[4], held)
                 yield item
         finally:
             activate(None)
@@ -125,6 +128,7 @@ class _Live:
         self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
         self._torch_iter: Any = None
         self._transport: MainTransport | None = None
+        self._receiver = Receiver()
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
@@ -157,6 +161,8 @@ class _Live:
     def _received(self, item: Item) -> Item:
         """The item with its batch rebuilt, at once: the batch's file descriptors are served by
         its worker, which may exit soon after (the item can wait here for its turn)."""
+        if item[2] == BATCH:  # a worker's items arrive in its streams' order
+            item = (*item[:5], self._receiver.expand(item[1], item[5]))
         if isinstance(item[3], Exported) and self._transport is not None:
             batch = self._transport.load(item[0], item[3])
             if self._pin:
