@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -9,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from stoker import WorkerConfig, get_loader, get_train_dataset
+from stoker import DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset, stateless
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
+from stoker.format.jsonl import prepare_jsonl
 from stoker.format.prepare import prepare_dataset
 from stoker.runtime.fingerprint import RECIPE
 from tests.conftest import write_shard
@@ -160,3 +162,36 @@ def test_null_multiplier_is_not_a_missing_one(root: Path) -> None:
     state = saved(path)
     message = refused(state, blend(root, "not_null.yaml"))
     assert "sources[0].shuffle_over_epochs_multiplier: saved 0, current 1" in message
+
+
+class SourceAndId(DefaultTaskEncoder):  # type: ignore[type-arg]
+    @stateless
+    def encode_sample(self, sample: Any) -> tuple[str, int]:
+        return sample["json"]["src"], sample["json"]["i"]
+
+    def batch(self, samples: list[Any]) -> list[Any]:
+        return samples
+
+
+def test_null_multiplier_reads_in_order_in_the_workers(tmp_path: Path) -> None:
+    """With 2 workers: the dataset set to ``null`` reads its slices in order in each stream, the
+    one not set shuffles them over the loader's 3 epochs."""
+    for name in ("a", "b"):
+        lines = [json.dumps({"src": name, "i": i}) + "\n" for i in range(30)]
+        (tmp_path / f"{name}.jsonl").write_text("".join(lines))
+        prepare_jsonl(str(tmp_path / f"{name}.jsonl"))
+    path = blend(tmp_path, "null_workers.yaml", ", shuffle_over_epochs_multiplier: null")
+    dataset = get_train_dataset(
+        str(path), worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
+        batch_size=1, shuffle_buffer_size=None, max_samples_per_sequence=3,
+        parallel_shard_iters=1, virtual_workers=2, shuffle_over_epochs_multiplier=3,
+        task_encoder=SourceAndId(),
+    )  # fmt: skip
+    per_stream: dict[tuple[str, int], list[int]] = {}
+    with get_loader(dataset) as loaded:
+        for t, batch in zip(range(36), loaded, strict=False):
+            src, i = batch[0]
+            per_stream.setdefault((src, t % 2), []).append(i)  # batch t: stream t mod 2
+    for stream in (0, 1):
+        assert per_stream[("a", stream)] == sorted(per_stream[("a", stream)])
+    assert any(per_stream[("b", s)] != sorted(per_stream[("b", s)]) for s in (0, 1))
