@@ -83,8 +83,8 @@ def encode_groups(groups: Sequence[Sequence[Ref]]) -> str:
     refs = list(itertools.chain.from_iterable(groups))
     width = len(refs[0]) if refs else 0
     if len(refs) > 256:  # delta-encoded column by column: neighbours differ little
-        values = np.array(refs, dtype=np.int64).reshape(len(refs), width)
-        deltas = np.diff(values, axis=0, prepend=np.zeros((1, width), np.int64)).T
+        table = np.array(refs, dtype=np.int64).reshape(len(refs), width)
+        deltas = np.diff(table, axis=0, prepend=np.zeros((1, width), np.int64)).T
         small = int(np.abs(deltas).max()) < 2**31
         body = deltas.astype("<i4" if small else "<i8").tobytes()
         header = [width, len(groups), 4 if small else 8, 1]
