@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from stoker import stateless
+from stoker.pipeline.refs import decode_groups
 from stoker.runtime.loader import Loader
 from tests.contract.contract import fingerprint, roundtrip, run_contract, take
 from tests.integration.test_packing import (
@@ -103,9 +104,11 @@ def test_packing_state_is_plain_and_grows_with_the_buffer(texts: Path) -> None:
         take(loader, 3)
         state = loader.save_state_rank()
     assert state == roundtrip(state)
-    held = [stage for stream in state["buffers"].values() for stage in stream.values()]
-    refs = sum(len(h["buffer"]) + sum(map(len, h["groups"])) for h in held)
-    assert 0 < refs <= 4 * 2 * 20 + 4 * 20  # 4 ints per buffered sample
+    held = [stream["pack"] for stream in state["buffers"].values()]
+    groups = [decode_groups(h["refs"])[h["popped"] :] for h in held]
+    refs = sum(len(g) for stage in groups for g in stage)
+    assert 0 < refs <= 2 * 20 + 20  # the buffer, and the groups selected from one before
+    assert all(len(ref) == 4 for stage in groups for g in stage for ref in g)
 
 
 def _rank_loaders(texts: Path, world: int, workers: int) -> list[Loader]:

@@ -122,7 +122,7 @@ GARBLED = [
     ("exhausted past v", _set(("exhausted",), [5]), "exhausted[0]"),
     ("buffers a list", _set(("buffers",), []), "'buffers'"),
     ("bad version str", _set(("stoker_state_version",), "1"), "version '1' (str)"),
-    ("bad version 2", _set(("stoker_state_version",), 2), "version 2"),
+    ("bad version 3", _set(("stoker_state_version",), 3), "version 3"),
     ("no version", _drop(("stoker_state_version",)), "not a stoker loader state"),
 ]
 

@@ -158,10 +158,7 @@ class LoadedMetadataset(Metadataset):
             dataclasses.replace(
                 source,
                 shuffle_over_epochs_multiplier=combine_multipliers(
-                    shuffle_over_epochs_multiplier,
-                    1
-                    if source.shuffle_over_epochs_multiplier is None
-                    else source.shuffle_over_epochs_multiplier,
+                    shuffle_over_epochs_multiplier, source.shuffle_over_epochs_multiplier
                 ),
             )
             for source in sources

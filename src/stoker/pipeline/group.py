@@ -5,6 +5,10 @@ bucket full to its batch size (``None``: the loader's ``batch_size``) becomes a 
 (``batch`` + ``encode_batch``, by :class:`~stoker.pipeline.batching.BatchMaker`). When a finite
 stream ends, the partial buckets are batched too, oldest first, unless ``batch_drop_last``.
 
+At most :data:`MAX_OPEN_GROUPS` buckets may be filling at once: a criterion that gives (nearly)
+every sample a key of its own would otherwise hold the whole stream. One more stops the stream
+with a :class:`~stoker.errors.StokerError` naming ``batch_group_criterion``.
+
 State: the references of the samples in the partial buckets, oldest bucket first
 (:meth:`Grouper.state`); keys and sizes are not saved but recomputed from the re-read samples.
 """
@@ -15,7 +19,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, StokerError
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker
 from stoker.pipeline.errors import ErrorTracker, SkipSample
@@ -23,6 +27,10 @@ from stoker.pipeline.refs import Ref, RefSource
 
 if TYPE_CHECKING:
     from stoker.pipeline.refs import Position
+
+
+#: Buckets that may be filling at once, per stream (see the module docstring).
+MAX_OPEN_GROUPS = 1024
 
 
 @dataclass
@@ -108,6 +116,7 @@ class Grouper:
             )
         bucket = self.buckets.get(key)
         if bucket is None:
+            self._check_room(key)
             bucket = self.buckets[key] = _Bucket(size)
         elif bucket.size != size:
             raise ConfigError(
@@ -116,6 +125,19 @@ class Grouper:
                 hint="Give every sample of a group the same batch size.",
             )
         return key, bucket
+
+    def _check_room(self, key: Hashable) -> None:
+        """A clear error when a new bucket would exceed :data:`MAX_OPEN_GROUPS`."""
+        if len(self.buckets) < MAX_OPEN_GROUPS:
+            return
+        held = sum(len(b.samples) for b in self.buckets.values())
+        raise StokerError(
+            f"batch_group_criterion gave key {key!r} while {len(self.buckets)} groups are already "
+            f"filling ({held} samples held, at most {MAX_OPEN_GROUPS} groups may fill at once); "
+            "each group holds its samples until it reaches its batch size.",
+            hint="Return fewer distinct keys (bucket continuous values, e.g. "
+            "round(aspect_ratio, 1)) or smaller batch sizes (docs/packing.md).",
+        )
 
     def _restore(self) -> None:
         state, self.saved = self.saved, None

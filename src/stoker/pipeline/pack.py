@@ -4,14 +4,19 @@ Each encoded sample (``preencode_sample``'s outputs where it is overridden, see
 :func:`stoker.model.task.sample_hooks`) goes into a buffer. When the buffer holds
 ``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
 through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
-Samples no group takes stay in the buffer for the next round: none is dropped. At the end of a
+Samples no group takes stay in the buffer for the next round: none is dropped. A round that takes
+nothing (no group, or ``SkipSample``) from a full buffer is tried again with one more sample; too
+many such rounds in a row stop the stream with an error naming the hook
+(:mod:`stoker.pipeline.pack_bounds`), so the buffer never grows without bound. At the end of a
 finite stream the rest is selected in further rounds; what a round then leaves out for good is
 logged with its key and source and counted (``ErrorTracker.skipped``).
 
 A packed sample that has a ``__restore_key__`` gets ``("PackingDataset", output, *member keys)``.
 
 State: the references of the buffered samples and of the groups selected but not yet packed, so a
-restore re-reads exactly those (:meth:`Packer.state`).
+restore re-reads exactly those (:meth:`Packer.state`). They are encoded once per round (one short
+string, :func:`~stoker.pipeline.refs.encode_groups`), not once per batch: the batches of a round
+carry the same string and a count of the groups already packed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
-from stoker.pipeline.refs import Ref, RefSource, chunks, flat, pick
+from stoker.pipeline.pack_bounds import stall_limit, stalled_error
+from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
@@ -76,19 +82,26 @@ class Packer:
         self.position = self.start
         #: Samples that no selection took before the stream ended (reported, counted).
         self.left_over = 0
+        self.stall_limit = stall_limit(encoder)
+        self.stalled = 0  # rounds in a row that selected nothing from a full buffer
+        self._held: str | None = None  # groups then buffer, encoded when first asked for
+        self._popped = 0  # groups of ``_held`` packed since
 
     def state(self) -> dict[str, Any] | None:
-        """What the buffer holds, as flat lists of ints (4 per sample); None when empty.
+        """What the stage holds; None when empty.
 
-        ``{"buffer": [d, count, output, pre, ...], "groups": [[...], ...], "used": n}``.
+        ``{"refs": text, "popped": k, "used": n}``: ``text`` encodes the selected groups and then
+        the buffer (:func:`~stoker.pipeline.refs.encode_groups`, 4 ints per sample); the first
+        ``k`` groups were packed since, ``n`` outputs of the next one handed out. The text is made
+        once per round and shared by the batches of the round.
         """
         if not self.buffer and not self.groups:
             return None
-        return {
-            "buffer": flat(ref for _, ref in self.buffer),
-            "groups": [flat(ref for _, ref in group) for group in self.groups],
-            "used": self.used,
-        }
+        if self._held is None:
+            groups = [[ref for _, ref in group] for group in self.groups]
+            self._held = encode_groups([*groups, [ref for _, ref in self.buffer]])
+            self._popped = 0
+        return {"refs": self._held, "popped": self._popped, "used": self.used}
 
     def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Packed samples, the stream position after each, and their reference.
@@ -103,7 +116,7 @@ class Packer:
                 self._select()
                 yield from self._drain()
         while self.buffer:  # the stream ended: select from what is left
-            self._select()
+            self._select(final=True)
             if not self.groups:
                 break
             yield from self._drain()
@@ -128,25 +141,47 @@ class Packer:
     def _add(self, sample: Any, ref: Ref) -> bool:
         """Put ``sample`` into the buffer; whether anything was added."""
         self.buffer.append((sample, (*ref, 0)))
+        self._held = None
         return True
 
-    def _select(self) -> None:
-        """One round: move the groups the task encoder selects from the buffer to ``groups``."""
+    def _select(self, *, final: bool = False) -> None:
+        """One round: move the groups the task encoder selects from the buffer to ``groups``.
+
+        A round over a full buffer that takes nothing counts towards :attr:`stall_limit`
+        (not at the end of the stream, ``final``: there the rounds stop at the first such).
+        """
+        taken = self._take(self._groups())
+        if final or taken or not self.buffer:  # (a failed selection's buffer was dropped)
+            self.stalled = 0
+            return
+        self.stalled += 1
+        if self.stalled >= self.stall_limit:
+            waited = self.upstream.where(self.buffer[0][1][:-1])
+            raise stalled_error(self.stalled, len(self.buffer), self.size, waited)
+
+    def _groups(self) -> list[Any]:
+        """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample)."""
         samples = [sample for sample, _ in self.buffer]
         index = self.slots.batch_index()
         hook_index.push(index, index)
         try:
-            groups = list(self.encoder.select_samples_to_pack(samples))
+            return list(self.encoder.select_samples_to_pack(samples))
         except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
-            return
+            return []
         except Exception as e:  # raises unless the policy skips: then the buffer is dropped
             self.tracker.failed(e, samples, "select_samples_to_pack")
             for sample in samples:
                 self.tracker.record(DROPPED, sample)
             self.buffer = []
-            return
+            self._held = None
+            return []
         finally:
             hook_index.pop()
+
+    def _take(self, groups: list[Any]) -> int:
+        """Move ``groups`` (of buffered samples) from the buffer to ``self.groups``; how many
+        samples they took."""
+        samples = [sample for sample, _ in self.buffer]
         slots: dict[int, list[int]] = collections.defaultdict(list)
         for i, sample in enumerate(samples):
             slots[id(sample)].append(i)
@@ -158,6 +193,8 @@ class Packer:
                 taken.update(picked)
         if taken:
             self.buffer = [entry for i, entry in enumerate(self.buffer) if i not in taken]
+            self._held = None
+        return len(taken)
 
     def _drain(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Pack the selected groups in order; the state stays exact at every yield."""
@@ -167,14 +204,17 @@ class Packer:
             members = tuple(itertools.chain.from_iterable(r for _, r in group))
             for m in range(self.used, len(outputs)):
                 if m == len(outputs) - 1:  # the group is done before its last output leaves
-                    self.groups.popleft()
-                    self.used = 0
+                    self._pop_group()
                 else:
                     self.used = m + 1
                 yield outputs[m], self.position, (m, *members)
             if self.groups and self.groups[0] is group:  # it gave no (more) outputs
-                self.groups.popleft()
-                self.used = 0
+                self._pop_group()
+
+    def _pop_group(self) -> None:
+        self.groups.popleft()
+        self.used = 0
+        self._popped += 1
 
     def _pack(self, members: list[Any], *, strict: bool) -> list[Any]:
         """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group."""
@@ -211,8 +251,12 @@ class Packer:
         state, self.saved = self.saved, None
         if not state:
             return
-        buffer = chunks(state["buffer"], _MEMBER)
-        groups = [chunks(group, _MEMBER) for group in state["groups"]]
+        if "refs" in state:  # one encoded string (see state())
+            *groups, buffer = decode_groups(state["refs"])
+            groups = groups[int(state["popped"]) :]
+        else:  # states saved before: flat lists of ints
+            buffer = chunks(state["buffer"], _MEMBER)
+            groups = [chunks(group, _MEMBER) for group in state["groups"]]
         refs = buffer + [ref for group in groups for ref in group]
         samples = iter(self._reread_members(refs))
         self.buffer = [(next(samples), ref) for ref in buffer]

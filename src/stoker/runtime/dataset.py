@@ -20,6 +20,7 @@ from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotment
 from stoker.plan import StreamPlan, Topology
 from stoker.plan.order import combine_multipliers
 from stoker.plan.slices import blend_stream_sizes, rotations
+from stoker.runtime.fingerprint import dataset_fingerprint
 from stoker.runtime.stream import StreamSpec
 from stoker.runtime.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
 from stoker.sources.source import DataSource
@@ -111,10 +112,7 @@ class LoaderDataset:
             parallel_shard_iters=1 if ordered else self.parallel_shard_iters,
             shuffle_buffer_size=0 if ordered else (self.shuffle_buffer_size or 0),
             shuffle_over_epochs_multiplier=combine_multipliers(
-                self.shuffle_over_epochs_multiplier,
-                1
-                if source.shuffle_over_epochs_multiplier is None  # not set by a metadataset
-                else source.shuffle_over_epochs_multiplier,
+                self.shuffle_over_epochs_multiplier, source.shuffle_over_epochs_multiplier
             ),
             ordered=ordered,
             excluded=source.excluded,
@@ -149,27 +147,9 @@ class LoaderDataset:
         )
 
     def fingerprint(self) -> dict[str, Any]:
-        """The configuration a saved loader state is only valid for."""
-        return {
-            "dataset": ", ".join(s.path for s in self.sources),
-            "split_part": ", ".join(sorted({s.split_part for s in self.sources})),
-            "samples": sum(s.total for s in self.sources),
-            "shards": sum(len(s.shards) for s in self.sources),
-            "blend": [self.blend.kind, *self.blend.factors],
-            "batch_size": self.batch_size,
-            "training": self.training,
-            "seed_offset": self.worker_config.seed_offset,
-            "virtual_workers": self.virtual_workers,
-            "shuffle_buffer_size": self.shuffle_buffer_size,
-            "max_samples_per_sequence": self.max_samples_per_sequence,
-            "parallel_shard_iters": self.parallel_shard_iters,
-            "shuffle_over_epochs_multiplier": self.shuffle_over_epochs_multiplier,
-            "task_encoder": type(self.task_encoder).__qualname__,
-            # absent when off, so states saved before these options existed still match
-            **({"packing_buffer_size": self.packing_buffer_size}
-               if self.packing_buffer_size is not None else {}),
-            **({"group_batches": True} if self.group_batches else {}),
-        }  # fmt: skip
+        """The configuration a saved loader state is only valid for: the recipe's fields and a
+        hash of the whole normalised recipe (:mod:`stoker.runtime.fingerprint`)."""
+        return dataset_fingerprint(self)
 
     def open_streams(self, streams: Sequence[int], resume: Resume) -> DatasetStreams:
         """The batches of ``streams`` in this process (a dataloader worker's share)."""

@@ -26,6 +26,7 @@ from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
+from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
@@ -116,11 +117,13 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
         transport = WorkerTransport(self.releases[worker], self.options.batch_slots_mb)
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
+        sender = Sender()
         try:
             for item in worker_items(self.dataset, worker, self.resume):
                 if item[2] == BATCH:
                     try:
-                        item = (*item[:3], transport.export(item[3]), *item[4:])
+                        held = sender.compact(item[1], item[5])  # what changed since the last one
+                        item = (*item[:3], transport.export(item[3]), item[4], held, *item[6:])
                     except Exception as e:  # a batch that cannot be pickled, say
                         yield (*item[:2], ERROR, WorkerFailure.capture(e, worker), *item[4:])
                         return
@@ -162,6 +165,7 @@ class _Live:
         self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
         self._torch_iter: Any = None
         self._transport: MainTransport | None = None
+        self._receiver = Receiver()
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
@@ -205,6 +209,8 @@ class _Live:
     def _received(self, item: Item) -> Item:
         """The item with its batch rebuilt, at once: the batch's file descriptors are served by
         its worker, which may exit soon after (the item can wait here for its turn)."""
+        if item[2] == BATCH:  # a worker's items arrive in its streams' order
+            item = (*item[:5], self._receiver.expand(item[1], item[5]), *item[6:])
         if isinstance(item[3], Exported) and self._transport is not None:
             batch = self._transport.load(item[0], item[3])
             if self._pin:
@@ -279,6 +285,7 @@ class Loader(LoaderState):
         self.positions: dict[int, Position] = {}
         #: What each stream's packing/grouping stages held after its last batch (if anything).
         self.buffers: dict[int, Buffers] = {}
+        self.passed: dict[int, dict[str, int]] = {}
         self.exhausted: set[int] = set()
         self.t = 0
         self.yielded = 0
@@ -352,6 +359,7 @@ class Loader(LoaderState):
         return False
 
     def _next_pass(self) -> None:
+        self._end_pass()
         self.epoch += 1
         self.positions = {}  # every stream starts at the new pass (epoch)
         self.buffers = {}

@@ -23,6 +23,8 @@ class LoaderState:
     streams: list[int]
     positions: dict[int, Position]
     buffers: dict[int, Buffers]
+    #: Per stream, the references each source gave in the passes before this one.
+    passed: dict[int, dict[str, int]]
     exhausted: set[int]
     t: int
     yielded: int
@@ -32,8 +34,9 @@ class LoaderState:
     def _stop(self) -> None:
         raise NotImplementedError
 
-    def samples_per_dataset(self) -> dict[str, int]:
-        """References each data source has contributed so far on this rank: the realised blend.
+    def samples_per_dataset(self, *, this_pass: bool = False) -> dict[str, int]:
+        """References each data source has contributed so far on this rank: the realised blend,
+        over every pass (``for`` loop over a finite loader) so far, or only in the current one.
 
         Counted from the positions of the batches handed out (samples a task encoder skipped or
         expanded count as one reference each). For a :class:`~stoker.MixBatchDataset`, the
@@ -42,8 +45,23 @@ class LoaderState:
         Example:
             >>> loader.samples_per_dataset()  # doctest: +SKIP
             {'/data/coco': 10000, '/data/coyo': 4000}
+            >>> loader.samples_per_dataset(this_pass=True)  # in the second pass  # doctest: +SKIP
+            {'/data/coco': 1000, '/data/coyo': 400}
         """
-        return self.dataset.source_counts(self.positions, self.epoch)
+        current = self.dataset.source_counts(self.positions, self.epoch)
+        if this_pass:
+            return current
+        for counts in self.passed.values():
+            for name, n in counts.items():
+                current[name] = current.get(name, 0) + n
+        return current
+
+    def _end_pass(self) -> None:
+        """Add what each stream gave this pass to :attr:`passed` (a new pass starts)."""
+        for stream, position in self.positions.items():
+            counts = self.passed.setdefault(stream, {})
+            for name, n in self.dataset.source_counts({stream: position}, self.epoch).items():
+                counts[name] = counts.get(name, 0) + n
 
     def can_restore_sample(self) -> bool:
         """Whether :meth:`restore_sample` can rebuild this loader's items from their keys."""
@@ -83,6 +101,7 @@ class LoaderState:
             exhausted=sorted(self.exhausted),
             streams={s: p.to_list() for s, p in self.positions.items()},
             buffers=self.buffers,
+            passed=self.passed,
         )
 
     def restore_state_rank(self, state: dict[str, Any] | None) -> None:
@@ -181,6 +200,7 @@ class LoaderState:
         self._stop()
         self.positions = {int(s): Position.from_list(p) for s, p in state["streams"].items()}
         self.buffers = {int(s): b for s, b in state.get("buffers", {}).items()}
+        self.passed = {int(s): dict(c) for s, c in state.get("passed", {}).items()}
         self.exhausted = set(state["exhausted"])
         self.t, self.yielded, self.epoch = state["t"], state["yielded"], state["epoch"]
         self._finished = state["finished"]

@@ -2,14 +2,18 @@
 
 A rank's state is the position of each stream (virtual worker) it owns plus a few counters::
 
-    {"stoker_state_version": 1, "fingerprint": {...}, "topology": {...},
+    {"stoker_state_version": 2, "fingerprint": {...}, "topology": {...},
      "epoch": 0, "t": 120, "yielded": 118, "finished": False,
      "exhausted": [5], "streams": {"1": [0, 480, 0], "3": [0, 470, 1]}}
 
 With packing or grouping, ``"buffers"`` holds, per stream whose stages hold samples, the
 references of those samples (``{"3": {"pack": {...}, "group": {...}}}``, see
 ``stoker.pipeline.pack`` and ``stoker.pipeline.group``): a restore re-reads only them. It grows
-with the packing buffer (about 4 ints per buffered sample); it is absent from older states.
+with the packing buffer (a few bytes per buffered sample); it is absent from older states.
+
+Versions: 2 adds the recipe hash to the fingerprint (:mod:`stoker.runtime.fingerprint`) and
+encodes the packing buffer as one string. This stoker reads 1 and 2; a version 1 state is checked
+on the fingerprint fields it has (logged), and its packing buffers are read in their flat layout.
 
 It holds only str/int/bool/list/dict, so ``json`` and ``torch.load(weights_only=True)`` load it.
 Because streams, not ranks, carry positions, the states of all ranks can be merged and cut again
@@ -23,9 +27,12 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.plan import Topology
+from stoker.runtime.fingerprint import RECIPE, has_recipe
 from stoker.runtime.state_schema import validate_state
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+#: The versions this stoker restores (see the module docstring).
+READS_VERSIONS = (1, 2)
 _LOG = logging.getLogger(__name__)
 _VERSION_KEY = "stoker_state_version"
 
@@ -38,10 +45,10 @@ def check_state(state: Any) -> dict[str, Any]:
             hint="Pass what save_state_rank() (or one entry of save_state_global()) returned.",
         )
     version = state[_VERSION_KEY]
-    if type(version) is not int or version != STATE_VERSION:
+    if type(version) is not int or version not in READS_VERSIONS:
         raise ConfigError(
             f"loader state version {version!r} ({type(version).__name__}) is not supported "
-            f"(this stoker reads version {STATE_VERSION}, an int).",
+            f"(this stoker reads versions {', '.join(map(str, READS_VERSIONS))}, an int).",
             hint="Restore with the stoker version that saved it.",
         )
     validate_state(state)
@@ -65,9 +72,21 @@ def _informative(name: str) -> bool:
 
 
 def check_fingerprint(state: dict[str, Any], current: dict[str, Any]) -> None:
-    """Refuse a restore under another configuration, listing each difference; a changed task
-    encoder class is only logged (see :func:`_informative`)."""
+    """Refuse a restore under another recipe, listing each differing field (saved vs current);
+    a changed task encoder class is only logged (see :func:`_informative`).
+
+    A fingerprint from before the recipe hash (state version 1) is checked on the fields it has,
+    with a logged note: what it lacks (per-source multipliers, subsets, ``repeat``...) cannot be.
+    """
     saved = state["fingerprint"]
+    if not has_recipe(saved) and has_recipe(current):
+        _LOG.info(
+            "restoring a loader state saved before stoker fingerprinted the whole recipe: only "
+            "%s are checked; %s are not.",
+            ", ".join(sorted(saved)),
+            ", ".join(sorted(set(current) - set(saved))),
+        )
+        current = {k: v for k, v in current.items() if k in saved}
     changed = [n for n in sorted(set(saved) | set(current)) if _informative(n)]
     for name in changed:
         if saved.get(name) != current.get(name):
@@ -75,15 +94,27 @@ def check_fingerprint(state: dict[str, Any], current: dict[str, Any]) -> None:
                 "restoring a state saved with %s=%r under %r: it continues from the same samples.",
                 name, saved.get(name), current.get(name),
             )  # fmt: skip
+    listed = [k for k in sorted(set(saved) | set(current)) if not _informative(k)]
     diff = fingerprint_diff(
-        {k: v for k, v in saved.items() if not _informative(k)},
-        {k: v for k, v in current.items() if not _informative(k)},
+        {k: saved[k] for k in listed if k in saved and not _is_hash(k)},
+        {k: current[k] for k in listed if k in current and not _is_hash(k)},
     )
+    hashes = [k for k in listed if _is_hash(k) and saved.get(k) != current.get(k)]
+    if hashes and not diff:
+        diff = [
+            f"{k}: saved {saved.get(k)!r}, current {current.get(k)!r} (a detail not listed "
+            "differs: the shard list, per-shard sample counts or the excluded samples)"
+            for k in hashes
+        ]
     if diff:
         raise ConfigError(
             "the loader state was saved with another configuration:\n  " + "\n  ".join(diff),
             hint="Restore with the same dataset and loader arguments as when it was saved.",
         )
+
+
+def _is_hash(name: str) -> bool:
+    return name == RECIPE or name.endswith("." + RECIPE)
 
 
 def rebatch(state: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +154,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
     first = states[0]
     streams: dict[str, list[int]] = {}
     buffers: dict[str, Any] = {}
+    passed: dict[str, Any] = {}
     exhausted: set[int] = set()
     for state in states:
         for key in ("fingerprint", "epoch", "t"):
@@ -133,6 +165,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
                 )
         streams.update(state["streams"])
         buffers.update(state.get("buffers", {}))
+        passed.update(state.get("passed", {}))
         exhausted.update(state["exhausted"])
     world = first["topology"]["world_size"]
     ranks = sorted(s["topology"]["rank"] for s in states)
@@ -148,6 +181,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
         "consumed": consumed,
         "streams": streams,
         "buffers": buffers,
+        "passed": passed,
         "exhausted": sorted(exhausted),
     }
 
@@ -181,6 +215,7 @@ def for_rank(merged: dict[str, Any], topology: Topology) -> dict[str, Any]:
         "t": consumed // world,
         "streams": {k: v for k, v in merged["streams"].items() if k in own},
         "buffers": {k: v for k, v in merged.get("buffers", {}).items() if k in own},
+        "passed": {k: v for k, v in merged.get("passed", {}).items() if k in own},
         "exhausted": [s for s in merged["exhausted"] if str(s) in own],
     }
 
@@ -216,7 +251,9 @@ def make_state(
     exhausted: list[int],
     streams: dict[int, list[int]],
     buffers: dict[int, Any] | None = None,
+    passed: dict[int, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
+    held = {str(s): dict(c) for s, c in sorted((passed or {}).items()) if any(c.values())}
     return {
         _VERSION_KEY: STATE_VERSION,
         "fingerprint": fingerprint,
@@ -228,4 +265,5 @@ def make_state(
         "exhausted": sorted(exhausted),
         "streams": {str(s): list(p) for s, p in sorted(streams.items())},
         "buffers": {str(s): b for s, b in sorted((buffers or {}).items()) if b},
+        **({"passed": held} if held else {}),
     }

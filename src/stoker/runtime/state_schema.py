@@ -96,6 +96,12 @@ def _exhausted_and_buffers(state: dict[str, Any], v: int) -> None:
         for key, value in buffers.items():
             _stream_key(key, "buffers", v)
             _dict(value, f"buffers[{key!r}]")
+    for key, counts in _dict(state.get("passed", {}), "passed").items():  # absent: none
+        _stream_key(key, "passed", v)
+        for name, n in _dict(counts, f"passed[{key!r}]").items():
+            if not isinstance(name, str):
+                raise _bad(f"passed[{key!r}]", name, "source paths (str) as keys")
+            _int(n, f"passed[{key!r}][{name!r}]")
 
 
 def validate_state(state: dict[str, Any]) -> None:

@@ -80,7 +80,7 @@ class Loadable(Protocol):
     def open_streams(self, streams: Sequence[int], resume: Resume) -> OpenStreams: ...
 
     def source_counts(self, positions: Mapping[int, Position], epoch: int) -> dict[str, int]:
-        """References each data source has contributed up to ``positions``."""
+        """References each data source has contributed up to ``positions`` in pass ``epoch``."""
         ...
 
     def position_size(self) -> int:
@@ -153,7 +153,9 @@ class DatasetStreams:
 def source_counts(
     dataset: LoaderDataset, positions: Mapping[int, Position], epoch: int
 ) -> dict[str, int]:
-    """References each source of ``dataset`` contributed to streams at ``positions`` this pass.
+    """References each source of ``dataset`` contributed to streams at ``positions`` in pass
+    ``epoch`` (positions count from the pass's start; a stream not in ``positions`` has given
+    nothing yet this pass).
 
     Samples a task encoder skipped or expanded count as one reference each.
     """
@@ -161,12 +163,13 @@ def source_counts(
     totals = dict.fromkeys(names, 0)
     for stream, position in positions.items():
         schedule = dataset.schedule(stream)
-        for name, count, first in zip(names, position.counts, schedule.start(0), strict=True):
+        for name, count, first in zip(names, position.counts, schedule.start(epoch), strict=True):
             totals[name] += count - first
         if position.skip:  # the reference in progress has started to contribute
             counts = list(position.counts)
             pending = schedule.next_block(counts, schedule.end(counts, epoch), 1)
-            totals[names[int(pending[0])]] += 1
+            if len(pending):  # none where a wrapper runs the stream in another pass
+                totals[names[int(pending[0])]] += 1
     return totals
 
 

@@ -106,9 +106,11 @@ def _leaf_source(
         except (ConfigError, ValueError) as e:
             raise ConfigError(f"invalid subset: {e}", path=leaf.path) from None
         source = source.restrict(start, end)
-    if leaf.shuffle_over_epochs_multiplier != 1:  # None (0 in stoker's plan): slices in order
-        multiplier = leaf.shuffle_over_epochs_multiplier
-        source = dataclasses.replace(source, shuffle_over_epochs_multiplier=multiplier or 0)
+    if leaf.shuffle_over_epochs_multiplier != 1:  # absent from the metadataset: 1
+        multiplier = leaf.shuffle_over_epochs_multiplier  # null: slices in order (0 in the plan)
+        source = dataclasses.replace(
+            source, shuffle_over_epochs_multiplier=0 if multiplier is None else multiplier
+        )
     if leaf.aux:
         source = dataclasses.replace(source, aux=_checked_aux(leaf, source))
     return source

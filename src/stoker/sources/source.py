@@ -56,10 +56,15 @@ class DataSource:
     subflavors: dict[str, Any] = field(default_factory=dict)
     #: Run ``.nv-meta/sample_loader.py`` (user code shipped with the data) if the config names it.
     trust_sample_loader: bool = False
-    #: Overrides the loader's ``shuffle_over_epochs_multiplier`` for this source (metadatasets).
-    shuffle_over_epochs_multiplier: int | None = None
+    #: Multiplies the loader's ``shuffle_over_epochs_multiplier`` for this source (Energon's
+    #: rule, :func:`stoker.plan.order.combine_multipliers`): 1 where a metadataset does not set
+    #: it, 0 where it sets ``null`` (slices in order, whatever the loader's value), -1 with
+    #: replacement.
+    shuffle_over_epochs_multiplier: int = 1
     #: Per shard, the index of its first sample in this source (set by :meth:`restrict`).
     first_index: npt.NDArray[np.int64] | None = None
+    #: The samples ``[start, end)`` of the split this source was cut to (set by :meth:`restrict`).
+    subset: tuple[int, int] | None = None
     #: Aux stores for the cookers of crude samples, by name (a metadataset's ``aux:``).
     aux: dict[str, AuxRef] = field(default_factory=dict)
     #: The partner datasets of a join (a metadataset ``join:``); this source is its primary.
@@ -96,12 +101,14 @@ class DataSource:
         if self.first_index is not None:
             first = first + self.first_index[keep]
         excluded = self.excluded[(self.excluded >= start) & (self.excluded < end)] - start
+        base = self.subset[0] if self.subset is not None else 0
         return dataclasses.replace(
             self,
             shards=tuple(self.shards[i] for i in keep.tolist()),
             counts=(hi - lo)[keep].astype(np.int64),
             excluded=excluded.astype(np.int64),
             first_index=first.astype(np.int64),
+            subset=(base + start, base + end),
             join=None if self.join is None else self.join.restrict(start, end),
         )
 
