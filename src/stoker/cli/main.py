@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lint": ("stoker.cli.lint", "command", "Check a prepared dataset for problems."),
     "checkpoint": ("stoker.cli.checkpoint", "command", "Inspect and re-cut saved loader states."),
     "preview": ("stoker.cli.preview", "command", "Show the first samples of a split, decoded."),
+    "bench": ("stoker.cli.bench", "command", "Measure loading speed; recommend num_workers."),
 }
 
 
