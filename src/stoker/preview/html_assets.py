@@ -30,8 +30,8 @@ overflow:hidden;display:flex;flex-direction:column}
 background:#eceef3;overflow:hidden}
 .card .media img{max-width:100%;max-height:150px;object-fit:contain}
 .card .media img+img{display:none}
-.card .media.strip{justify-content:flex-start}
-.card .media.strip img{display:block;height:70px;margin-right:2px}
+.card .media.strip{display:grid;grid-template-columns:repeat(4,1fr);gap:2px;align-content:center}
+.card .media.strip img{display:block;width:100%;height:auto}
 .placeholder{color:#667;font-size:.85em;padding:.6em;text-align:center}
 .card h2{font-size:.78em;font-family:monospace;margin:.45em .6em 0;overflow:hidden;line-height:1.4;
 text-overflow:ellipsis;white-space:nowrap}
