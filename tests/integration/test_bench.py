@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from stoker.preview.bench import BenchRun, BenchSettings, recommend, run_bench
 from stoker.preview.bench_measure import read_stats
 from stoker.preview.bench_report import format_report
+from tests.httpserver import RangeServer
 from tests.integration._images import make_image_dataset
 
 HEADER = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n"
@@ -195,3 +196,19 @@ def test_loader_stats_are_read_when_the_loader_has_them() -> None:
     assert view.bottleneck == "encode_sample"
     assert view.stage_seconds == {"read": 0.5, "encode_sample": 4.0}
     assert (view.wait_frac, view.skipped) == (0.8, 3)
+
+
+def test_a_url_is_benched_over_http(
+    images: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STOKER_STORAGE_CONFIG", raising=False)
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+    server = RangeServer(str(images.parent)).start()
+    try:
+        settings = BenchSettings(f"{server.url}/images", workers=(0,), batches=3, batch_size=4)
+        (run,) = run_bench(settings).runs
+        paths = {path for _, path, _ in server.log()}
+    finally:
+        server.stop()
+    assert (run.batches, run.samples) == (3, 12)
+    assert any(p.startswith("/images/train_") and p.endswith(".tar") for p in paths)

@@ -3,15 +3,13 @@
 `stoker preview --html` (a gallery of thumbnails that load, full text on click, a tab per split)
 and the `stoker bench --html` report (its plots render with a size) are opened in Chromium; no
 page may log a console error. `make install` puts Chromium at /usr/bin/chromium; Playwright
-downloads no browser of its own. With STOKER_SCREENSHOT_DIR set, the screenshots are also saved
-there (that is how docs/img/*.png are made).
+downloads no browser of its own. (docs/img/*.png are made by scripts/docs_screenshots.py.)
 """
 
 from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -88,8 +86,6 @@ class Page:
         shot = tmp_path / name
         self.page.screenshot(path=str(shot))
         assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
-        if os.environ.get("STOKER_SCREENSHOT_DIR"):
-            shutil.copy(shot, Path(os.environ["STOKER_SCREENSHOT_DIR"]) / name)
 
 
 def test_preview_gallery_click_and_tabs(dataset: Path, browser: Any, tmp_path: Path) -> None:

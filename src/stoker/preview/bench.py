@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any
 
@@ -193,14 +194,7 @@ def recommend(runs: list[BenchRun], consumer_ms: float) -> Recommendation:
     if consumer_ms > 0:
         keeping = [r for r in runs if r.wait_frac < KEEPS_UP]
         if not keeping:
-            return Recommendation(
-                best.workers,
-                _prefetch(best),
-                f"data-bound at every setting: the training step waits {best.wait_frac:.0%} of "
-                f"the time even with {best.workers} workers ({best.samples_per_s:,.0f} "
-                "samples/s); try more workers, a cheaper decode, or find the slow stage "
-                "(docs/observability.md).",
-            )
+            return _data_bound(runs, best)
         chosen = min(keeping, key=lambda r: r.workers)
         why = f"the training step waits {chosen.wait_frac:.0%} of the time"
     else:
@@ -210,8 +204,34 @@ def recommend(runs: list[BenchRun], consumer_ms: float) -> Recommendation:
     return Recommendation(
         chosen.workers,
         _prefetch(chosen),
-        f"{chosen.workers} workers: {chosen.samples_per_s:,.0f} samples/s, {why}.",
+        f"{_workers(chosen.workers)}: {chosen.samples_per_s:,.0f} samples/s, {why}.",
     )
+
+
+def _data_bound(runs: list[BenchRun], best: BenchRun) -> Recommendation:
+    """No setting keeps up: the fewest workers within 5 % of the best, and what to try."""
+    chosen = min(
+        (r for r in runs if r.samples_per_s >= 0.95 * best.samples_per_s), key=lambda r: r.workers
+    )
+    fewest = min(runs, key=lambda r: r.workers)
+    if len(runs) > 1 and best.samples_per_s < 1.1 * fewest.samples_per_s:
+        advice = (
+            f"more workers did not raise samples/s: the CPUs ({os.cpu_count()} here) or the "
+            "storage are saturated; make a sample cheaper or find the slow stage"
+        )
+    else:
+        advice = "try more workers, a cheaper decode, or find the slow stage"
+    return Recommendation(
+        chosen.workers,
+        _prefetch(chosen),
+        f"data-bound at every setting: with {_workers(chosen.workers)} the training step waits "
+        f"{chosen.wait_frac:.0%} of the time ({chosen.samples_per_s:,.0f} samples/s); "
+        f"{advice} (docs/observability.md).",
+    )
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker" + ("" if count == 1 else "s")
 
 
 def _prefetch(run: BenchRun) -> int | None:
