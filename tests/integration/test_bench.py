@@ -212,3 +212,31 @@ def test_a_url_is_benched_over_http(
         server.stop()
     assert (run.batches, run.samples) == (3, 12)
     assert any(p.startswith("/images/train_") and p.endswith(".tar") for p in paths)
+
+
+def test_html_report_adds_a_stage_plot_when_the_loader_reports_stages(images: Path) -> None:
+    import dataclasses
+
+    from stoker.preview.bench_html import render_bench_html
+
+    report = run_bench(BenchSettings(str(images), workers=(0,), batches=2, batch_size=4))
+    assert "plot-stages" not in render_bench_html(report)
+    staged = dataclasses.replace(  # as a loader with stats() would report them
+        report,
+        runs=[
+            dataclasses.replace(
+                run, bottleneck="decode", stage_seconds={"read": 0.1, "decode": 0.4}
+            )
+            for run in report.runs
+        ],
+    )
+    page = render_bench_html(staged)
+    assert page.count("<svg") == 4 and 'id="plot-stages"' in page
+    assert "<td>decode</td>" in page  # the named stage is the bottleneck column
+
+
+def test_seconds_measures_for_that_long(images: Path) -> None:
+    settings = BenchSettings(str(images), workers=(0,), seconds=0.5, batch_size=2, consumer_ms=20)
+    (run,) = run_bench(settings).runs
+    assert 0.5 <= run.seconds < 1.5
+    assert run.batches >= 5 and run.samples == 2 * run.batches  # 20 ms steps: at most 25

@@ -114,3 +114,14 @@ def test_video_shows_duration_fps_and_a_strip_of_frames(tmp_path: Path) -> None:
     page = render_html(report)
     assert page.count('<div class="media strip">') == 2
     assert '<div class="badge">video 1.00 s, 30 fps' in page
+
+
+def test_audio_shows_duration_and_rate_and_a_broken_file_says_so() -> None:
+    from stoker.media.av_decoder import AVDecoder
+    from stoker.preview import summarize
+    from tests.integration._media import make_audio
+
+    audio = summarize(AVDecoder(make_audio("wav", rate=16000, seconds=1.5)), thumbnails=True)
+    assert (audio.kind, audio.summary, audio.thumbnails) == ("audio", "audio 1.50 s, 16000 Hz", ())
+    broken = summarize(AVDecoder(b"not a media file"), thumbnails=True)
+    assert broken.kind == "object" and broken.summary.startswith("media, unreadable: ")
