@@ -16,8 +16,12 @@ from stoker.errors import StorageError
 
 @click.command(name="bench", context_settings=CONTEXT_SETTINGS)
 @click.argument("path", type=str)
-@click.option("--workers", default="0,2,4", show_default=True, help="Worker counts to try.")
-@click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True)
+@click.option(
+    "--workers", default="0,2,4", show_default=True, help="Worker counts to try, comma-separated."
+)
+@click.option(
+    "--batch-size", type=click.IntRange(1), default=16, show_default=True, help="Samples per batch."
+)
 @click.option(
     "--batches", type=click.IntRange(1), default=50, show_default=True, help="Batches per setting."
 )
@@ -31,14 +35,41 @@ from stoker.errors import StorageError
     show_default=True,
     help="Simulated training step per batch (ms), so the data-wait figure means something.",
 )
-@click.option("--task-encoder", metavar="MODULE:CLASS", help="Your task encoder class.")
+@click.option(
+    "--task-encoder",
+    metavar="MODULE:CLASS",
+    help="Your task encoder, imported from this directory or PYTHONPATH (default: stoker's).",
+)
 @click.option("--image-decode", help="Image mode of the decoder (torchrgb8, torchrgb, pil...).")
 @click.option("--av-decode", help="AV decoder (AVDecoder, torch, pyav).")
-@click.option("--split-part", default="train", show_default=True)
-@click.option("--shuffle-buffer-size", type=click.IntRange(0), default=100, show_default=True)
-@click.option("--max-samples-per-sequence", type=click.IntRange(1), default=100, show_default=True)
-@click.option("--prefetch-factor", type=click.IntRange(1), default=2, show_default=True)
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write a report here.")
+@click.option("--split-part", default="train", show_default=True, help="Split part to load.")
+@click.option(
+    "--shuffle-buffer-size",
+    type=click.IntRange(0),
+    default=100,
+    show_default=True,
+    help="As get_train_dataset's (0: no shuffling).",
+)
+@click.option(
+    "--max-samples-per-sequence",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="As get_train_dataset's.",
+)
+@click.option(
+    "--prefetch-factor",
+    type=click.IntRange(1),
+    default=2,
+    show_default=True,
+    help="Batches each worker keeps ready (the loader's prefetch_factor).",
+)
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    help="Also write a self-contained HTML report with plots here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @reports_errors
 def command(
