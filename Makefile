@@ -10,6 +10,11 @@ PY_DIRS := src tests benchmarks scripts examples
 install: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	# Debian's Chromium, for the headless-browser tests of the HTML pages (driven by playwright,
+	# which downloads no browser of its own); only where it is missing and apt-get exists.
+	if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=25.1"
 	# torch is pinned to the CPU build on disk; a plain `torch` would fetch a CUDA build.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -44,6 +44,20 @@ if TYPE_CHECKING:
     default=0,
     show_default=True,
     help="Index in the split of the first sample shown.",
+)
+@click.option("--shuffle", is_flag=True, help="Draw the samples at random instead of in order.")
+@click.option(
+    "--seed",
+    type=int,
+    help="Seed of --shuffle (default 0; the same seed shows the same samples). Implies --shuffle.",
+)
+@click.option(
+    "--blend-batches",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="For a metadataset: batches of 16 drawn from the blend to compare each dataset's "
+    "share with its weight (0: skip).",
 )
 @click.option(
     "--html",
@@ -84,6 +98,9 @@ def command(
     split_parts: str | None,
     num_samples: int,
     offset: int,
+    shuffle: bool,
+    seed: int | None,
+    blend_batches: int,
     html_out: str | None,
     image_decode: str,
     split_config: str,
@@ -93,11 +110,14 @@ def command(
 ) -> None:
     """Show the first samples of the dataset at PATH, decoded as the loader would see them.
 
-    PATH is a prepared folder of tar shards, or an indexed .jsonl file. Samples are read in
-    order (no shuffling) from the split part; for each one the key, shard and byte offset are
-    shown, and per field its type, shape, dtype and value range, or its text. A sample that
-    fails to decode is shown with its error. With --html, a page with the images as
-    thumbnails is written too: open it in a browser to look at the data.
+    PATH is a prepared folder of tar shards, an indexed .jsonl file, or a metadataset YAML
+    (each of its datasets is shown in turn, with its weight and the share of the first
+    batches it really got). Samples are read in order from the split part, or drawn at
+    random with --shuffle/--seed; for each one the key, shard and byte offset are shown, and
+    per field its type, shape, dtype and value range, or its text. A sample that fails to
+    decode is shown with its error. With --html, a page is written too: a gallery of
+    thumbnails with captions, a tab per split part, the full text and stored parts of a
+    sample on click. Open it in a browser to look at the data.
 
     \b
     Examples:
@@ -105,36 +125,49 @@ def command(
       stoker preview ./shards --split-part val -n 20 --offset 100
       stoker preview ./shards --split-parts train,val,test -n 2
       stoker preview ./shards -n 50 --html preview.html
+      stoker preview ./shards -n 48 --shuffle --seed 3 --split-parts train,val --html p.html
+      stoker preview ./blend.yaml -n 8 --html blend.html
       stoker preview ./shards --image-decode torchrgb --json
       stoker preview ./texts.jsonl -n 3
     """
     from stoker.preview import EmptySplitError, preview_dataset, render_html
+    from stoker.preview.blend import is_metadataset, preview_metadataset
 
+    if shuffle or seed is not None:
+        seed = seed or 0
+    options: dict[str, Any] = {
+        "num_samples": num_samples,
+        "offset": offset,
+        "image_decode": image_decode,
+        "split_config": split_config,
+        "dataset_config": dataset_config,
+        "trust_sample_loader": trust_sample_loader,
+        "thumbnails": html_out is not None,
+        "seed": seed,
+    }
+    metadataset = is_metadataset(path)
     parts = [p.strip() for p in split_parts.split(",") if p.strip()] if split_parts else []
     reports: list[PreviewReport] = []
     for part in parts or [split_part]:
         try:
-            report = preview_dataset(
-                path,
-                split_part=part,
-                num_samples=num_samples,
-                offset=offset,
-                image_decode=image_decode,  # type: ignore[arg-type]  # a click.Choice of them
-                split_config=split_config,
-                dataset_config=dataset_config,
-                trust_sample_loader=trust_sample_loader,
-                thumbnails=html_out is not None,
-            )
+            if metadataset:
+                found = preview_metadataset(
+                    path, split_part=part, blend_batches=blend_batches, **options
+                )
+            else:
+                found = [preview_dataset(path, split_part=part, **options)]
         except EmptySplitError:
             if not parts:
                 raise
             click.echo(f"Dataset {part} is empty. Skipping.", err=True)
             continue
-        if not as_json:
-            click.echo("\n".join(([""] if reports else []) + format_preview(report)))
-        reports.append(report)
+        for report in found:
+            if not as_json:
+                click.echo("\n".join(([""] if reports else []) + format_preview(report)))
+            reports.append(report)
     if as_json:
-        echo_json([dataclasses.asdict(r) for r in reports] if parts else reports[0])
+        many = parts or metadataset
+        echo_json([dataclasses.asdict(r) for r in reports] if many else reports[0])
     if html_out is not None:
         _write(html_out, render_html(reports))
         count = sum(len(report.samples) for report in reports)
@@ -144,11 +177,18 @@ def command(
 def format_preview(report: PreviewReport) -> list[str]:
     """The human preview: a header line, then one block per sample."""
     last = report.offset + len(report.samples) - 1
-    lines = [
-        f"{report.path} [{report.split_part}]: {report.sample_type}, "
-        f"samples {report.offset} to {last} of {report.total:,}"
+    shown = f"samples {report.offset} to {last} of {report.total:,}"
+    start = report.offset
+    if report.seed is not None:
+        shown = f"{len(report.samples)} of {report.total:,} samples drawn with seed {report.seed}"
+        start = 0
+    lines = [f"{report.path} [{report.split_part}]: {report.sample_type}, {shown}"]
+    blend = [
+        f"{k} {report.info[k]}" for k in ("weight", "repetitions", "drawn") if k in report.info
     ]
-    for position, sample in enumerate(report.samples, start=report.offset):
+    if blend:
+        lines.append("  " + ", ".join(blend))
+    for position, sample in enumerate(report.samples, start=start):
         lines += ["", *_sample_lines(position, sample)]
     return lines
 

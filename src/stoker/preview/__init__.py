@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from stoker.preview.html import render_html
-from stoker.preview.read import EmptySplitError, kept_refs, preview_dataset
+from stoker.preview.read import EmptySplitError, drawn_refs, kept_refs, preview_dataset
 from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 from stoker.preview.summary import MAX_TEXT, short, summarize, truncate
 from stoker.preview.thumbnails import MAX_FRAMES, THUMBNAIL_SIZE, image_data_uri, render_frames
@@ -27,6 +27,7 @@ __all__ = [
     "FieldSummary",
     "PreviewReport",
     "PreviewSample",
+    "drawn_refs",
     "image_data_uri",
     "kept_refs",
     "preview_dataset",

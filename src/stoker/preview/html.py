@@ -1,7 +1,16 @@
-"""Render a preview report as one self-contained HTML page: a card per sample, thumbnails inline.
+"""Render preview reports as one self-contained HTML page: a tab per split, a gallery per dataset.
 
-All text is escaped; images are data URIs made by :mod:`stoker.preview.thumbnails`, so the page
-can be opened or sent on without the dataset.
+Each sample is a card with its thumbnail (or a strip of video frames), its key and caption;
+clicking it opens the full text of every field, the stored parts and their byte sizes. Each
+dataset section starts with a header: samples, shards, sample type, field map, media metadata
+(and, for a metadataset, the expected weight against the samples drawn). All text is escaped;
+images are data URIs (:mod:`stoker.preview.thumbnails`), so the page can be sent on without the
+dataset.
+
+Example:
+    >>> page = render_html([report])  # doctest: +SKIP
+    >>> page.count('class="card"')  # doctest: +SKIP
+    5
 """
 
 from __future__ import annotations
@@ -9,64 +18,121 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from stoker.preview.report import PreviewReport, PreviewSample
+from stoker.preview.html_assets import CSS, SCRIPT
+from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;background:#f4f4f6;color:#222}
-.card{background:#fff;border-radius:8px;padding:1em;margin:0 0 1em;box-shadow:0 1px 3px #0002}
-.card h2{font-size:1.05em;margin:0 0 .2em;font-family:monospace}
-.where{color:#666;font-size:.85em;margin-bottom:.6em}
-table{border-collapse:collapse;width:100%}
-td{vertical-align:top;padding:.3em .6em;border-top:1px solid #eee}
-td.name{font-family:monospace;font-weight:bold;width:12em}
-.summary{font-family:monospace;font-size:.85em;color:#555}
-.text{white-space:pre-wrap;margin-top:.2em}
-.error{color:#b00020;font-family:monospace}
-img{max-width:256px;max-height:256px;margin:.3em .3em 0 0;border:1px solid #ddd}
-"""
+esc = html.escape
 
 
 def render_html(reports: PreviewReport | Sequence[PreviewReport]) -> str:
-    """A self-contained HTML page with one card per sample (all text escaped).
-
-    Several reports (split parts) go one after the other on the same page.
-    """
-    esc = html.escape
+    """A self-contained HTML page; reports of the same split part share a tab."""
     if isinstance(reports, PreviewReport):
         reports = [reports]
-    title = ", ".join(f"{r.path} [{r.split_part}]" for r in reports)
-    sections = []
+    tabs: dict[str, list[PreviewReport]] = {}
     for report in reports:
-        sections.append(
-            f"<h1>{esc(report.path)} [{esc(report.split_part)}]</h1><p>"
-            f"{esc(report.sample_type)}, samples {report.offset} to "
-            f"{report.offset + len(report.samples) - 1} of {report.total}</p>\n"
-            + "\n".join(_card(sample) for sample in report.samples)
+        tabs.setdefault(report.split_part, []).append(report)
+    paths = list(dict.fromkeys(r.path for r in reports))
+    buttons, panels = [], []
+    for n, (split, members) in enumerate(tabs.items()):
+        shown = sum(len(r.samples) for r in members)
+        buttons.append(
+            f'<button class="tab" role="tab" data-panel="tab-{n}" '
+            f'aria-selected="{str(n == 0).lower()}">{esc(split)} ({shown})</button>'
         )
+        hidden = "" if n == 0 else " hidden"
+        sections = "\n".join(_section(r) for r in members)
+        panels.append(f'<div class="panel" id="tab-{n}" data-split="{esc(split)}"{hidden}>')
+        panels.append(f"{sections}</div>")
     return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>stoker preview: {esc(title)}</title><style>{_CSS}</style></head>\n"
-        f"<body>{chr(10).join(sections)}\n</body></html>\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>stoker preview: {esc(', '.join(paths))}</title><style>{CSS}</style></head>\n"
+        f'<body><header><h1>stoker preview</h1><div class="path">{esc(", ".join(paths))}'
+        f'</div></header>\n<nav class="tabs" role="tablist">{"".join(buttons)}</nav>\n'
+        + "\n".join(panels)
+        + '\n<dialog id="detail"><button class="close" aria-label="close">×</button>'
+        f'<div class="body"></div></dialog>\n<script>{SCRIPT}</script>\n</body></html>\n'
+    )
+
+
+def _section(report: PreviewReport) -> str:
+    facts = {"sample type": report.sample_type, **report.info}
+    summary = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts.items())
+    if report.seed is not None:
+        shown = f"{len(report.samples)} of {report.total:,} samples, drawn with seed {report.seed}"
+    else:
+        last = report.offset + len(report.samples) - 1
+        shown = f"samples {report.offset} to {last} of {report.total:,}, in order"
+    cards = "\n".join(_card(sample) for sample in report.samples)
+    return (
+        f'<section class="dataset"><h1>{esc(report.path)} [{esc(report.split_part)}]</h1>'
+        f'<dl class="summary">{summary}</dl><p class="range">{esc(shown)}</p>'
+        f'<div class="gallery">\n{cards}\n</div></section>'
     )
 
 
 def _card(sample: PreviewSample) -> str:
-    esc = html.escape
-    where = f"{sample.shard}, sample {sample.index}, byte offset {sample.offset}"
-    body = f'<p class="error">{esc(sample.error)}</p>' if sample.error else _field_table(sample)
+    media = _media(sample)
+    badge = next((f.summary for f in sample.fields.values() if f.kind in ("video", "audio")), None)
+    if sample.error:
+        caption = f'<p class="caption error">{esc(sample.error)}</p>'
+    else:
+        caption = f'<p class="caption">{esc(_caption(sample))}</p>'
     return (
-        f'<div class="card"><h2>{esc(sample.key)}</h2>'
-        f'<div class="where">{esc(where)}</div>{body}</div>'
+        f'<article class="card" tabindex="0" data-key="{esc(sample.key)}">{media}'
+        f"<h2>{esc(sample.key)}</h2>{caption}"
+        + (f'<div class="badge">{esc(badge)}</div>' if badge else "")
+        + f'<div class="detail" hidden>{_detail(sample)}</div></article>'
     )
 
 
-def _field_table(sample: PreviewSample) -> str:
-    esc = html.escape
-    rows = []
-    for name, summary in sample.fields.items():
-        cell = f'<div class="summary">{esc(summary.summary)}</div>'
-        if summary.text is not None:
-            cell += f'<div class="text">{esc(summary.text)}</div>'
-        cell += "".join(f'<img src="{uri}" alt="{esc(name)}">' for uri in summary.thumbnails)
-        rows.append(f'<tr><td class="name">{esc(name)}</td><td>{cell}</td></tr>')
-    return f"<table>{''.join(rows)}</table>"
+def _media(sample: PreviewSample) -> str:
+    fields = list(sample.fields.items())
+    videos = [(n, f) for n, f in fields if f.kind == "video" and f.thumbnails]
+    if videos:
+        name, field = videos[0]
+        images = "".join(f'<img src="{uri}" alt="{esc(name)}">' for uri in field.thumbnails)
+        return f'<div class="media strip">{images}</div>'
+    images = "".join(
+        f'<img src="{uri}" alt="{esc(name)}">' for name, f in fields for uri in f.thumbnails
+    )
+    if images:
+        return f'<div class="media">{images}</div>'
+    kinds = [f.summary for _, f in fields if f.kind in ("audio", "video")]
+    label = kinds[0] if kinds else ", ".join(name for name, _ in fields) or "no fields"
+    return f'<div class="media"><span class="placeholder">{esc(label)}</span></div>'
+
+
+def _caption(sample: PreviewSample) -> str:
+    texts = [f.text for f in sample.fields.values() if f.text]
+    if texts:
+        return texts[0]
+    return "; ".join(f"{name}: {f.summary}" for name, f in list(sample.fields.items())[:2])
+
+
+def _detail(sample: PreviewSample) -> str:
+    where = f"{sample.shard}, sample {sample.index}, byte offset {sample.offset}"
+    parts = "".join(
+        f'<tr><td class="name">{esc(name)}</td><td>{_bytes(size)}</td></tr>'
+        for name, size in sample.parts.items()
+    )
+    body = f'<p class="where">{esc(where)}</p>'
+    if parts:
+        body += f'<table class="parts"><tr><th>part</th><th>size</th></tr>{parts}</table>'
+    if sample.error:
+        return body + f'<p class="error">{esc(sample.error)}</p>'
+    rows = "".join(_field_row(name, f) for name, f in sample.fields.items())
+    return body + f'<table class="fields">{rows}</table>'
+
+
+def _field_row(name: str, summary: FieldSummary) -> str:
+    cell = f'<div class="summary-line">{esc(summary.summary)}</div>'
+    text = summary.full_text if summary.full_text is not None else summary.text
+    if text is not None:
+        cell += f'<div class="text">{esc(text)}</div>'
+    return f'<tr><td class="name">{esc(name)}</td><td>{cell}</td></tr>'
+
+
+def _bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KiB ({size:,} B)" if size < 2**20 else f"{size / 2**20:.1f} MiB"

@@ -18,6 +18,7 @@ from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.pipeline.decode import ImageDecoderType, SampleDecoder
 from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
+from stoker.preview.header import header_info
 from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 from stoker.preview.summary import summarize
 from stoker.runtime.build import SampleBuilder
@@ -38,11 +39,14 @@ def preview_dataset(
     dataset_config: str = DEFAULT_DATASET_YAML,
     trust_sample_loader: bool = False,
     thumbnails: bool = False,
+    seed: int | None = None,
 ) -> PreviewReport:
     """Samples ``offset`` to ``offset + num_samples`` of the split, in order, summarised.
 
-    A sample that cannot be decoded or mapped is reported with its error instead of stopping
-    the preview; dataset-level problems (missing metadata or shards) raise.
+    With a ``seed``, ``num_samples`` samples drawn at random from the split instead (the same
+    seed draws the same ones; ``offset`` is ignored). A sample that cannot be decoded or
+    mapped is reported with its error instead of stopping the preview; dataset-level problems
+    (missing metadata or shards) raise.
     """
     if num_samples < 1 or offset < 0:
         raise ConfigError(f"invalid {num_samples=} or {offset=}.", hint="Use n >= 1, offset >= 0.")
@@ -62,7 +66,11 @@ def preview_dataset(
             f"{offset=} is past the end of split {split_part!r} ({source.total} samples).",
             hint="Use a smaller --offset.",
         )
-    refs = kept_refs(int(source.counts.sum()), source.excluded, offset, num_samples)
+    count = int(source.counts.sum())
+    if seed is None:
+        refs = kept_refs(count, source.excluded, offset, num_samples)
+    else:
+        refs = drawn_refs(count, source.excluded, num_samples, seed)
     shard_ids, indices = global_to_shard(source.counts, refs)
     builder = SampleBuilder(source, SampleDecoder(image_decode=image_decode))
     reader = source.reader()
@@ -73,7 +81,17 @@ def preview_dataset(
         ]
     finally:
         reader.close()
-    return PreviewReport(path, split_part, _type_name(source), source.total, offset, samples)
+    type_name = _type_name(source)
+    return PreviewReport(
+        path,
+        split_part,
+        type_name,
+        source.total,
+        offset,
+        samples,
+        info=header_info(source, type_name),
+        seed=seed,
+    )
 
 
 def kept_refs(count: int, excluded: npt.NDArray[np.int64], offset: int, n: int) -> list[int]:
@@ -97,6 +115,21 @@ def kept_refs(count: int, excluded: npt.NDArray[np.int64], offset: int, n: int) 
     return refs
 
 
+def drawn_refs(count: int, excluded: npt.NDArray[np.int64], n: int, seed: int) -> list[int]:
+    """Up to ``n`` global indices below ``count``, not ``excluded``, drawn at random with ``seed``.
+
+    Example:
+        >>> refs = drawn_refs(100, np.array([3]), 5, seed=1)
+        >>> refs == drawn_refs(100, np.array([3]), 5, seed=1), len(set(refs)), 3 in refs
+        (True, 5, False)
+    """
+    skip = set(excluded.tolist())
+    # Drawing n + len(skip) distinct indices leaves at least n kept ones (or all there are).
+    size = min(count, n + len(skip))
+    drawn = np.random.default_rng(seed).choice(count, size=size, replace=False)
+    return [int(r) for r in drawn if int(r) not in skip][:n]
+
+
 def _preview_one(
     source: DataSource, builder: SampleBuilder, raw: RawSample, ref: int, thumbnails: bool
 ) -> PreviewSample:
@@ -113,7 +146,8 @@ def _preview_one(
     else:
         values = _fields(sample, source.jsonl)
         fields = {name: summarize(value, thumbnails) for name, value in values.items()}
-    return PreviewSample(raw.key, raw.shard, raw.index, raw.offset, fields, error)
+    parts = {name: len(data) for name, data in raw.parts.items()}
+    return PreviewSample(raw.key, raw.shard, raw.index, raw.offset, fields, error, parts)
 
 
 def _fields(sample: Any, jsonl: bool) -> dict[str, Any]:

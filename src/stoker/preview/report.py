@@ -26,6 +26,8 @@ class FieldSummary:
     max: float | None = None
     text: str | None = None
     thumbnails: tuple[str, ...] = ()
+    #: The whole text where ``text`` was cut (shown on click in the HTML page).
+    full_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class PreviewSample:
     offset: int
     fields: dict[str, FieldSummary] = field(default_factory=dict)
     error: str | None = None
+    #: The sample's stored parts (``jpg``, ``txt``...) and their sizes in bytes.
+    parts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,3 +54,7 @@ class PreviewReport:
     total: int
     offset: int
     samples: list[PreviewSample]
+    #: Facts for the page's header (shards, field map, media metadata...), in order.
+    info: dict[str, str] = field(default_factory=dict)
+    #: The seed the samples were drawn with (None: in order from ``offset``).
+    seed: int | None = None

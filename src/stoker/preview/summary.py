@@ -38,7 +38,13 @@ def summarize(value: Any, thumbnails: bool = False) -> FieldSummary:
     if isinstance(value, (int, float)):
         return FieldSummary("number", f"{type(value).__name__} {value}")
     if isinstance(value, str):
-        return FieldSummary("text", f"str, {len(value)} chars", text=truncate(value))
+        cut = len(value) > MAX_TEXT
+        return FieldSummary(
+            "text",
+            f"str, {len(value)} chars",
+            text=truncate(value),
+            full_text=value if cut else None,
+        )
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         guess = guess_extension(data)
@@ -46,6 +52,10 @@ def summarize(value: Any, thumbnails: bool = False) -> FieldSummary:
     if isinstance(value, (list, tuple, dict)):
         kind = "dict" if isinstance(value, dict) else "list"
         return FieldSummary(kind, truncate(short(value)))
+    if callable(getattr(value, "get_metadata", None)) and hasattr(value, "get_clips"):
+        from stoker.preview.media import summarize_av
+
+        return summarize_av(value, thumbnails)
     return FieldSummary("object", type(value).__name__)
 
 
