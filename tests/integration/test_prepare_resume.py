@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import snapshot, write_shard
@@ -158,3 +159,23 @@ def test_media_records_are_resumed_too(tmp_path: Path, monkeypatch: pytest.Monke
         report = media_prepare.media_into_pending(pending, media, num_workers=1)
         assert (report.files, report.failed) == (6, 0)
         assert pending.resumed == 3
+
+
+def test_workers_end_when_prepare_is_killed(tmp_path: Path) -> None:
+    dataset = make_many_shards(tmp_path / "ds")
+    command = [*prepare_command(dataset)]
+    command[command.index("--num-workers") + 1] = "2"
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env()
+    )
+    main = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 60
+    workers: list[psutil.Process] = []
+    while proc.poll() is None and time.monotonic() < deadline and len(workers) < 2:
+        workers = main.children(recursive=True)
+        time.sleep(0.02)
+    assert len(workers) >= 2, "prepare finished before its workers could be seen"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, f"indexing workers outlived the killed prepare: {alive}"

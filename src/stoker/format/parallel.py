@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -14,6 +16,8 @@ R = TypeVar("R")
 #: Tasks handed out per worker ahead of the consumer: enough to keep workers busy, few enough
 #: that results waiting for a slow consumer (e.g. sqlite inserts) cannot pile up.
 IN_FLIGHT_PER_WORKER = 4
+#: Seconds between a worker's checks that the process that started it is still there.
+PARENT_CHECK_S = 0.5
 
 
 def default_workers(num_workers: int | None, tasks: int) -> int:
@@ -31,7 +35,7 @@ def ordered_map(
         yield from map(fn, items)
         return
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with context.Pool(workers) as pool:
+    with context.Pool(workers, initializer=watch_parent, initargs=(os.getpid(),)) as pool:
         pending: collections.deque[Any] = collections.deque()
         queue = iter(items)
         for item in queue:
@@ -44,3 +48,15 @@ def ordered_map(
                 pending.append(pool.apply_async(fn, (item,)))
                 break
             yield result
+
+
+def watch_parent(parent: int) -> None:
+    """End this worker soon after ``parent`` is gone (killed with SIGKILL, say), so that no
+    worker keeps indexing for a prepare nobody waits for."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stoker-parent-watch", daemon=True).start()
