@@ -83,8 +83,13 @@ def _workdir(demo: Path, tmp_path: Path) -> Path:
     return tmp_path
 
 
+#: Pages of prose only (no code to run).
+PROSE_PAGES = {"architecture.md"}
+
+
 def test_every_page_has_blocks_and_marks_are_known() -> None:
-    assert len(PAGES) >= 10 and all(read_blocks(page) for page in PAGES)
+    assert len(PAGES) >= 10
+    assert all(read_blocks(page) for page in PAGES if page.name not in PROSE_PAGES)
     for block in BLOCKS:
         if block.mark == "fragment":
             assert block.note, f"{block.id}: a fragment mark needs a reason"
