@@ -42,7 +42,7 @@ from stoker.format.meta import (
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress
-from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex
+from stoker.format.shard_scan import MAX_PARTS_REPORTED
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
