@@ -5,7 +5,8 @@ processes; the part that spreads over ranks), ``merge`` builds ``index.sqlite`` 
 ``.tar.idx`` files from the work folder (what rank 0 does after a distributed scan; also timed
 with ``--no-sample-index``), ``publish`` writes the meta files. Prints seconds, samples/s, peak
 RSS of the main process and of the largest worker, the index size, and an extrapolation to 10^9
-samples on 64 cores (8 machines). ``--ranks 4`` runs the scan as 4 gloo ranks on this machine
+samples on this machine and on 64 cores (8 machines). ``--random-keys``: hex digests as keys
+(the worst case for the key index). ``--ranks 4`` runs the scan as 4 gloo ranks on this machine
 (torch.multiprocessing) and prints the split and merge times.
 
 Run: ``python benchmarks/bench_prepare_scale.py --samples 1e6 [--ranks 4] [--workers 2]``.
@@ -14,6 +15,7 @@ Run: ``python benchmarks/bench_prepare_scale.py --samples 1e6 [--ranks 4] [--wor
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import resource
 import shutil
@@ -34,15 +36,21 @@ def peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 2**10
 
 
-def make_shards(root: str, samples: int) -> int:
-    """Write ``samples`` tiny samples; headers are built once per shard from a template."""
+def make_shards(root: str, samples: int, random_keys: bool = False) -> int:
+    """Write ``samples`` tiny samples; ``random_keys``: hex digests instead of keys in order
+    (every row then lands on a random page of the key index)."""
     os.makedirs(root, exist_ok=True)
     shards = (samples + PER_SHARD - 1) // PER_SHARD
     for s in range(shards):
         n = min(PER_SHARD, samples - s * PER_SHARD)
         blocks = []
         for i in range(n):
-            info = tarfile.TarInfo(f"s{s:06d}_{i:04d}.txt")
+            key = (
+                hashlib.blake2b(b"%d/%d" % (s, i), digest_size=12).hexdigest()
+                if random_keys
+                else f"s{s:06d}_{i:04d}"
+            )
+            info = tarfile.TarInfo(f"{key}.txt")
             info.size = 8
             blocks.append(info.tobuf(tarfile.USTAR_FORMAT) + b"%08d" % i + b"\0" * 504)
         with open(os.path.join(root, f"shard_{s:06d}.tar"), "wb") as f:
@@ -96,18 +104,48 @@ def distributed(root: str, ranks: int, workers: int | None) -> tuple[float, floa
     return split, merge, rss
 
 
+def report(root: str, samples: int, phases: dict[str, float], cores: int) -> None:
+    """Per-phase figures, peak memory per process and the extrapolation to 10^9 samples."""
+    scan, merge, no_index = phases["scan"], phases["merge+publish"], phases["merge no index"]
+    index = max(merge - no_index, 1e-9)  # what index.sqlite adds to the merge
+    size = os.path.getsize(os.path.join(root, ".nv-meta", "index.sqlite"))
+    for name, seconds, where in (
+        ("scan into the work folder", scan, f"{cores} worker processes"),
+        ("merge: .tar.idx files, no index", no_index, "main process"),
+        ("merge: index.sqlite build", index, "main process"),
+        ("merge + publish in all", merge, "main process"),
+    ):
+        print(f"{name:34s} {seconds:7.1f} s {samples / seconds:12,.0f} samples/s  ({where})")
+    print(f"index.sqlite {size / 2**20:.0f} MB ({size / samples:.0f} B/sample)")
+    print(f"peak RSS: main process {peak_rss_mb():.0f} MB, "
+          f"largest worker {peak_rss_mb(resource.RUSAGE_CHILDREN):.0f} MB")  # fmt: skip
+    scale = 1e9 / samples  # linear: shards are independent, the index builds are sorts
+    hours = {"scan": scan * scale / 3600, "merge": merge * scale / 3600}
+    print(
+        f"10^9 samples on this machine ({cores} cores): scan {hours['scan']:.1f} h + merge "
+        f"{hours['merge']:.1f} h = {hours['scan'] + hours['merge']:.1f} h "
+        f"({no_index * scale / 3600:.1f} h merge with --no-sample-index)"
+    )
+    wide = hours["scan"] * cores / 64
+    print(
+        f"10^9 samples on 64 cores of 8 machines: scan {wide * 60:.0f} min, then merge on rank 0 "
+        f"{hours['merge']:.1f} h (one process) = {wide + hours['merge']:.1f} h"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=float, default=1e7)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--ranks", type=int, default=0)
+    parser.add_argument("--random-keys", action="store_true", help="hex digests as keys")
     args = parser.parse_args()
     samples = int(args.samples)
     tmp = tempfile.mkdtemp(prefix="bench-prepare-")
     root = os.path.join(tmp, "ds")
     try:
         t = time.perf_counter()
-        shards = make_shards(root, samples)
+        shards = make_shards(root, samples, args.random_keys)
         print(
             f"{samples:,} samples in {shards:,} shards written in {time.perf_counter() - t:.1f} s"
         )
@@ -120,24 +158,7 @@ def main() -> None:
             print(f"  rank 0 peak RSS {rss:.0f} MB")
             return
         phases = single(root, args.workers)
-        scan, merge = phases["scan"], phases["merge+publish"]
-        size = os.path.getsize(os.path.join(root, ".nv-meta", "index.sqlite"))
-        print(f"scan into the work folder {scan:.1f} s ({samples / scan:,.0f} samples/s)")
-        print(f"merge (index.sqlite + .tar.idx) + publish {merge:.1f} s "
-              f"({samples / merge:,.0f} samples/s)")  # fmt: skip
-        no_index = phases["merge no index"]
-        print(
-            f"merge with --no-sample-index {no_index:.1f} s ({samples / no_index:,.0f} samples/s)"
-        )
-        print(f"index.sqlite {size / 2**20:.0f} MB ({size / samples:.0f} B/sample)")
-        print(f"peak RSS: main {peak_rss_mb():.0f} MB, "
-              f"largest worker {peak_rss_mb(resource.RUSAGE_CHILDREN):.0f} MB")  # fmt: skip
-        cores = args.workers or os.cpu_count() or 1
-        scan_core = samples / scan / cores
-        print(f"10^9 samples: scan {1e9 / scan_core / 3600:.1f} core-hours; on 64 cores "
-              f"{1e9 / scan_core / 64 / 60:.0f} min, then merge on rank 0 "
-              f"{1e9 / (samples / merge) / 3600:.1f} h ({1e9 / (samples / no_index) / 3600:.1f} h "
-              "with --no-sample-index)")  # fmt: skip
+        report(root, samples, phases, args.workers or os.cpu_count() or 1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from stoker import WorkerConfig, get_loader, get_val_dataset
 from stoker.cli.main import cli
-from stoker.errors import ConfigError, StorageError
+from stoker.errors import ConfigError, StokerError, StorageError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.join_index import read_key_table
 from stoker.format.prepare import prepare_dataset
@@ -71,3 +71,39 @@ def test_media_into_pending_without_index_is_a_config_error(tmp_path: Path) -> N
     root = make_dataset(tmp_path / "ds", shards=1, per_shard=2)
     with index_shards(str(root), sample_index=False) as pending, pytest.raises(ConfigError):
         pending.index_db_path()
+
+
+def test_pack_prepare_without_index_restores_samples_and_aux_mount_name_the_flag(
+    tmp_path: Path,
+) -> None:
+    from stoker.format.mount import DatasetTree
+    from stoker.sources.aux import WebdatasetFileStore
+
+    source = tmp_path / "texts"
+    source.mkdir()
+    for i in range(6):
+        (source / f"{i:03d}.txt").write_text(f"text {i}")
+    out = tmp_path / "packed"
+    lonely = CliRunner().invoke(cli, ["pack", str(source), str(out), "--no-sample-index"])
+    assert lonely.exit_code != 0 and "--prepare" in lonely.output
+    args = ["pack", str(source), str(out), "--samples-per-shard", "2", "--no-progress"]
+    typed = ["--sample-type", "TextSample", "--field-map", '{"text": "txt"}']
+    packed = CliRunner().invoke(cli, [*args, *typed, "--prepare", "--no-sample-index"])
+    assert packed.exit_code == 0, packed.output
+    assert (out / ".nv-meta" / ".info.json").exists()
+    assert not (out / ".nv-meta" / "index.sqlite").exists()
+    assert len(list(out.glob("*.tar.idx"))) == 3
+
+    # restore_sample finds samples by their position (the .tar.idx files), not by key
+    wc = WorkerConfig(rank=0, world_size=1, num_workers=2)
+    loader = get_loader(get_val_dataset(str(out), split_part="train", worker_config=wc,
+                                        batch_size=2))  # fmt: skip
+    batches = list(loader)
+    assert sum(len(b.__key__) for b in batches) == 6
+    restored = loader.restore_sample(batches[1].__restore_key__)
+    assert restored.__key__ == batches[1].__key__
+
+    with pytest.raises(ConfigError, match="--no-sample-index"):
+        WebdatasetFileStore(str(out))
+    with pytest.raises(StokerError, match="--no-sample-index"):
+        DatasetTree(str(out))

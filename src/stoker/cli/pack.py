@@ -67,6 +67,7 @@ class _PrepareArgs:
     split_parts: list[tuple[str, str]] | None
     dataset_yaml: dict[str, Any] | None
     num_workers: int | None
+    sample_index: bool = True
 
 
 def _prepare_args(prepare: bool, flags: Mapping[str, Any]) -> _PrepareArgs | None:
@@ -85,7 +86,13 @@ def _prepare_args(prepare: bool, flags: Mapping[str, Any]) -> _PrepareArgs | Non
         raise click.UsageError("give either --split-ratio or --split-parts, not both.")
     ratio = None if parts else parse_split_ratio(flags["split_ratio"] or "1,0,0")
     dataset_yaml = _dataset_yaml(flags["sample_type"], flags["field_map"])
-    return _PrepareArgs(ratio, parts or None, dataset_yaml, flags["num_workers"])
+    return _PrepareArgs(
+        ratio,
+        parts or None,
+        dataset_yaml,
+        flags["num_workers"],
+        sample_index=not flags.get("no_sample_index"),
+    )
 
 
 def _run_prepare(
@@ -105,6 +112,7 @@ def _run_prepare(
         overwrite=True,
         dataset_yaml=args.dataset_yaml,
         progress=progress,
+        sample_index=args.sample_index,
     )
 
 
@@ -206,6 +214,12 @@ def _print_summary(report: PackReport, prepared: PrepareReport | None) -> None:
     help="With --prepare: processes that index shards. [default: CPU count, at most 16]",
 )
 @click.option(
+    "--no-sample-index",
+    is_flag=True,
+    help="With --prepare: build no .nv-meta/index.sqlite (key lookup). Loading needs only the "
+    ".tar.idx files; joins, aux datasets, media metadata and restore_sample need the index.",
+)
+@click.option(
     "--distributed",
     is_flag=True,
     help="Share the shards (and --prepare's indexing) among the ranks of a torchrun or srun job.",
@@ -228,6 +242,7 @@ def command(
     sample_type: str | None,
     field_map: str | None,
     num_workers: int | None,
+    no_sample_index: bool,
     distributed: bool,
 ) -> None:
     """Turn a folder of files, or a JSONL file, into WebDataset tar shards in OUT.
@@ -252,6 +267,7 @@ def command(
     """
     flags: dict[str, Any] = {"split_ratio": split_ratio, "split_parts": split_parts}
     flags |= {"sample_type": sample_type, "field_map": field_map, "num_workers": num_workers}
+    flags["no_sample_index"] = no_sample_index or None  # a flag: None when not given
     prepare_args = _prepare_args(prepare, flags)
     report = pack(
         src,

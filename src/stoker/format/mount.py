@@ -48,9 +48,11 @@ class DatasetTree:
         local = self.store.cached_local_path(INDEX_SQLITE)
         if local is None:
             raise FormatError(
-                "the dataset has no .nv-meta/index.sqlite, which lists the files to show.",
+                "the dataset has no .nv-meta/index.sqlite, which lists the files to show (was it "
+                "prepared with --no-sample-index?).",
                 path=path,
-                hint="Prepare the dataset with `stoker prepare` (or Energon's prepare).",
+                hint="Prepare the dataset with `stoker prepare` without --no-sample-index (or "
+                "with Energon's prepare).",
             )
         #: folder path ("" for the top) -> {name: FileEntry, or None for a sub-folder}
         self._dirs: dict[str, dict[str, FileEntry | None]] = {"": {}}

@@ -42,7 +42,7 @@ from stoker.format.meta import (
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress
-from stoker.format.shard_scan import MAX_PARTS_REPORTED, ShardIndex
+from stoker.format.shard_scan import MAX_PARTS_REPORTED
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
@@ -435,11 +435,8 @@ def _index_into(
         for shard_id, shard in enumerate(
             ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
         ):
-            try:
-                if writer is not None:
-                    writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
-            except DuplicateKeyError as e:
-                raise _duplicate_error(pending, shard, e) from None
+            if writer is not None:
+                writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
             offsets = encode_offsets(shard.offsets)
             store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), offsets)
             _hash_shard(pending.digest, shard.name, shard.keys, offsets)
@@ -450,7 +447,10 @@ def _index_into(
             pending.resumed += shard.resumed
             bar.update(samples=len(shard.keys))
         if writer is not None:
-            writer.close()
+            try:
+                writer.close()
+            except DuplicateKeyError as e:
+                raise _duplicate_error(pending, e) from None
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -467,17 +467,12 @@ def _hash_shard(digest: Any, name: str, keys: list[str], offsets: bytes) -> None
     digest.update(offsets)
 
 
-def _duplicate_error(
-    pending: PendingPrepare, shard: ShardIndex, e: DuplicateKeyError
-) -> StokerError:
-    where = (
-        f"shard {pending.shards[e.first_shard_id]!r} and shard {shard.name!r}"
-        if e.first_shard_id is not None
-        else f"shard {shard.name!r}"
-    )
+def _duplicate_error(pending: PendingPrepare, e: DuplicateKeyError) -> StokerError:
+    first, second = pending.shards[e.first_shard_id], pending.shards[e.second_shard_id]
+    where = f"shard {first!r} and shard {second!r}" if first != second else f"shard {first!r}"
     return FormatError(
         f"duplicate sample key: it occurs in {where}; sample keys must be unique in a dataset.",
-        path=pending.store.url(shard.name),
+        path=pending.store.url(second),
         key=e.key,
         hint="Run `stoker prepare` with --fix-duplicates (renames each shard's members to "
         "<shard>/<name> in place), re-shard the data with `stoker pack`, which makes keys "
