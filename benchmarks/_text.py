@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from _data import Dataset, DatasetSpec, ensure_dataset
 
 WORKLOADS = {"jsonl": 256, "tiny": 32}  # workload -> batch size
@@ -80,7 +81,7 @@ def open_loader(tool: str, workload: str, workers: int, path: Path) -> Any:
     if workload == "jsonl":  # crude samples need a cooker (Energon raises without one)
 
         class Encoder(lib.DefaultTaskEncoder):  # type: ignore[misc, name-defined]
-            cookers = [lib.Cooker(lib.stateless(cook_text))]
+            cookers = [lib.Cooker(lib.stateless(cook_text))]  # noqa: RUF012
 
         task_encoder = Encoder()
     dataset = lib.get_train_dataset(
@@ -114,7 +115,11 @@ def webdataset_loader(path: Path, workers: int, batch: int) -> Any:
         .shuffle(SHUFFLE_BUFFER)
         .decode()
         .to_tuple("__key__", "txt")
-        .batched(batch, collation_fn=lambda rows: [list(col) for col in zip(*rows)], partial=False)
+        .batched(
+            batch,
+            collation_fn=lambda rows: [list(col) for col in zip(*rows, strict=True)],
+            partial=False,
+        )
     )
     return torch.utils.data.DataLoader(pipeline, batch_size=None, num_workers=workers)
 
