@@ -1,4 +1,5 @@
-"""Small local samples read ahead in coalesced blocks; SourceInfo's compact pickles."""
+"""Small samples: local reads in coalesced blocks, SourceInfo's compact pickles, the text
+decoders' fast path."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 
 import stoker.pipeline.read as read_module
-from stoker.errors import CorruptShardError
+from stoker.errors import CorruptShardError, SampleError
 from stoker.format.jsonl import prepare_jsonl
 from stoker.model.samples import SourceInfo
+from stoker.pipeline.decode import SampleDecoder, register_decoder
 from stoker.pipeline.local_blocks import KEEP_HINTS, LocalBlocks
 from stoker.pipeline.read import ShardReader
 from stoker.storage import open_store
@@ -78,3 +80,23 @@ def test_source_info_pickles_compactly_and_round_trips() -> None:
     back = pickle.loads(data)
     assert type(back) is SourceInfo and back == info
     assert b"file_names" not in data  # fields by position, not a state dict of names
+
+
+def test_text_parts_decode_on_the_fast_path_and_fail_as_before() -> None:
+    decoder = SampleDecoder()
+    assert decoder.decode("k", {"json": b'{"a": [1]}', "txt": b"hi", "cls": b"7"}) == {
+        "json": {"a": [1]}, "txt": "hi", "cls": 7,
+    }  # fmt: skip
+    with pytest.raises(SampleError, match="cannot decode the part as 'json'") as info:
+        decoder.decode_part("k7", "json", b"{not json")
+    assert info.value.key == "k7" and info.value.part == "json"
+    with pytest.raises(SampleError, match="as 'cls'"):
+        decoder.decode_part("k", "cls", b"x")
+
+
+def test_a_re_registered_text_decoder_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import stoker.pipeline.decode as decode_module
+
+    monkeypatch.setattr(decode_module, "_DECODERS", dict(decode_module._DECODERS))
+    register_decoder("txt", lambda ext, data, decoder: data.upper())
+    assert SampleDecoder().decode_part("k", "txt", b"ab") == b"AB"
