@@ -144,10 +144,12 @@ def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int)
     batch_iter = iter(loader)
     first = next(batch_iter)
     first_s = time.perf_counter() - start
+    cpu_before = tree_cpu_s()
     start = time.perf_counter()
     for _ in range(batches):
         batch = next(batch_iter)
     seconds = time.perf_counter() - start
+    cpu_us = (tree_cpu_s() - cpu_before) / (batches * size) * 1e6
     texts = batch_texts(batch)
     if len(texts) != size or len(batch_texts(first)) != size:
         raise RuntimeError(f"{tool} {workload}: batch of {len(texts)} texts, not {size}")
@@ -155,7 +157,23 @@ def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int)
     del batch_iter, first, batch
     if close is not None:
         close()
-    return {"samples_per_s": batches * size / seconds, "first_batch_s": first_s}
+    return {"samples_per_s": batches * size / seconds, "first_batch_s": first_s, "cpu_us": cpu_us}
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its live children (the workers): per
+    sample, the cost that a busy shared machine does not blur as much as throughput."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 # --- bare loops ----------------------------------------------------------------------------------
@@ -209,4 +227,5 @@ def run_bare(workload: str, workers: int, path: Path, repeat: int) -> dict[str, 
                 pool.submit(fn, str(path), p, parts) for _ in range(repeat) for p in range(parts)
             ]
             count = sum(job.result() for job in jobs)
-    return {"samples_per_s": count / (time.perf_counter() - start), "first_batch_s": 0.0}
+    seconds = time.perf_counter() - start
+    return {"samples_per_s": count / seconds, "first_batch_s": 0.0, "cpu_us": 0.0}

@@ -94,17 +94,28 @@ def dataset_path(workload: str, data_dir: Path) -> Path:
     return ensure_jsonl(data_dir) if workload == "jsonl" else ensure_tiny(data_dir).path
 
 
-def print_table(workload: str, runs: dict[tuple[str, int], list[float]]) -> None:
+def print_table(
+    workload: str, runs: dict[tuple[str, int], list[float]], cpu: dict[tuple[str, int], list[float]]
+) -> None:
+    """Medians; ``CPU us`` is the CPU time per sample of the loader's processes (main and
+    workers; not measured for the bare loop), which a busy machine blurs less than samples/s."""
     med = {key: statistics.median(values) for key, values in runs.items()}
     print(f"\n{workload} (batch {WORKLOADS[workload]})")
-    print(f"{'tool':<11} {'W':>2} {'runs':>4} {'samples/s':>10} {'stoker / it':>12} {'/ bare':>7}")
+    print(
+        f"{'tool':<11} {'W':>2} {'runs':>4} {'samples/s':>10} {'CPU us':>7} "
+        f"{'stoker / it':>12} {'/ bare':>7}"
+    )
     for (tool, workers), value in med.items():
         stoker = med.get(("stoker", workers))
         bare = med.get(("bare", workers))
         ratio = f"{stoker / value:.2f}x" if stoker else "-"
         of_bare = f"{value / bare:.2f}" if bare else "-"
         count = len(runs[(tool, workers)])
-        print(f"{tool:<11} {workers:>2} {count:>4} {value:>10,.0f} {ratio:>12} {of_bare:>7}")
+        cpu_us = statistics.median(cpu[(tool, workers)])
+        print(
+            f"{tool:<11} {workers:>2} {count:>4} {value:>10,.0f} {cpu_us:>7.1f} "
+            f"{ratio:>12} {of_bare:>7}"
+        )
     if ("stoker", 0) in med and ("stoker", 2) in med:
         print(f"stoker W=2 / W=0: {med[('stoker', 2)] / med[('stoker', 0)]:.2f}x")
 
@@ -131,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         path = dataset_path(workload, args.data_dir)
         batch = WORKLOADS[workload]
         runs: dict[tuple[str, int], list[float]] = {}
+        cpu: dict[tuple[str, int], list[float]] = {}
         for _ in range(args.repeats):
             for w in workers:
                 for tool in tools:
@@ -143,14 +155,17 @@ def main(argv: list[str] | None = None) -> int:
                     start = time.perf_counter()
                     result = in_subprocess(spec, args.timeout)
                     runs.setdefault((tool, w), []).append(result["samples_per_s"])
+                    cpu.setdefault((tool, w), []).append(result["cpu_us"])
                     print(
                         f"  {workload} {tool} W={w}: {result['samples_per_s']:,.0f} samples/s, "
+                        f"{result['cpu_us']:.0f} CPU us/sample, "
                         f"first batch {result['first_batch_s']:.2f} s "
                         f"(run {time.perf_counter() - start:.1f} s)",
                         flush=True,
                     )
-        print_table(workload, runs)
+        print_table(workload, runs, cpu)
         all_runs[workload] = {f"{t} W={w}": v for (t, w), v in runs.items()}
+        all_runs[workload + " cpu_us"] = {f"{t} W={w}": v for (t, w), v in cpu.items()}
     if args.json:
         args.json.write_text(json.dumps(all_runs, indent=2))
     return 0
