@@ -128,6 +128,12 @@ def select_cooker(cookers: Sequence[Cooker[Any]], subflavors: dict[str, Any] | N
     )
 
 
+@functools.cache
+def _sample_fields() -> tuple[str, ...]:
+    """The names of :class:`Sample`'s fields (read once: called for every cooked sample)."""
+    return tuple(f.name for f in dataclasses.fields(Sample))
+
+
 def basic_sample_keys(
     crude_sample: dict[str, Any], additional_source_info: tuple[SourceInfo, ...] = ()
 ) -> dict[str, Any]:
@@ -139,9 +145,7 @@ def basic_sample_keys(
         >>> basic_sample_keys({"__key__": "k", "__restore_key__": (), "txt": "hi"})
         {'__key__': 'k', '__restore_key__': ()}
     """
-    out = {
-        f.name: crude_sample[f.name] for f in dataclasses.fields(Sample) if f.name in crude_sample
-    }
+    out = {name: crude_sample[name] for name in _sample_fields() if name in crude_sample}
     if additional_source_info:
         out["__sources__"] = (*(crude_sample.get("__sources__") or ()), *additional_source_info)
     return out

@@ -123,6 +123,12 @@ class SampleDecoder:
 
     def decode_part(self, key: str, name: str, data: bytes) -> Any:
         """Decode one part ``name`` (e.g. ``jpg``, ``seg.json.gz``) of sample ``key``."""
+        fn = _DECODERS.get(name)
+        if fn in _PLAIN and not self.guess_content:  # json/txt/cls parts: one call, no wrapping
+            try:
+                return fn(name, data, self)
+            except Exception:
+                pass  # decoded again below, which reports the failure as every decode does
         inner = name
         while inner.lower().endswith(".gz") or inner.lower() == "gz":
             data = _run(key, name, "gz", functools.partial(gzip.decompress, data))
@@ -209,6 +215,10 @@ def _int(ext: str, data: bytes, decoder: SampleDecoder) -> int:
 
 def _json(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     return json.loads(data)
+
+
+#: Decoders of small text parts, pure functions of their bytes (the fast path of decode_part).
+_PLAIN: frozenset[PartDecoder] = frozenset({_text, _int, _json})
 
 
 def _npy(ext: str, data: bytes, decoder: SampleDecoder) -> Any:

@@ -2,7 +2,9 @@
 
 A reader keeps file handles and shard indexes open, reads one sample with one ranged read, and
 is told which samples come next (the plan knows), so that it can ask the storage to fetch them
-ahead: for local files ``posix_fadvise(WILLNEED)`` on coalesced byte ranges; for remote stores
+ahead: for local files, small samples are read at once in coalesced blocks (one ``pread`` per
+block, :mod:`stoker.pipeline.local_blocks`) and larger ones get ``posix_fadvise(WILLNEED)`` on
+coalesced byte ranges; for remote stores
 coalesced ranged reads on a thread pool, whose bytes :meth:`ShardReader.read` then takes
 (:mod:`stoker.pipeline.prefetch`).
 """
@@ -13,6 +15,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +23,7 @@ import numpy.typing as npt
 from stoker.errors import CorruptShardError, FormatError, StorageError
 from stoker.format.tar import TarScan, split_name
 from stoker.format.tar_index import load_offsets, tar_index_name
+from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher
 from stoker.storage import Store
 
@@ -66,6 +70,7 @@ class ShardReader:
         self._offsets: _LRU = _LRU(4096)
         self._fds: _LRU = _LRU(_MAX_OPEN)
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
+        self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
 
     def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
         """The N+1 sample offsets of a shard (cached)."""
@@ -89,6 +94,9 @@ class ShardReader:
 
     def _read(self, shard_id: int, start: int, end: int) -> bytes:
         name = self.shards[shard_id]
+        held = self._blocks.take(name, start, end)
+        if held is not None:  # read ahead with its neighbours in one call
+            return held
         local = self.store.local_path(name)
         if local is None:
             data = self._ahead.take(name, start, end) if self._ahead is not None else None
@@ -140,25 +148,24 @@ class ShardReader:
         starts = np.zeros(len(shard_ids), np.int64)
         ends = np.zeros(len(shard_ids), np.int64)
         remote = np.zeros(len(shard_ids), bool)
+        local_ranges: dict[str, tuple[str, list[tuple[int, int]]]] = {}
         for shard_id in np.unique(shard_ids).tolist():
             name = self.shards[shard_id]
             local = self.store.local_path(name)
-            if local is not None and advise is None:
-                continue
             offsets = self.offsets(shard_id)
             mask = shard_ids == shard_id
             picked = indices[mask]
             picked = picked[(picked >= 0) & (picked < len(offsets) - 1)]
-            if local is not None and advise is not None:
+            if local is not None:
                 picked = np.unique(picked)
-                fd = self._fd(name, local)
-                for start, end in _coalesce(offsets[picked], offsets[picked + 1]):
-                    advise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
+                local_ranges[name] = (local, _coalesce(offsets[picked], offsets[picked + 1]))
                 continue
             mask &= (indices >= 0) & (indices < len(offsets) - 1)
             starts[mask] = offsets[indices[mask]]
             ends[mask] = offsets[indices[mask] + 1]
             remote |= mask
+        if local_ranges:
+            self._read_ahead_local(local_ranges, advise)
         if not remote.any():
             return
         names = self.shards
@@ -169,6 +176,25 @@ class ShardReader:
                 strict=True,
             )
         )  # fmt: skip
+
+    def _read_ahead_local(
+        self, ranges: dict[str, tuple[str, list[tuple[int, int]]]], advise: Any
+    ) -> None:
+        """Read small hinted ranges of local shards now (one ``pread`` each); advise the page
+        cache of larger ones."""
+        total = sum(end - start for _, spans in ranges.values() for start, end in spans)
+        if total > HINT_BUDGET:
+            for name, (local, spans) in ranges.items():
+                if advise is not None:
+                    fd = self._fd(name, local)
+                    for start, end in spans:
+                        advise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
+            return
+        blocks: dict[str, list[tuple[int, int, bytes]]] = {}
+        for name, (local, spans) in ranges.items():
+            fd = self._fd(name, local)
+            blocks[name] = [(start, end, os.pread(fd, end - start, start)) for start, end in spans]
+        self._blocks.add(blocks)
 
     def _remote(self) -> Prefetcher:
         if self._ahead is None:
@@ -186,6 +212,7 @@ class ShardReader:
             self._offsets.remember(self.shards[s], load_offsets(data, self.store.url(name)))
 
     def close(self) -> None:
+        self._blocks.clear()
         for fd in self._fds.values():
             os.close(fd)  # type: ignore[arg-type]
         self._fds.clear()

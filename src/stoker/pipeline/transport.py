@@ -97,7 +97,10 @@ class WorkerTransport:
         """Pickle ``batch`` for the main process, its slot tensors by reference."""
         out = io.BytesIO()
         self._in_batch.clear()
-        _SlotPickler(out, self).dump(batch)
+        if not self.slots:  # nothing can refer to a slot: skip the per-object reference check
+            ForkingPickler(out, pickle.HIGHEST_PROTOCOL).dump(batch)
+        else:
+            _SlotPickler(out, self).dump(batch)
         self._per_batch = max(self._per_batch, len(self._in_batch))
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:

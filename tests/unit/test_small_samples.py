@@ -1,0 +1,102 @@
+"""Small samples: local reads in coalesced blocks, SourceInfo's compact pickles, the text
+decoders' fast path."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stoker.pipeline.read as read_module
+from stoker.errors import CorruptShardError, SampleError
+from stoker.format.jsonl import prepare_jsonl
+from stoker.model.samples import SourceInfo
+from stoker.pipeline.decode import SampleDecoder, register_decoder
+from stoker.pipeline.local_blocks import KEEP_HINTS, LocalBlocks
+from stoker.pipeline.read import ShardReader
+from stoker.storage import open_store
+
+
+@pytest.fixture
+def jsonl(tmp_path: Path) -> Path:
+    path = tmp_path / "lines.jsonl"
+    path.write_text("".join(json.dumps({"i": i, "text": "x" * (i % 7)}) + "\n" for i in range(50)))
+    prepare_jsonl(str(path))
+    return path
+
+
+def reader_of(path: Path) -> ShardReader:
+    return ShardReader(open_store(str(path.parent)), [path.name], jsonl=True)
+
+
+def test_blocks_find_ranges_inside_kept_blocks_only() -> None:
+    blocks = LocalBlocks()
+    blocks.add({"a": [(0, 4, b"abcd"), (10, 14, b"klmn")]})
+    assert blocks.take("a", 1, 3) == b"bc"
+    assert blocks.take("a", 10, 14) == b"klmn"
+    assert blocks.take("a", 3, 11) is None  # spans a gap
+    assert blocks.take("a", 5, 6) is None
+    assert blocks.take("b", 0, 1) is None
+    blocks.add({"a": [(0, 4, b"ab")]})  # a short read (truncated file) is never served
+    assert blocks.take("a", 0, 1) == b"a"  # ... from the older hint, which has all of it
+    for _ in range(KEEP_HINTS):
+        blocks.add({})
+    assert blocks.take("a", 0, 1) is None  # hints older than the last KEEP_HINTS are gone
+
+
+def test_hinted_lines_are_read_ahead_in_one_block(jsonl: Path) -> None:
+    expected = [s.parts["json"] for s in map(reader_of(jsonl).read, [0] * 50, range(50))]
+    reader = reader_of(jsonl)
+    order = np.array([7, 3, 4, 5, 30, 31, 49], dtype=np.int64)
+    reader.prefetch(np.zeros(len(order), np.int64), order)
+    with open(jsonl, "r+b") as f:  # what the reader returns now comes from its block
+        f.truncate(0)
+    got = [reader.read(0, i) for i in order.tolist()]
+    assert [s.parts["json"] for s in got] == [expected[i] for i in order.tolist()]
+    assert [s.key for s in got] == [str(i) for i in order.tolist()]
+    assert reader.read(0, 10).parts["json"] == expected[10]  # in the gap read with the block
+    with pytest.raises(CorruptShardError, match="ended early"):
+        reader_of(jsonl).read(0, 3)  # no hint: read from the (now empty) file
+    reader.close()
+
+
+def test_hints_over_the_budget_are_not_held(jsonl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(read_module, "HINT_BUDGET", 16)
+    reader = reader_of(jsonl)
+    reader.prefetch(np.zeros(3, np.int64), np.arange(3, dtype=np.int64))
+    with open(jsonl, "r+b") as f:
+        f.truncate(0)
+    with pytest.raises(CorruptShardError):
+        reader.read(0, 0)
+    reader.close()
+
+
+def test_source_info_pickles_compactly_and_round_trips() -> None:
+    info = SourceInfo(dataset_path="/d", index=7, shard_name="s.tar", file_names=("7.txt",))
+    data = pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(data)
+    assert type(back) is SourceInfo and back == info
+    assert b"file_names" not in data  # fields by position, not a state dict of names
+
+
+def test_text_parts_decode_on_the_fast_path_and_fail_as_before() -> None:
+    decoder = SampleDecoder()
+    assert decoder.decode("k", {"json": b'{"a": [1]}', "txt": b"hi", "cls": b"7"}) == {
+        "json": {"a": [1]}, "txt": "hi", "cls": 7,
+    }  # fmt: skip
+    with pytest.raises(SampleError, match="cannot decode the part as 'json'") as info:
+        decoder.decode_part("k7", "json", b"{not json")
+    assert info.value.key == "k7" and info.value.part == "json"
+    with pytest.raises(SampleError, match="as 'cls'"):
+        decoder.decode_part("k", "cls", b"x")
+
+
+def test_a_re_registered_text_decoder_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import stoker.pipeline.decode as decode_module
+
+    monkeypatch.setattr(decode_module, "_DECODERS", dict(decode_module._DECODERS))
+    register_decoder("txt", lambda ext, data, decoder: data.upper())
+    assert SampleDecoder().decode_part("k", "txt", b"ab") == b"AB"
