@@ -94,7 +94,9 @@ def test_a_slow_consumer_waits_for_nothing(texts: Path, workers: int) -> None:
     dataset = get_val_dataset(str(texts), worker_config=config(workers), batch_size=2)
     with get_loader(dataset) as loader:
         it = iter(loader)
-        next(it)  # start-up is not the steady state
+        for _ in range(workers + 1):  # every worker has started: start-up is no steady state
+            time.sleep(0.05)
+            next(it)
         loader.stats(reset=True)
         for _ in range(8):
             time.sleep(0.05)  # the training step

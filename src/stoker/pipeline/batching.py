@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import ConfigError
 from stoker.pipeline import hook_index
 from stoker.pipeline.errors import ErrorTracker, SkipSample
-from stoker.pipeline.stage_clock import CLOCK
+from stoker.pipeline.stage_clock import BATCH, CLOCK, ENCODE_BATCH
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
@@ -65,13 +65,12 @@ class BatchMaker:
         index = self.slots.batch_index()
         hook_index.push(index, index)
         stage = "batch"
-        CLOCK.start(stage)
+        CLOCK.start(BATCH)
         try:
             batch = self.encoder.batch(samples)
             set_restore_key(batch, (BATCH_KEY, index, *(restore_key_of(s) for s in samples)))
             stage = "encode_batch"
-            CLOCK.stop()
-            CLOCK.start(stage)
+            CLOCK.switch(ENCODE_BATCH)
             batch = _one(self.encoder.encode_batch(batch))
         except SkipSample:
             self.tracker.skip(samples, stage)

@@ -25,7 +25,7 @@ from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
-from stoker.pipeline.stage_clock import CLOCK
+from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
@@ -139,7 +139,7 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
         try:
             for item in worker_items(self.dataset, worker, self.resume, meter):
                 if item.kind == BATCH:
-                    CLOCK.start("transport")
+                    CLOCK.start(TRANSPORT)
                     started = perf_counter()
                     try:
                         item.held = sender.compact(item.stream, item.held)  # what changed

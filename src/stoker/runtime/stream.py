@@ -33,7 +33,7 @@ from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD
-from stoker.pipeline.stage_clock import CLOCK
+from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
 from stoker.sources.source import DataSource
@@ -205,13 +205,10 @@ class SampleStream:
         try:
             hook_index.push(self.slots.batch_index(), sample_index)
             try:
-                CLOCK.start("read")
+                CLOCK.start(READ)
                 try:
                     raw = io.reader.read(shard_id, index)
-                finally:
-                    CLOCK.stop()
-                CLOCK.start("decode")
-                try:
+                    CLOCK.switch(DECODE)
                     sample = io.builder.build(raw, ref)
                 finally:
                     CLOCK.stop()
@@ -223,7 +220,7 @@ class SampleStream:
                 hook_index.pop()
             for made in itertools.count():
                 hook_index.push(self.slots.batch_index(), sample_index)
-                CLOCK.start("encode_sample")
+                CLOCK.start(ENCODE_SAMPLE)
                 try:
                     output = next(outputs, _END)
                 finally:
