@@ -68,6 +68,12 @@ class StageClock:
 
     def __init__(self) -> None:
         self.enabled = True
+        self._acc: list[float] = []
+        self.busy = 0.0
+        self._stack: list[int] = []
+        self._mark = 0.0
+        self._since = 0.0
+        self._samples = 0
         self.reset()
 
     def start(self, stage: int) -> None:
@@ -125,7 +131,7 @@ class StageClock:
         """Forget everything (a new worker or loader starts)."""
         self._acc = [0.0] * len(STAGES)
         self.busy = 0.0
-        self._stack: list[int] = []
+        self._stack = []
         self._mark = 0.0
         self._since, self._samples = perf_counter(), 0
 

@@ -152,8 +152,13 @@ class StatsCollector:
         taken = {k: v - base.get(k, 0) for k, v in datasets.items()}
         wait_frac = self.wait / looped if looped > 0 else 0.0
         recent_frac = r_wait / r_wall if r_wall > 0 else wait_frac
-        storage = dict(self.storage)
-        hits, misses = storage.get("read_ahead_hits", 0), storage.get("read_ahead_misses", 0)
+        storage: dict[str, float] = dict(self.storage)
+        hits, misses = (
+            self.storage.get("read_ahead_hits", 0),
+            self.storage.get("read_ahead_misses", 0),
+        )
+        if hits + misses:
+            storage["read_ahead_hit_rate"] = hits / (hits + misses)
         out = LoaderStats(
             seconds=seconds,
             batches=self.batches,
@@ -174,9 +179,7 @@ class StatsCollector:
             skipped_by_dataset={s: dict(c) for s, c in self.skips.by_source.items()},
             skip_examples={r: list(k) for r, k in self.skips.examples.items()},
             datasets=shares(taken, targets),
-            storage={**storage, "read_ahead_hit_rate": hits / (hits + misses)}
-            if hits + misses
-            else storage,
+            storage=storage,
             shm_slots=sum(w.slots for w in workers.values()),
             shm_bytes=sum(w.slot_bytes for w in workers.values()),
         )
