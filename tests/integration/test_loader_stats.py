@@ -192,3 +192,24 @@ def test_realised_blend_shares_meet_the_weights(tmp_path: Path, workers: int) ->
     assert stats.datasets[b].target == pytest.approx(2 / 7)
     assert stats.datasets[a].share == pytest.approx(5 / 7, abs=0.05)
     assert stats.datasets[b].share == pytest.approx(seen.count("b") / len(seen))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_mix_batch_shares_and_samples(tmp_path: Path, workers: int) -> None:
+    from tests.integration.test_mix_batch import SUB_BATCH, make_mix, write_ids
+
+    data = {
+        "a": write_ids(tmp_path / "a.jsonl", 0, 40),
+        "b": write_ids(tmp_path / "b.jsonl", 1000, 30),
+    }
+    with get_loader(make_mix(data, workers=workers, weights=(3.0, 1.0), batch_size=4)) as loader:
+        it = iter(loader)
+        subs = [sub["ids"] for _ in range(25) for sub in next(it)]
+        stats = loader.stats()
+    ids = [i for sub in subs for i in sub]
+    assert stats.batches == 25 and stats.samples == len(ids)
+    a, b = str(data["a"]), str(data["b"])
+    want_a = 3 * SUB_BATCH["a"] / (3 * SUB_BATCH["a"] + SUB_BATCH["b"])  # weights per sub-batch
+    assert stats.datasets[a].target == pytest.approx(want_a)
+    assert stats.datasets[a].share == pytest.approx(want_a, abs=0.06)
+    assert stats.datasets[b].samples == sum(1 for i in ids if i >= 1000)

@@ -94,6 +94,8 @@ def test_targets_of_weighted_epochized_and_mixed_blends() -> None:
     assert target_shares(single) is None
     mix = SimpleNamespace(weights=(1.0, 3.0), datasets=[single, weighted])
     assert target_shares(mix) == pytest.approx({"/a": 0.25 + 0.75 * 5 / 7, "/b": 0.75 * 2 / 7})
+    single.batch_size, weighted.batch_size = 4, 2  # weights count sub-batches
+    assert target_shares(mix) == pytest.approx({"/a": 0.4 + 0.6 * 5 / 7, "/b": 0.6 * 2 / 7})
 
 
 def test_flat_names_for_dashboards() -> None:

@@ -127,18 +127,22 @@ def shares(taken: dict[str, int], targets: dict[str, float] | None) -> dict[str,
 def target_shares(dataset: Any) -> dict[str, float] | None:
     """The share of references each source should give: a weighted blend's normalised
     weights, an epochized blend's repetitions times source length, a ``MixBatchDataset``'s
-    weights times its datasets' own shares (None where there is no target)."""
+    weights (per sub-batch) times its datasets' batch sizes and their own shares (None where
+    there is no target)."""
     weights = getattr(dataset, "weights", None)
     parts = getattr(dataset, "datasets", None)
-    if weights is not None and parts is not None:  # a MixBatchDataset
+    if weights is not None and parts is not None:  # a MixBatchDataset: weights per sub-batch
         out: dict[str, float] = {}
-        total = sum(weights)
-        for weight, part in zip(weights, parts, strict=True):
+        sizes = [
+            w * (getattr(p, "batch_size", None) or 1) for w, p in zip(weights, parts, strict=True)
+        ]
+        total = sum(sizes)
+        for size, part in zip(sizes, parts, strict=True):
             inner = target_shares(part) or _single(part)
             if inner is None:
                 return None
             for name, share in inner.items():
-                out[name] = out.get(name, 0.0) + weight / total * share
+                out[name] = out.get(name, 0.0) + size / total * share
         return out
     blend = getattr(dataset, "blend", None)
     sources = getattr(dataset, "sources", None)
