@@ -81,11 +81,11 @@ def worker_items(
                         worker,
                         s,
                         batch,
-                        position.to_list(),
-                        held,
-                        opened.take_skips(),
-                        CLOCK.take_samples(),
-                        meter.due(),
+                        position=position.to_list(),
+                        held=held,
+                        skips=opened.take_skips(),
+                        samples=CLOCK.take_samples(),
+                        stats=meter.due(),
                     )
     finally:
         opened.close()
@@ -146,12 +146,12 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
                         item.batch = transport.export(item.batch)
                     except Exception as e:  # a batch that cannot be pickled, say
                         item.kind, item.batch = ERROR, WorkerFailure.capture(e, worker)
-                        yield item
-                        return
                     finally:
                         CLOCK.stop()
                         CLOCK.busy += perf_counter() - started
                 yield item
+                if item.kind == ERROR:
+                    return
         finally:
             use_transport(None)
 
