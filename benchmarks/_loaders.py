@@ -15,7 +15,7 @@ from typing import Any
 BATCH = 32
 SHUFFLE_BUFFER = 100
 MAX_SAMPLES_PER_SEQUENCE = 100
-LOADERS = ("stoker", "energon", "webdataset")
+LOADERS = ("stoker", "stoker-nostats", "energon", "webdataset")
 MODES = {"uint8": "torchrgb8", "float": "torchrgb"}
 
 
@@ -34,7 +34,7 @@ def import_tool(tool: str) -> None:
     """Import what ``tool`` needs, so that the timed part does not include imports."""
     import torch  # noqa: F401
 
-    if tool == "stoker":
+    if tool.startswith("stoker"):
         # ``import stoker`` is lazy (the CLI starts without torch); what a training script
         # imports is the API, as ``import megatron.energon`` imports all of Energon.
         from stoker import get_loader, get_train_dataset  # noqa: F401
@@ -49,8 +49,12 @@ def open_loader(config: Config, path: Path) -> Any:
     mode = MODES[config.dtype]
     if config.tool == "webdataset":
         return webdataset_loader(path, config.workers, mode)
-    if config.tool == "stoker":
+    kwargs: dict[str, Any] = {}
+    if config.tool.startswith("stoker"):
         import stoker as lib
+
+        if config.tool == "stoker-nostats":  # the same loader with Loader.stats() off
+            kwargs["options"] = lib.LoaderOptions(stats=False)
     else:
         from megatron import energon as lib
 
@@ -65,7 +69,7 @@ def open_loader(config: Config, path: Path) -> Any:
         max_samples_per_sequence=MAX_SAMPLES_PER_SEQUENCE,
         task_encoder=Encoder(),
     )
-    return lib.get_loader(dataset)
+    return lib.get_loader(dataset, **kwargs)
 
 
 def webdataset_loader(path: Path, workers: int, mode: str) -> Any:

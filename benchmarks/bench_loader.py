@@ -9,6 +9,8 @@ workers and for uint8 (``torchrgb8``) and float (``torchrgb``) images; the loade
 (buffer 100, 100 samples per shard sequence) and pad-stack batches of 32:
 
 * ``stoker``: ``get_train_dataset`` + ``get_loader``;
+* ``stoker-nostats``: the same with ``LoaderOptions(stats=False)`` (the cost of ``stats()``:
+  ``--tools stoker,stoker-nostats --repeats 5`` alternates the two);
 * ``energon``: the same calls from ``megatron.energon`` (7.4.1);
 * ``webdataset``: ``wds.WebDataset(...).shuffle(100).decode(mode).batched(32)`` in a torch
   ``DataLoader(batch_size=None, num_workers=W)``;
@@ -106,7 +108,7 @@ def in_subprocess(spec: dict[str, Any], poll: float, timeout: float) -> tuple[di
 def schedule(tools: list[str], dtypes: list[str], repeats: int) -> list[Config]:
     """Every configuration once, then the stoker/energon W=2 pairs again, alternating."""
     first = [Config(tool, w, dtype) for dtype in dtypes for w in (0, 2) for tool in tools]
-    pair = [t for t in ("stoker", "energon") if t in tools]
+    pair = [t for t in ("stoker", "stoker-nostats", "energon") if t in tools]
     again = [Config(tool, 2, dtype) for dtype in dtypes for tool in pair]
     return first + again * (repeats - 1)
 
@@ -129,7 +131,7 @@ def print_tables(results: dict[Config, list[Run]]) -> None:
             f"{median(runs, 'wall_s'):>7.1f}"
         )
     print()
-    others = ("energon", "webdataset", "bare", "bare-pil")
+    others = ("stoker-nostats", "energon", "webdataset", "bare", "bare-pil")
     header = f"{'stoker samples/s vs':<14}" + "".join(f"{'stoker/' + o:>20}" for o in others)
     print(header)
     print("-" * len(header))

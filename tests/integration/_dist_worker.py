@@ -3,7 +3,8 @@
 Usage: ``torchrun --nproc-per-node N _dist_worker.py DATASET OUT``. Each rank joins a gloo
 process group, takes its rank and world size from ``torch.distributed`` through
 ``WorkerConfig.default_worker_config``, loads a validation pass and one training epoch with two
-dataloader workers, and writes what it saw to ``OUT/rank{rank}.json``.
+dataloader workers, gathers every rank's ``loader.global_stats()`` after the validation pass,
+and writes what it saw to ``OUT/rank{rank}.json``.
 """
 
 from __future__ import annotations
@@ -30,11 +31,15 @@ def run_rank(dataset: str, out: str) -> None:
             max_samples_per_sequence=3,
             repeat=False,
         )
+        with get_loader(val) as loader:
+            val_keys = [key for batch in loader for key in batch.__key__]
+            gathered = loader.global_stats()  # every rank's stats(), through gloo
         report = {
             "rank": worker_config.rank,
             "world_size": worker_config.world_size,
             "num_workers": worker_config.num_workers,
-            "val": [key for batch in get_loader(val) for key in batch.__key__],
+            "val": val_keys,
+            "global_samples": [stats.samples for stats in gathered],
             "train": [key for batch in get_loader(train) for key in batch.__key__],
         }
         Path(out, f"rank{dist.get_rank()}.json").write_text(json.dumps(report))

@@ -69,11 +69,13 @@ def test_table_json_and_html_on_an_image_dataset(images: Path, tmp_path: Path) -
     for row in rows:
         assert float(row[1].replace(",", "")) > 0
         assert re.fullmatch(r"\d+\.\d\d s", row[2]) and row[3].endswith("MiB")
-        assert re.fullmatch(r"\d+%", row[4]) and row[5] in ("loader", "training step")
+        assert re.fullmatch(r"\d+%", row[4])
+        assert row[5] in ("training step", "read", "decode", "batch", "transport")  # stats()
     assert re.search(r"^recommended: num_workers=[02], prefetch_factor=", result.stdout, re.M)
     page = report.read_text()
-    assert page.count("<svg") == 3  # throughput, data wait, memory
-    assert all(f'id="plot-{name}"' in page for name in ("throughput", "data-wait", "memory"))
+    assert page.count("<svg") == 4  # throughput, data wait, memory, stages (from stats())
+    names = ("throughput", "data-wait", "memory", "stages")
+    assert all(f'id="plot-{name}"' in page for name in names)
     assert "<script" not in page and "http" not in page.split("<svg", 1)[0]
 
 
@@ -220,7 +222,12 @@ def test_html_report_adds_a_stage_plot_when_the_loader_reports_stages(images: Pa
     from stoker.preview.bench_html import render_bench_html
 
     report = run_bench(BenchSettings(str(images), workers=(0,), batches=2, batch_size=4))
-    assert "plot-stages" not in render_bench_html(report)
+    assert 'id="plot-stages"' in render_bench_html(report)  # stoker's loader.stats()
+    assert report.runs[0].stage_seconds["decode"] > 0
+    unstaged = dataclasses.replace(
+        report, runs=[dataclasses.replace(run, stage_seconds={}) for run in report.runs]
+    )
+    assert "plot-stages" not in render_bench_html(unstaged)  # a loader without stats()
     staged = dataclasses.replace(  # as a loader with stats() would report them
         report,
         runs=[

@@ -49,6 +49,8 @@ def test_ranks_split_every_sample_exactly_once(tmp_path: Path) -> None:
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD_SIZE)]
     assert [(r["rank"], r["world_size"]) for r in reports] == [(0, 2), (1, 2)]
     assert [r["num_workers"] for r in reports] == [2, 2]
+    val_counts = [len(r["val"]) for r in reports]  # global_stats: each rank's count, by rank
+    assert [r["global_samples"] for r in reports] == [val_counts, val_counts]
     for split in ("val", "train"):
         seen = [report[split] for report in reports]
         assert all(seen), f"a rank saw no {split} samples"

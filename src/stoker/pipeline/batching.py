@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import ConfigError
 from stoker.pipeline import hook_index
 from stoker.pipeline.errors import ErrorTracker, SkipSample
+from stoker.pipeline.stage_clock import BATCH, CLOCK, ENCODE_BATCH
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
@@ -64,10 +65,12 @@ class BatchMaker:
         index = self.slots.batch_index()
         hook_index.push(index, index)
         stage = "batch"
+        CLOCK.start(BATCH)
         try:
             batch = self.encoder.batch(samples)
             set_restore_key(batch, (BATCH_KEY, index, *(restore_key_of(s) for s in samples)))
             stage = "encode_batch"
+            CLOCK.switch(ENCODE_BATCH)
             batch = _one(self.encoder.encode_batch(batch))
         except SkipSample:
             self.tracker.skip(samples, stage)
@@ -76,9 +79,11 @@ class BatchMaker:
             self.tracker.failed(e, samples, stage)  # raises unless the policy skips
             return SKIPPED
         finally:
+            CLOCK.stop()
             hook_index.pop()
         if batch is SKIPPED:
             return SKIPPED
+        CLOCK.batched(len(samples))
         self.tracker.batch_succeeded()
         self.slots.made += 1
         return batch

@@ -24,6 +24,7 @@ from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker
 from stoker.pipeline.errors import ErrorTracker, SkipSample
 from stoker.pipeline.refs import Ref, RefSource
+from stoker.pipeline.stage_clock import CLOCK, GROUP
 
 if TYPE_CHECKING:
     from stoker.pipeline.refs import Position
@@ -92,6 +93,7 @@ class Grouper:
         """The (key, bucket) ``sample`` goes to, opened if new; None if the criterion failed."""
         index = self.maker.slots.batch_index()
         hook_index.push(index, index)
+        CLOCK.start(GROUP)
         try:
             key, size = self.encoder.batch_group_criterion(sample)
         except NotImplementedError:
@@ -107,6 +109,7 @@ class Grouper:
             self.tracker.failed(e, sample, "batch_group_criterion")
             return None
         finally:
+            CLOCK.stop()
             hook_index.pop()
         size = self.batch_size if size is None else size
         if size is None or size < 1:

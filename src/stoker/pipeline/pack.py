@@ -35,6 +35,7 @@ from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
+from stoker.pipeline.stage_clock import CLOCK, PACK
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
@@ -164,6 +165,7 @@ class Packer:
         samples = [sample for sample, _ in self.buffer]
         index = self.slots.batch_index()
         hook_index.push(index, index)
+        CLOCK.start(PACK)
         try:
             return list(self.encoder.select_samples_to_pack(samples))
         except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
@@ -176,6 +178,7 @@ class Packer:
             self._held = None
             return []
         finally:
+            CLOCK.stop()
             hook_index.pop()
 
     def _take(self, groups: list[Any]) -> int:
@@ -235,6 +238,7 @@ class Packer:
         tracker = None if strict else self.tracker
         index = self.slots.batch_index()
         hook_index.push(index, index)
+        CLOCK.start(PACK)
         try:
             return list(iter_hook(hook, value, stage=stage, tracker=tracker))
         except Exception as e:
@@ -243,6 +247,7 @@ class Packer:
             tracker.failed(e, value[0] if isinstance(value, list) else value, stage)
             return []
         finally:
+            CLOCK.stop()
             hook_index.pop()
 
     # --- restore --------------------------------------------------------------------------------

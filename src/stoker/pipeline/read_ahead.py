@@ -191,7 +191,9 @@ class ReadAhead:
             self._tick += 1
             slot = self._slots.get(key)
             if slot is None:
+                TAKEN["misses"] += 1
                 return None
+            TAKEN["hits"] += 1
             chunk = slot.chunk
             slot.count -= 1
             if slot.count == 0:
@@ -314,6 +316,8 @@ class ReadAhead:
 
 
 _PROCESS: list[ReadAhead] = []
+#: Reads served from the read-ahead (hits) or not announced to it (misses), in this process.
+TAKEN = {"hits": 0, "misses": 0}
 
 
 def read_ahead() -> ReadAhead:

@@ -28,11 +28,14 @@ def format_bytes(n: int | None) -> str:
 
 
 def bottleneck_of(run: BenchRun, consumer_ms: float) -> str:
-    """The loader's named bottleneck stage, or what the bench itself can tell.
+    """``training step`` where the loader kept ahead of it, else the loader's slowest stage
+    (from ``stats()``), or what the bench itself can tell.
 
     Without ``stats()`` the bench knows only whether the training step waited for data 5 % of
     the time or more (``loader``) or the loader kept ahead of it (``training step``).
     """
+    if consumer_ms > 0 and run.wait_frac < KEEPS_UP:
+        return "training step"
     if run.bottleneck:
         return run.bottleneck
     if consumer_ms <= 0:

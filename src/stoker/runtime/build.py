@@ -13,6 +13,7 @@ from stoker.model.samples import CrudeSample, Sample, SourceInfo
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import RawSample
+from stoker.pipeline.stage_clock import CLOCK, COOK
 from stoker.sources.aux import (
     DecodeFileStore,
     FileStore,
@@ -133,7 +134,11 @@ class SampleBuilder:
         if self.join is not None:
             sample = self._join(self.join, sample, raw.key, ref, restore_key)
         if self.kitchen is not None and isinstance(sample, CrudeSample):
-            return self.kitchen.cook(sample)
+            CLOCK.start(COOK)
+            try:
+                return self.kitchen.cook(sample)
+            finally:
+                CLOCK.stop()
         return sample
 
     @staticmethod

@@ -13,6 +13,7 @@ import multiprocessing
 import multiprocessing.util
 import warnings
 from collections.abc import Iterator
+from time import perf_counter
 from types import TracebackType
 from typing import Any
 
@@ -24,52 +25,68 @@ from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
+from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
+from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
+from stoker.runtime.loader_stats import LoaderMeasures
+from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
+from stoker.runtime.worker_meter import Meter
 from stoker.storage.options import LoaderOptions, activate
 
-#: Item kinds sent from workers to the main process.
-BATCH, END, ERROR = 0, 1, 2
-#: worker, stream, kind, batch (a :class:`WorkerFailure` for ERROR), position, what the stream's
-#: packing/grouping stages hold, what the worker skipped since its previous item (or None).
-Item = tuple[int, int, int, Any, "list[int] | None", "Buffers | None", "Skips | None"]
 
-
-def worker_items(dataset: Loadable, worker: int, resume: Resume) -> Iterator[Item]:
+def worker_items(
+    dataset: Loadable, worker: int, resume: Resume, meter: Meter | None = None
+) -> Iterator[Envelope]:
     """The batches of one worker's streams, round-robin over its streams (canonical order).
 
     The round starts at the stream the main process asks this worker for first, at or after its
     micro-batch counter ``resume.t`` (not necessarily at a round boundary after a restore).
-    Every item carries what the worker skipped since the one before; a failure (opening the
-    streams too) is sent as an ERROR item, for the stream asked for next, and ends the worker.
+    Every item carries what the worker skipped since the one before, and now and then what
+    ``meter`` measured; a failure (opening the streams too) is sent as an ERROR item, for the
+    stream asked for next, and ends the worker.
     """
+    meter = meter or Meter(enabled=False)
     streams = _rotated_streams(dataset, worker, set(resume.exhausted), resume.t)
     if not streams:
         return
     try:
         opened = dataset.open_streams(streams, resume)
     except Exception as e:  # sent as data: torch's re-raise would lose its type
-        yield worker, streams[0], ERROR, WorkerFailure.capture(e, worker), None, None, None
+        yield Envelope(ERROR, worker, streams[0], WorkerFailure.capture(e, worker))
         return
     try:
         while streams:
             for s in list(streams):
+                started = perf_counter()
                 try:
                     batch, position, held = next(opened.batches[s])
                 except StopIteration:
+                    CLOCK.busy += perf_counter() - started
                     streams.remove(s)
-                    yield worker, s, END, None, None, None, opened.take_skips()
+                    stats = meter.due(final=not streams)
+                    yield Envelope(END, worker, s, skips=opened.take_skips(), stats=stats)
                 except Exception as e:
                     failure = WorkerFailure.capture(e, worker)
-                    yield worker, s, ERROR, failure, None, None, opened.take_skips()
+                    yield Envelope(ERROR, worker, s, failure, skips=opened.take_skips())
                     return
                 else:
-                    skips = opened.take_skips()
-                    yield worker, s, BATCH, batch, position.to_list(), held, skips
+                    CLOCK.busy += perf_counter() - started
+                    yield Envelope(
+                        BATCH,
+                        worker,
+                        s,
+                        batch,
+                        position=position.to_list(),
+                        held=held,
+                        skips=opened.take_skips(),
+                        samples=CLOCK.take_samples(),
+                        stats=meter.due(),
+                    )
     finally:
         opened.close()
 
@@ -95,7 +112,7 @@ def _worker_died(error: BaseException) -> StokerError:
     )
 
 
-class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
+class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
     def __init__(
@@ -110,7 +127,7 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
         self.dataset, self.resume, self.releases = dataset, resume, releases
         self.options, self.cache_pool = options, cache_pool
 
-    def __iter__(self) -> Iterator[Item]:
+    def __iter__(self) -> Iterator[Envelope]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
@@ -118,21 +135,28 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Item]):
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
+        meter = Meter(enabled=self.options.stats, transport=transport)
         try:
-            for item in worker_items(self.dataset, worker, self.resume):
-                if item[2] == BATCH:
+            for item in worker_items(self.dataset, worker, self.resume, meter):
+                if item.kind == BATCH:
+                    CLOCK.start(TRANSPORT)
+                    started = perf_counter()
                     try:
-                        held = sender.compact(item[1], item[5])  # what changed since the last one
-                        item = (*item[:3], transport.export(item[3]), item[4], held, *item[6:])
+                        item.held = sender.compact(item.stream, item.held)  # what changed
+                        item.batch = transport.export(item.batch)
                     except Exception as e:  # a batch that cannot be pickled, say
-                        yield (*item[:2], ERROR, WorkerFailure.capture(e, worker), *item[4:])
-                        return
+                        item.kind, item.batch = ERROR, WorkerFailure.capture(e, worker)
+                    finally:
+                        CLOCK.stop()
+                        CLOCK.busy += perf_counter() - started
                 yield item
+                if item.kind == ERROR:
+                    return
         finally:
             use_transport(None)
 
 
-def _with_options(items: Iterator[Item], options: LoaderOptions) -> Iterator[Item]:
+def _with_options(items: Iterator[Envelope], options: LoaderOptions) -> Iterator[Envelope]:
     """``items`` of an in-process producer, each made under the loader's options (the
     process's own are back in force between batches)."""
     try:
@@ -162,7 +186,9 @@ class _Live:
             loader.epoch,
         )
         workers = dataset.worker_config.num_workers
-        self.queues: dict[int, collections.deque[Item]] = collections.defaultdict(collections.deque)
+        self.queues: dict[int, collections.deque[Envelope]] = collections.defaultdict(
+            collections.deque
+        )
         self._torch_iter: Any = None
         self._transport: MainTransport | None = None
         self._receiver = Receiver()
@@ -170,7 +196,10 @@ class _Live:
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
             self._producers = [
-                _with_options(worker_items(dataset, w, resume), loader.options)
+                _with_options(
+                    worker_items(dataset, w, resume, Meter(enabled=loader.options.stats)),
+                    loader.options,
+                )
                 for w in range(max(workers, 1))
             ]
             return
@@ -194,28 +223,26 @@ class _Live:
                 )
             )
 
-    def next_from(self, worker: int) -> Item:
+    def next_from(self, worker: int) -> Envelope:
         queue = self.queues[worker]
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
             try:
-                item: Item = self._received(next(self._torch_iter))
+                item = self._received(next(self._torch_iter))
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
                 raise _worker_died(e) from e
-            self.queues[item[0]].append(item)
+            self.queues[item.worker].append(item)
         return queue.popleft()
 
-    def _received(self, item: Item) -> Item:
+    def _received(self, item: Envelope) -> Envelope:
         """The item with its batch rebuilt, at once: the batch's file descriptors are served by
         its worker, which may exit soon after (the item can wait here for its turn)."""
-        if item[2] == BATCH:  # a worker's items arrive in its streams' order
-            item = (*item[:5], self._receiver.expand(item[1], item[5]), *item[6:])
-        if isinstance(item[3], Exported) and self._transport is not None:
-            batch = self._transport.load(item[0], item[3])
-            if self._pin:
-                batch = pin_memory(batch)
-            item = (*item[:3], batch, *item[4:])
+        if item.kind == BATCH:  # a worker's items arrive in its streams' order
+            item.held = self._receiver.expand(item.stream, item.held)
+        if isinstance(item.batch, Exported) and self._transport is not None:
+            batch = self._transport.load(item.worker, item.batch)
+            item.batch = pin_memory(batch) if self._pin else batch
         return item
 
     def close(self, *, wait: bool = True) -> None:
@@ -247,7 +274,7 @@ def _end_workers(torch_iter: Any) -> None:
             worker.terminate()
 
 
-class Loader(LoaderState):
+class Loader(LoaderState, LoaderMeasures):
     """Iterates a dataset in canonical order and knows its position (its state: see
     :class:`~stoker.runtime.loader_state.LoaderState`).
 
@@ -292,6 +319,7 @@ class Loader(LoaderState):
         self.epoch = 0
         self._finished = False
         self._skipped = Skips()
+        self._stats = StatsCollector()
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -299,12 +327,16 @@ class Loader(LoaderState):
         budget = self.dataset.virtual_epoch_length or None
         count = 0
         while budget is None or count < budget:
+            entered = perf_counter()
             if not self._advance():
                 self._finished = True
                 self._stop()
+                self._stats.paused()
                 return
             count += 1
+            self._stats.handed_out(entered, perf_counter())
             yield self._batch
+        self._stats.paused()
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -335,26 +367,27 @@ class Loader(LoaderState):
                 continue
             if self._live is None:
                 self._live = _Live(self)
-            _, got, kind, batch, position, held, skips = self._live.next_from(k % workers)
-            if skips:
-                self._skipped.merge(skips)
-            if kind == ERROR:
+            item = self._live.next_from(k % workers)
+            if item.skips:
+                self._skipped.merge(item.skips)
+            self._stats.received(item)
+            if item.kind == ERROR:
                 self._stop()
-                batch.reraise()
-            if got != stream:
-                raise RuntimeError(f"internal: expected stream {stream}, worker sent {got}")
+                item.batch.reraise()
+            if item.stream != stream:
+                raise RuntimeError(f"internal: expected stream {stream}, worker sent {item.stream}")
             self.t += 1
-            if kind == END:
+            if item.kind == END:
                 self.exhausted.add(stream)
                 continue
-            assert position is not None
-            self.positions[stream] = Position.from_list(position)
-            if held:
-                self.buffers[stream] = held
+            assert item.position is not None
+            self.positions[stream] = Position.from_list(item.position)
+            if item.held:
+                self.buffers[stream] = item.held
             else:
                 self.buffers.pop(stream, None)
             self.yielded += 1
-            self._batch = batch
+            self._batch = item.batch
             return True
         return False
 

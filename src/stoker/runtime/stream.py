@@ -33,6 +33,7 @@ from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD
+from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
 from stoker.sources.source import DataSource
@@ -204,17 +205,26 @@ class SampleStream:
         try:
             hook_index.push(self.slots.batch_index(), sample_index)
             try:
-                raw = io.reader.read(shard_id, index)
-                sample = io.builder.build(raw, ref)
+                CLOCK.start(READ)
+                try:
+                    raw = io.reader.read(shard_id, index)
+                    CLOCK.switch(DECODE)
+                    sample = io.builder.build(raw, ref)
+                finally:
+                    CLOCK.stop()
                 key = restore_key_of(sample)
-                outputs = iter_encoded(self.spec.task_encoder, sample, hooks=self.hooks)
+                outputs = iter_encoded(
+                    self.spec.task_encoder, sample, tracker=tracker, hooks=self.hooks
+                )
             finally:
                 hook_index.pop()
             for made in itertools.count():
                 hook_index.push(self.slots.batch_index(), sample_index)
+                CLOCK.start(ENCODE_SAMPLE)
                 try:
                     output = next(outputs, _END)
                 finally:
+                    CLOCK.stop()
                     hook_index.pop()
                 if output is _END:
                     break
@@ -322,6 +332,7 @@ def _fixed_batches(
     if spec.batch_size is None:
         for sample, position, _ in source.with_refs():
             maker.slots.made += 1
+            CLOCK.batched(1)
             yield sample, position
         return
     pending: list[Any] = []

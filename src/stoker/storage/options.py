@@ -38,6 +38,7 @@ ENV: dict[str, str] = {
     "cache_max_bytes": "STOKER_CACHE_MAX_BYTES",
     "cache_fresh_seconds": "STOKER_CACHE_FRESH_SECONDS",
     "storage_config": "STOKER_STORAGE_CONFIG",
+    "stats": "STOKER_STATS",
 }
 #: Built-in defaults that other modules use too (where no options are at hand).
 BATCH_SLOTS_MB = 128.0
@@ -78,6 +79,8 @@ class LoaderOptions:
             variable: the storage configuration sets the default.
         storage_config: A YAML file with endpoints, credentials and retry settings of object
             stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
+        stats: Measure what :meth:`Loader.stats` reports (stage times, storage, memory) in the
+            workers (``STOKER_STATS``, on; ``0`` or ``off``: only counts and data wait).
 
     Example:
         >>> import dataclasses
@@ -94,6 +97,7 @@ class LoaderOptions:
     cache_fresh_seconds: float = _env_field("cache_fresh_seconds")
     retry_seconds: float | None = None
     storage_config: str | None = _env_field("storage_config")
+    stats: bool = _env_field("stats")
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -139,6 +143,7 @@ _CHECKS = {
     "cache_fresh_seconds": _number(),
     "retry_seconds": _number(optional=True, positive=True),
     "storage_config": _path,
+    "stats": lambda value: "" if isinstance(value, bool) else "True or False",
 }
 
 _BUILT_IN: dict[str, Any] = {
@@ -148,6 +153,7 @@ _BUILT_IN: dict[str, Any] = {
     "cache_max_bytes": CACHE_MAX_BYTES,
     "cache_fresh_seconds": CACHE_FRESH_SECONDS,
     "storage_config": None,
+    "stats": True,
 }
 
 
@@ -173,6 +179,8 @@ def _parse(name: str, var: str, text: str) -> Any:
         return None if text.lower() in _OFF else os.path.expanduser(text)
     if name == "storage_config":
         return text
+    if name == "stats":
+        return text.lower() not in (*_OFF, "false", "no")
     check = _CHECKS[name]
     value: Any = text
     with contextlib.suppress(ValueError, OverflowError):

@@ -20,6 +20,8 @@ from typing import TypeVar
 from stoker.errors import ConfigError, TransientStorageError
 
 T = TypeVar("T")
+#: Transient failures this process retried, over every store (read by the loader's stats).
+RETRIED = {"retries": 0}
 
 #: Error codes of S3 answers that mean "try again later".
 RETRYABLE_CODES = frozenset(
@@ -196,6 +198,7 @@ def with_retry(
             if now >= deadline or out_of_attempts:
                 elapsed = now - first_failure
                 raise _exhausted(e, budget, what, url, tries, elapsed, received) from e
+            RETRIED["retries"] += 1
             sleep(min(budget.delay(failures - 1, rng), deadline - now))
 
 

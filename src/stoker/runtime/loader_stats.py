@@ -1,0 +1,56 @@
+"""The loader's ``stats()`` and ``global_stats()``: a mixin of
+:class:`~stoker.runtime.loader.Loader`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stoker.runtime.stats import StatsCollector
+from stoker.runtime.stats_view import LoaderStats, target_shares
+
+
+class LoaderMeasures:
+    """``stats()`` / ``global_stats()`` over the loader's :class:`StatsCollector`."""
+
+    dataset: Any
+    _stats: StatsCollector
+
+    def samples_per_dataset(self, *, this_pass: bool = False) -> dict[str, int]:
+        raise NotImplementedError
+
+    def stats(self, *, reset: bool = False) -> LoaderStats:
+        """Is the run data-bound, and why? Figures of this loader (this rank) so far.
+
+        Added up in this process from what the workers send with their batches (no extra
+        message): batches and samples handed out and their rate, the fraction of time the loop
+        waited in ``next()``, seconds per worker stage and the ``bottleneck`` stage, skips by
+        reason and dataset, realised blend shares vs their targets, storage requests, bytes,
+        retries and read-ahead hits, shared-memory slots and worker memory. Workers report at
+        most every 0.25 s, so stage times may lag a little behind the counts.
+
+        Args:
+            reset: Start counting afresh after this call (for one log line per interval).
+
+        Example:
+            >>> stats = loader.stats(reset=True)  # doctest: +SKIP
+            >>> stats.recent_wait_frac, stats.bottleneck  # doctest: +SKIP
+            (0.31, 'decode')
+        """
+        datasets = self.samples_per_dataset()
+        return self._stats.snapshot(datasets, target_shares(self.dataset), reset=reset)
+
+    def global_stats(self, *, reset: bool = False) -> list[LoaderStats]:
+        """:meth:`stats` of every rank, indexed by rank, gathered with ``torch.distributed``
+        (every rank must call it; without an initialised process group: this rank's only).
+
+        Example:
+            >>> waits = [s.recent_wait_frac for s in loader.global_stats()]  # doctest: +SKIP
+        """
+        import torch.distributed as dist
+
+        mine = self.stats(reset=reset)
+        if not (dist.is_available() and dist.is_initialized()):
+            return [mine]
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, mine)
+        return [s for s in gathered if isinstance(s, LoaderStats)]
