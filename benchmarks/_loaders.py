@@ -16,6 +16,8 @@ BATCH = 32
 SHUFFLE_BUFFER = 100
 MAX_SAMPLES_PER_SEQUENCE = 100
 LOADERS = ("stoker", "energon", "webdataset")
+#: stoker from another source tree (``bench_loader.py --baseline-src``): before/after in one run.
+BASELINE = "stoker-base"
 MODES = {"uint8": "torchrgb8", "float": "torchrgb"}
 
 
@@ -34,7 +36,7 @@ def import_tool(tool: str) -> None:
     """Import what ``tool`` needs, so that the timed part does not include imports."""
     import torch  # noqa: F401
 
-    if tool == "stoker":
+    if tool in ("stoker", BASELINE):
         # ``import stoker`` is lazy (the CLI starts without torch); what a training script
         # imports is the API, as ``import megatron.energon`` imports all of Energon.
         from stoker import get_loader, get_train_dataset  # noqa: F401
@@ -49,7 +51,7 @@ def open_loader(config: Config, path: Path) -> Any:
     mode = MODES[config.dtype]
     if config.tool == "webdataset":
         return webdataset_loader(path, config.workers, mode)
-    if config.tool == "stoker":
+    if config.tool in ("stoker", BASELINE):
         import stoker as lib
     else:
         from megatron import energon as lib

@@ -38,9 +38,10 @@ MIN_SLOT_BYTES = 1 << 20
 #: Shared memory (MB) a worker may keep in slots; None: sized from the batches (see
 #: :func:`slot_budget`). ``LoaderOptions.batch_slots_mb`` overrides it (0 turns reuse off).
 SLOTS_MB = BATCH_SLOTS_MB
-#: Batches in flight besides the prefetched ones: the one being built and the one the
-#: training loop holds.
-EXTRA_BATCHES = 2
+#: Slots for batches besides the prefetched ones: the one being built. The batch the training
+#: loop holds, and released slots the worker has not heard of yet, take fresh segments when
+#: the queue is full; the worker has time to spare then (the loop is the slower side).
+EXTRA_BATCHES = 1
 
 
 def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
@@ -50,7 +51,7 @@ def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
 
     Example:
         >>> slot_budget(26 << 20, 2) >> 20  # uint8 images of up to 512 x 512, batch 32
-        110
+        82
     """
     return (prefetch_factor + EXTRA_BATCHES) * batch_bytes * 17 // 16
 

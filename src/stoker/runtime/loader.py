@@ -207,6 +207,8 @@ class _Live:
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
+            if self._transport is not None:  # slots freed since the last batch go back first
+                self._transport.flush()
             try:
                 item: Item = self._received(next(self._torch_iter))
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
