@@ -110,9 +110,10 @@ def in_subprocess(
 def schedule(
     tools: list[str], dtypes: list[str], repeats: int, workers: tuple[int, ...] = (0, 2)
 ) -> list[Config]:
-    """Every configuration once, then the stoker/energon W=2 pairs again, alternating."""
+    """Every configuration once, then the W=2 runs of stoker, stoker-base, energon and bare
+    again, alternating."""
     first = [Config(tool, w, dtype) for dtype in dtypes for w in workers for tool in tools]
-    pair = [t for t in ("stoker", BASELINE, "energon") if t in tools]
+    pair = [t for t in ("stoker", BASELINE, "energon", "bare") if t in tools]
     again = [Config(tool, 2, dtype) for dtype in dtypes for tool in pair]
     return first + again * (repeats - 1)
 
