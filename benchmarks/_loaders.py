@@ -16,6 +16,8 @@ BATCH = 32
 SHUFFLE_BUFFER = 100
 MAX_SAMPLES_PER_SEQUENCE = 100
 LOADERS = ("stoker", "stoker-nostats", "energon", "webdataset")
+#: stoker from another source tree (``bench_loader.py --baseline-src``): before/after in one run.
+BASELINE = "stoker-base"
 MODES = {"uint8": "torchrgb8", "float": "torchrgb"}
 
 

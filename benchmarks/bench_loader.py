@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bare import BARE, run_bare
 from _data import DatasetSpec, ensure_dataset, has_module, prepare_captioning
-from _loaders import BATCH, LOADERS, MODES, Config, profile_stoker, run_loader
+from _loaders import BASELINE, BATCH, LOADERS, MODES, Config, profile_stoker, run_loader
 from bench_prepare import TreeMemoryPoller, _quiet_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,13 +79,17 @@ class Run:
     wall_s: float
 
 
-def in_subprocess(spec: dict[str, Any], poll: float, timeout: float) -> tuple[dict[str, Any], Run]:
-    """Run one child; its result and the peak memory of its process tree."""
+def in_subprocess(
+    spec: dict[str, Any], poll: float, timeout: float, src: Path | None = None
+) -> tuple[dict[str, Any], Run]:
+    """Run one child (stoker from ``src`` where given); its result and the peak memory of its
+    process tree."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    env = _quiet_env()
+    if src is not None:
+        env["PYTHONPATH"] = str(src.resolve())
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_quiet_env()
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env)
     with TreeMemoryPoller(proc.pid, poll) as poller:
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -105,10 +109,13 @@ def in_subprocess(spec: dict[str, Any], poll: float, timeout: float) -> tuple[di
     )
 
 
-def schedule(tools: list[str], dtypes: list[str], repeats: int) -> list[Config]:
-    """Every configuration once, then the stoker/energon W=2 pairs again, alternating."""
-    first = [Config(tool, w, dtype) for dtype in dtypes for w in (0, 2) for tool in tools]
-    pair = [t for t in ("stoker", "stoker-nostats", "energon") if t in tools]
+def schedule(
+    tools: list[str], dtypes: list[str], repeats: int, workers: tuple[int, ...] = (0, 2)
+) -> list[Config]:
+    """Every configuration once, then the W=2 runs of stoker, stoker-base, energon and bare
+    again, alternating."""
+    first = [Config(tool, w, dtype) for dtype in dtypes for w in workers for tool in tools]
+    pair = [t for t in ("stoker", "stoker-nostats", BASELINE, "energon", "bare") if t in tools]
     again = [Config(tool, 2, dtype) for dtype in dtypes for tool in pair]
     return first + again * (repeats - 1)
 
@@ -130,25 +137,25 @@ def print_tables(results: dict[Config, list[Run]]) -> None:
             f"{median(runs, 'first_batch_s'):>14.2f} {median(runs, 'peak_mb'):>8.0f} "
             f"{median(runs, 'wall_s'):>7.1f}"
         )
-    print()
-    others = ("stoker-nostats", "energon", "webdataset", "bare", "bare-pil")
-    header = f"{'stoker samples/s vs':<14}" + "".join(f"{'stoker/' + o:>20}" for o in others)
-    print(header)
-    print("-" * len(header))
-    for dtype in MODES:
-        for workers in (0, 2):
-            stoker = results.get(Config("stoker", workers, dtype))
-            if stoker is None:
-                continue
-            cells = []
-            for other in others:
-                runs = results.get(Config(other, workers, dtype))
-                if runs is None:
-                    cells.append(f"{'-':>20}")
+    others = ("stoker-nostats", BASELINE, "energon", "webdataset", "bare", "bare-pil")
+    for attr, what in (("samples_per_s", "samples/s"), ("peak_mb", "peak MB")):
+        print()
+        header = f"{'stoker ' + what:<18}" + "".join(f"{'stoker/' + o:>20}" for o in others)
+        print(header)
+        print("-" * len(header))
+        for dtype in MODES:
+            for workers in sorted({c.workers for c in results}):
+                stoker = results.get(Config("stoker", workers, dtype))
+                if stoker is None:
                     continue
-                ratio = median(stoker, "samples_per_s") / median(runs, "samples_per_s")
-                cells.append(f"{ratio:>19.2f}x")
-            print(f"{f'W={workers} {dtype}':<14}" + "".join(cells))
+                cells = []
+                for other in others:
+                    runs = results.get(Config(other, workers, dtype))
+                    if runs is None:
+                        cells.append(f"{'-':>20}")
+                        continue
+                    cells.append(f"{median(stoker, attr) / median(runs, attr):>19.2f}x")
+                print(f"{f'W={workers} {dtype}':<18}" + "".join(cells))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -167,6 +174,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between PSS reads")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per configuration")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--workers", default="0,2", help="comma-separated worker counts (0,2)")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="also run stoker from this src/ folder (tool stoker-base): before/after, same run",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -177,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         child_main(json.loads(args.child))
         return 0
     tools = [t for t in args.tools.split(",") if t]
-    unknown = sorted(set(tools) - set(LOADERS + BARE))
+    if args.baseline_src is not None and BASELINE not in tools:
+        tools.insert(tools.index("stoker") + 1 if "stoker" in tools else 0, BASELINE)
+    unknown = sorted(set(tools) - set(LOADERS + BARE + (BASELINE,)))
     if unknown:
         print(f"unknown tools {unknown}; use some of {LOADERS + BARE}", file=sys.stderr)
         return 2
@@ -200,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     if not set(dtypes) <= set(MODES):
         print(f"unknown dtypes {dtypes}; use some of {list(MODES)}", file=sys.stderr)
         return 2
-    for config in schedule(tools, dtypes, repeats):
+    workers = tuple(int(w) for w in args.workers.split(","))
+    for config in schedule(tools, dtypes, repeats, workers):
         spec = {"config": asdict(config), "path": str(dataset.path), "batches": batches}
-        result, run = in_subprocess(spec, args.poll, args.timeout)
+        src = args.baseline_src if config.tool == BASELINE else None
+        result, run = in_subprocess(spec, args.poll, args.timeout, src)
         results.setdefault(config, []).append(run)
         print(
             f"  {config.label:<24} {run.samples_per_s:>8,.0f} samples/s, first batch "

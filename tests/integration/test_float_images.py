@@ -20,7 +20,7 @@ from PIL import Image
 from stoker import DefaultTaskEncoder, SampleDecoder, WorkerConfig, get_loader, get_val_dataset
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
-from stoker.media.image import FloatImage
+from stoker.media.image import JpegImage
 from stoker.runtime.build import SampleBuilder
 from tests.conftest import write_shard
 
@@ -108,6 +108,6 @@ def test_builder_defers_float_images_only_when_asked(dataset_root: Path) -> None
     decoder = SampleDecoder(image_decode="torchrgb")
     deferred = SampleBuilder(source, decoder, Fused(), fuse_float_images=True).build(raw, 0)
     plain = SampleBuilder(source, decoder, Fused()).build(raw, 0)
-    assert isinstance(deferred.image, FloatImage)
+    assert isinstance(deferred.image, JpegImage)  # a JPEG: decoded straight into the batch
     assert torch.equal(deferred.image.tensor(), plain.image)
     assert not decoder.float_images_on_batch  # the caller's decoder is left as it was

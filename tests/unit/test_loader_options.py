@@ -72,7 +72,7 @@ def test_a_bad_environment_value_is_a_one_line_error_naming_it(
 def test_the_environment_sets_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     built_in = LoaderOptions()
     assert (built_in.prefetch_bytes, built_in.prefetch_threads) == (256 << 20, 8)
-    assert (built_in.batch_slots_mb, built_in.retry_seconds) == (128, None)
+    assert (built_in.batch_slots_mb, built_in.retry_seconds) == (None, None)  # None: sized
     environ = {
         "STOKER_PREFETCH_BYTES": "1048576",
         "STOKER_PREFETCH_THREADS": "3",

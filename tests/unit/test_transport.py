@@ -17,11 +17,13 @@ import torch.utils.data
 from stoker.media.image import FloatImage
 from stoker.pipeline.batch import batch_pad_stack
 from stoker.pipeline.transport import (
+    EXTRA_BATCHES,
     MIN_SLOT_BYTES,
     Exported,
     MainTransport,
     WorkerTransport,
     activate,
+    slot_budget,
 )
 
 BATCHES = 12
@@ -113,3 +115,29 @@ def test_small_tensors_and_foreign_tensors_take_torchs_path() -> None:
     transport.export({"other": torch.zeros(3)})  # the slot was not sent: never reused
     assert transport.slots == {}
     queue.close()
+
+
+def held_slots(transport: WorkerTransport, batches: int, nbytes: int) -> int:
+    """Build and export ``batches`` batches of ``nbytes`` that the main process never frees;
+    the number that got a slot (the others take fresh segments)."""
+    pooled = 0
+    for _ in range(batches):
+        buffer = transport.buffer((nbytes,), torch.uint8)
+        pooled += buffer is not None
+        transport.export({"images": buffer})  # a worker exports every batch it builds
+    return pooled
+
+
+def test_the_slot_budget_is_sized_from_the_batches_and_prefetch_factor() -> None:
+    queue: Any = multiprocessing.get_context().Queue()
+    nbytes = 2 * MIN_SLOT_BYTES
+    try:
+        for prefetch in (1, 2, 4):  # one slot per batch in flight: prefetched + 2
+            auto = WorkerTransport(queue, None, prefetch_factor=prefetch)
+            assert held_slots(auto, 10, nbytes) == prefetch + EXTRA_BATCHES
+            assert slot_budget(nbytes, prefetch) >= (prefetch + EXTRA_BATCHES) * nbytes
+        fixed = WorkerTransport(queue, 3 * nbytes / 2**20, prefetch_factor=4)  # the override
+        assert held_slots(fixed, 10, nbytes) == 2
+        assert held_slots(WorkerTransport(queue, 0), 3, nbytes) == 0  # 0: no reuse at all
+    finally:
+        queue.close()

@@ -46,9 +46,52 @@ class FloatImage:
         return torch.from_numpy(np.divide(out, np.float32(255.0), out=out))
 
 
+@dataclass(frozen=True)
+class JpegImage:
+    """An RGB JPEG (``torchrgb8`` / ``torchrgb`` mode) whose pixels are decoded into its batch.
+
+    Where no user code sees a sample between decoding and batching, the loader keeps JPEGs
+    with a valid header and end marker as their bytes; :func:`stoker.pipeline.batch.batch_pad_stack`
+    decodes each into a reused per-thread buffer and copies (or scales) it straight into the
+    batch's shared memory, several images at once (libjpeg-turbo releases the GIL). No
+    per-image array is made or kept. The values are the same as :meth:`tensor`'s, which is what
+    the mode decodes to otherwise.
+    """
+
+    data: bytes
+    #: ``(3, H, W)``, as the decoded tensor's.
+    shape: torch.Size
+    as_float: bool
+    decoder: SampleDecoder
+
+    def hwc(self, scratch: npt.NDArray[np.uint8] | None = None) -> npt.NDArray[np.uint8]:
+        """The ``(H, W, 3)`` uint8 pixels, in ``scratch`` where given (big enough)."""
+        import simplejpeg
+
+        try:
+            return simplejpeg.decode_jpeg(  # type: ignore[no-any-return]
+                self.data, colorspace="RGB", buffer=scratch
+            )
+        except ValueError:  # libjpeg-turbo is strict about damaged data; Pillow decides
+            return np.array(_pil_image("jpg", self.data, self.decoder, "RGB"))
+
+    def tensor(self) -> torch.Tensor:
+        """The image as the mode decodes it: uint8 CHW, or float32 CHW in [0, 1]."""
+        pixels = torch.from_numpy(self.hwc()).permute(2, 0, 1)
+        return FloatImage(pixels).tensor() if self.as_float else pixels
+
+
+#: Images the batcher finishes (:func:`stoker.pipeline.batch.batch_pad_stack`).
+DEFERRED_IMAGES = (FloatImage, JpegImage)
+
+
 def decode_image(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     """Decode an image part into the decoder's ``image_decode`` mode (numpy, torch CHW or PIL)."""
     container, as_float, channels = IMAGE_MODES[decoder.image_decode]
+    if decoder.float_images_on_batch and container == "torch" and channels == "RGB":
+        deferred = _deferred_jpeg(ext, data, decoder, as_float)
+        if deferred is not None:
+            return deferred
     arr = None
     if ext in ("jpg", "jpeg", "jpe", "jfif") and container != "pil" and channels == "RGB":
         arr = _jpeg_turbo(data, decoder)
@@ -65,6 +108,27 @@ def decode_image(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
         return pixels
     image = FloatImage(pixels)
     return image if decoder.float_images_on_batch else image.tensor()
+
+
+def _deferred_jpeg(ext: str, data: bytes, decoder: SampleDecoder, as_float: bool) -> Any:
+    """A :class:`JpegImage` for a complete JPEG libjpeg-turbo reads at full size, else None.
+
+    The header is read (and the pixel bound checked) here, so that a bad sample fails here,
+    under the error policy, like an eagerly decoded one; a JPEG without its end marker (a
+    truncated file) is decoded eagerly for the same reason.
+    """
+    if ext not in ("jpg", "jpeg", "jpe", "jfif") or decoder.image_min_size is not None:
+        return None
+    try:
+        import simplejpeg
+
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+    except (ImportError, ValueError):
+        return None
+    if colorspace not in ("YCbCr", "Gray", "RGB") or not data.rstrip(b"\0").endswith(b"\xff\xd9"):
+        return None
+    decoder.check_pixels(height, width)
+    return JpegImage(data, torch.Size((3, height, width)), as_float, decoder)
 
 
 def _jpeg_turbo(data: bytes, decoder: SampleDecoder) -> npt.NDArray[np.uint8] | None:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from stoker.media.image import FloatImage
+from stoker.media.image import DEFERRED_IMAGES
 from stoker.model.dataclass_helpers import edataclass
 from stoker.model.samples import Extendable, Sample, SourceInfo, pin_memory
 from stoker.pipeline.batch import batch_pad_stack
@@ -83,7 +83,7 @@ class Batch(Extendable):
                     init[f.name] = [s.__subflavors__ for s in samples if s.__subflavors__]
             else:
                 values = [getattr(sample, f.name) for sample in samples]
-                if values and all(isinstance(v, (torch.Tensor, FloatImage)) for v in values):
+                if values and all(isinstance(v, (torch.Tensor, *DEFERRED_IMAGES)) for v in values):
                     init[f.name] = batch_pad_stack(values)
                 else:
                     init[f.name] = values

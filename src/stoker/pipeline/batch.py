@@ -16,12 +16,12 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 import torch.utils.data
 
 from stoker.errors import StokerError
-from stoker.media.image import FloatImage
+from stoker.media.image import DEFERRED_IMAGES, FloatImage, JpegImage
+from stoker.pipeline.batch_images import fill_images, zero_padding
 from stoker.pipeline.transport import batch_buffer
 
 FeatureBatcher = Callable[[list[Any]], Any]
@@ -35,7 +35,8 @@ def batch_stack(batch: list[Any]) -> Any:
 def batch_pad_stack(batch: list[Any]) -> Any:
     """Stack tensors of any shapes (same number of dimensions), padding with zeros at the end.
 
-    :class:`~stoker.media.image.FloatImage` items are scaled to float32 in [0, 1] on the way.
+    :class:`~stoker.media.image.FloatImage` items are scaled to float32 in [0, 1] on the way;
+    :class:`~stoker.media.image.JpegImage` items are decoded straight into the batch.
 
     Example:
         >>> batch_pad_stack([torch.ones(1, 2), torch.ones(2, 1)]).shape
@@ -46,8 +47,8 @@ def batch_pad_stack(batch: list[Any]) -> Any:
         shapes = [tuple(b.shape) for b in batch]
         raise StokerError(f"cannot pad-stack tensors with different numbers of dims: {shapes}.")
     max_size = [max(b.shape[dim] for b in batch) for dim in range(ndim)]
-    if any(isinstance(b, FloatImage) for b in batch):
-        return _scale_images(batch, max_size)
+    if any(isinstance(b, DEFERRED_IMAGES) for b in batch):
+        return _deferred_images(batch, max_size)
     if not all(_numpy_copyable(b, batch[0].dtype) for b in batch):
         out = batch[0].new_zeros((len(batch), *max_size))
         for i, b in enumerate(batch):
@@ -60,38 +61,31 @@ def batch_pad_stack(batch: list[Any]) -> Any:
     for i, b in enumerate(batch):
         target[_region(i, b.shape)] = b.numpy()
         if not zeroed:
-            _zero_padding(target[i], tuple(b.shape))
+            zero_padding(target[i], tuple(b.shape))
     return out
 
 
-def _scale_images(images: list[FloatImage], max_size: list[int]) -> torch.Tensor:
-    """Pad-stack uint8 images as float32 in [0, 1], converting while copying (one pass).
+def _deferred_images(images: list[Any], max_size: list[int]) -> torch.Tensor:
+    """Pad-stack images the decoder left to the batcher, finishing them in the batch's memory.
 
-    A blend may mix them with float tensors (from sources where user code sees samples).
+    A blend may mix them with tensors (from sources where user code sees samples), or uint8
+    with float ones: then each is made a tensor first.
     """
-    if not all(isinstance(image, FloatImage) for image in images):
+    floats = {
+        isinstance(i, FloatImage) or (isinstance(i, JpegImage) and i.as_float) for i in images
+    }
+    if not all(isinstance(i, DEFERRED_IMAGES) for i in images) or len(floats) > 1:
         mixed: torch.Tensor = batch_pad_stack([_as_tensor(image) for image in images])
         return mixed
-    out, zeroed = batch_buffer((len(images), *max_size), torch.float32)
-    target = out.numpy()
-    scale = np.float32(255.0)
-    for i, image in enumerate(images):
-        np.divide(image.pixels.numpy(), scale, out=target[_region(i, image.shape)])
-        if not zeroed:
-            _zero_padding(target[i], tuple(image.shape))
+    out, zeroed = batch_buffer(
+        (len(images), *max_size), torch.float32 if floats.pop() else torch.uint8
+    )
+    fill_images(out.numpy(), images, zeroed)
     return out
 
 
 def _as_tensor(value: Any) -> Any:
-    return value.tensor() if isinstance(value, FloatImage) else value
-
-
-def _zero_padding(item: Any, shape: tuple[int, ...]) -> None:
-    """Zero what lies outside the ``shape`` corner of ``item`` (only the padding is touched)."""
-    for dim, size in enumerate(shape):
-        if size < item.shape[dim]:
-            index = (*(slice(0, s) for s in shape[:dim]), slice(size, None))
-            item[index] = 0
+    return value.tensor() if isinstance(value, DEFERRED_IMAGES) else value
 
 
 def _region(i: int, shape: Sequence[int]) -> tuple[Any, ...]:
@@ -127,7 +121,7 @@ def generic_batch(batch: list[Any]) -> Any:
                 [1., 0.]]), 's': ['a', 'b']}
     """
     first = batch[0]
-    if isinstance(first, (torch.Tensor, FloatImage)):
+    if isinstance(first, (torch.Tensor, *DEFERRED_IMAGES)):
         return batch_pad_stack(batch)
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         if hasattr(first, "from_samples"):

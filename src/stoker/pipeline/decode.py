@@ -95,8 +95,9 @@ class SampleDecoder:
         self.guess_content = guess_content
         self.max_image_pixels = max_image_pixels
         self.image_min_size = image_min_size
-        #: Decode float image modes to :class:`FloatImage` (scaled when batched); set only by
-        #: the loader where no user code sees samples before batching (see :func:`fused`).
+        #: Leave images to the batcher (RGB torch modes: JPEGs as :class:`JpegImage`, decoded
+        #: into the batch; other float images as :class:`FloatImage`, scaled when batched); set
+        #: only by the loader where no user code sees samples before batching (:func:`fused`).
         self.float_images_on_batch = False
 
     def decode(self, key: str, parts: dict[str, bytes]) -> dict[str, Any]:
@@ -162,7 +163,8 @@ class SampleDecoder:
         }
 
     def fused(self) -> SampleDecoder:
-        """A copy that leaves float images as :class:`FloatImage` for the batcher to scale.
+        """A copy that leaves images to the batcher: JPEGs as :class:`JpegImage` (decoded
+        straight into the batch), other float images as :class:`FloatImage` (scaled there).
 
         Same batches, less work: only valid where nothing reads the decoded images before
         :func:`stoker.pipeline.batch.batch_pad_stack` (the loader decides; users need not).

@@ -35,10 +35,25 @@ from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
 MIN_SLOT_BYTES = 1 << 20
-#: Shared memory (MB) a worker may keep in slots: the batches in flight (prefetched, held by the
-#: loop) need one each; beyond it, batches take fresh segments. ``LoaderOptions.batch_slots_mb``
-#: sets it (0 turns reuse off): more is faster for large batches and costs that memory.
+#: Shared memory (MB) a worker may keep in slots; None: sized from the batches (see
+#: :func:`slot_budget`). ``LoaderOptions.batch_slots_mb`` overrides it (0 turns reuse off).
 SLOTS_MB = BATCH_SLOTS_MB
+#: Slots for batches besides the prefetched ones: the one being built. The batch the training
+#: loop holds, and released slots the worker has not heard of yet, take fresh segments when
+#: the queue is full; the worker has time to spare then (the loop is the slower side).
+EXTRA_BATCHES = 1
+
+
+def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
+    """Bytes of slots a worker keeps: one per batch in flight, ``prefetch_factor`` queued plus
+    :data:`EXTRA_BATCHES`, each ``batch_bytes`` (the largest batch so far) and a sixteenth of
+    room for slightly larger batches. A batch beyond it takes a fresh segment.
+
+    Example:
+        >>> slot_budget(26 << 20, 2) >> 20  # uint8 images of up to 512 x 512, batch 32
+        82
+    """
+    return (prefetch_factor + EXTRA_BATCHES) * batch_bytes * 17 // 16
 
 
 @dataclass(frozen=True)
@@ -62,9 +77,15 @@ class _Slot:
 class WorkerTransport:
     """A worker's slots; :func:`batch_buffer` allocates from the active one."""
 
-    def __init__(self, releases: Any, budget_mb: float = SLOTS_MB) -> None:
+    def __init__(
+        self, releases: Any, budget_mb: float | None = SLOTS_MB, prefetch_factor: int = 2
+    ) -> None:
         self.releases = releases
-        self.budget = int(budget_mb * 2**20)
+        #: A fixed budget in bytes, or None: :func:`slot_budget` of the largest batch so far.
+        self.budget = None if budget_mb is None else int(budget_mb * 2**20)
+        self.prefetch_factor = prefetch_factor
+        self._batch_bytes = 0  # the most slot bytes one batch has asked for
+        self._asked = 0  # slot bytes the batch being built has asked for
         self.slots: dict[int, _Slot] = {}  # by storage data pointer
         self._numbers = 0
         self._dropped: list[int] = []
@@ -76,6 +97,7 @@ class WorkerTransport:
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < MIN_SLOT_BYTES:
             return None
+        self._asked += nbytes
         self._drain()
         free = [s for s in self.slots.values() if not s.exports and not s.allocated]
         fits = [s for s in free if nbytes <= s.storage.nbytes() <= 2 * nbytes]
@@ -85,7 +107,7 @@ class WorkerTransport:
             if free:  # a free slot of the wrong size is replaced: the pool grows only with use
                 self._drop(min(free, key=lambda s: s.storage.nbytes()))
             capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
-            if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self.budget:
+            if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self._budget():
                 return None
             slot = _Slot(self._numbers, _new_shared(capacity))
             self._numbers += 1
@@ -93,8 +115,14 @@ class WorkerTransport:
         slot.allocated = True
         return _tensor_on(slot.storage, dtype, shape)
 
+    def _budget(self) -> int:
+        if self.budget is not None:
+            return self.budget
+        return slot_budget(max(self._batch_bytes, self._asked), self.prefetch_factor)
+
     def export(self, batch: Any) -> Exported:
         """Pickle ``batch`` for the main process, its slot tensors by reference."""
+        self._batch_bytes, self._asked = max(self._batch_bytes, self._asked), 0
         out = io.BytesIO()
         self._in_batch.clear()
         if not self.slots:  # nothing can refer to a slot: skip the per-object reference check

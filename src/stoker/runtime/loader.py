@@ -122,16 +122,19 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
         releases: list[Any],
         options: LoaderOptions,
         cache_pool: CachePool | None = None,
+        prefetch_factor: int = 2,
     ) -> None:
         super().__init__()
         self.dataset, self.resume, self.releases = dataset, resume, releases
         self.options, self.cache_pool = options, cache_pool
+        self.prefetch_factor = prefetch_factor  # sizes the shared-memory slots
 
     def __iter__(self) -> Iterator[Envelope]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
-        transport = WorkerTransport(self.releases[worker], self.options.batch_slots_mb)
+        slots_mb, prefetch = self.options.batch_slots_mb, self.prefetch_factor
+        transport = WorkerTransport(self.releases[worker], slots_mb, prefetch)
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
@@ -213,7 +216,12 @@ class _Live:
             self._torch_iter = iter(
                 torch.utils.data.DataLoader(
                     _WorkerDataset(
-                        dataset, resume, self._transport.queues, loader.options, loader.cache_pool
+                        dataset,
+                        resume,
+                        self._transport.queues,
+                        loader.options,
+                        loader.cache_pool,
+                        loader.prefetch_factor,
                     ),
                     batch_size=None,
                     num_workers=workers,
@@ -228,6 +236,8 @@ class _Live:
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
+            if self._transport is not None:  # slots freed since the last batch go back first
+                self._transport.flush()
             try:
                 item = self._received(next(self._torch_iter))
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone

@@ -41,7 +41,7 @@ ENV: dict[str, str] = {
     "stats": "STOKER_STATS",
 }
 #: Built-in defaults that other modules use too (where no options are at hand).
-BATCH_SLOTS_MB = 128.0
+BATCH_SLOTS_MB: float | None = None  # sized from the batches and prefetch_factor
 CACHE_MAX_BYTES = 4 << 30
 CACHE_FRESH_SECONDS = 10.0
 #: Other variables the defaults depend on (where the cache goes by default).
@@ -68,7 +68,9 @@ class LoaderOptions:
         prefetch_threads: Concurrent remote reads of one worker process, over all its data
             sources (``STOKER_PREFETCH_THREADS``, 8).
         batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
-            (``STOKER_BATCH_SLOTS_MB``, 128; 0: a fresh segment per batch).
+            (``STOKER_BATCH_SLOTS_MB``; None or ``auto``, the default: room for the batches
+            in flight, ``prefetch_factor + 2`` of the largest so far; 0: a fresh segment
+            per batch).
         cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
             (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
         cache_max_bytes: Bound of the metadata cache (``STOKER_CACHE_MAX_BYTES``, 4 GiB).
@@ -91,7 +93,7 @@ class LoaderOptions:
 
     prefetch_bytes: int = _env_field("prefetch_bytes")
     prefetch_threads: int = _env_field("prefetch_threads")
-    batch_slots_mb: float = _env_field("batch_slots_mb")
+    batch_slots_mb: float | None = _env_field("batch_slots_mb")
     cache_dir: str | None = _env_field("cache_dir")
     cache_max_bytes: int = _env_field("cache_max_bytes")
     cache_fresh_seconds: float = _env_field("cache_fresh_seconds")
@@ -137,7 +139,7 @@ def _path(value: object) -> str:
 _CHECKS = {
     "prefetch_bytes": _whole(0),
     "prefetch_threads": _whole(1),
-    "batch_slots_mb": _number(),
+    "batch_slots_mb": _number(optional=True),
     "cache_dir": _path,
     "cache_max_bytes": _whole(0),
     "cache_fresh_seconds": _number(),
@@ -181,6 +183,8 @@ def _parse(name: str, var: str, text: str) -> Any:
         return text
     if name == "stats":
         return text.lower() not in (*_OFF, "false", "no")
+    if name == "batch_slots_mb" and text.lower() in ("auto", "none"):
+        return None
     check = _CHECKS[name]
     value: Any = text
     with contextlib.suppress(ValueError, OverflowError):
@@ -192,7 +196,7 @@ def _parse(name: str, var: str, text: str) -> Any:
     if problem:
         raise ConfigError(
             f"{var}={text!r} is not {problem} (the default of LoaderOptions.{name}).",
-            hint=f"E.g. {var}={_BUILT_IN[name]}.",
+            hint=f"E.g. {var}={'auto' if _BUILT_IN[name] is None else _BUILT_IN[name]}.",
         )
     return value
 
