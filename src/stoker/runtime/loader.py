@@ -335,6 +335,8 @@ class Loader(LoaderState, LoaderMeasures):
                 return
             count += 1
             self._stats.handed_out(entered, perf_counter())
+            if self._stats_log is not None:
+                self._stats_log.tick()
             yield self._batch
         self._stats.paused()
 
