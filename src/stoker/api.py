@@ -31,6 +31,7 @@ from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.plan.order import combine_multipliers
 from stoker.runtime.dataset import LoaderDataset
+from stoker.runtime.debug_log import check_debug_path
 from stoker.runtime.savable_loader import BasicDataLoader, SavableDataLoader
 from stoker.runtime.streams import Loadable
 from stoker.sources.blender import Blender
@@ -279,6 +280,7 @@ def _loader(
             "get_loader got another worker_config than the dataset was made with.",
             hint="Pass the same WorkerConfig to get_train_dataset and get_loader (or omit it).",
         )
+    check_debug_path(dataset.worker_config)
     loader = loader_class(
         dataset,
         prefetch_factor=prefetch_factor,
