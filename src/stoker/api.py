@@ -31,6 +31,7 @@ from stoker.pipeline.decode import SampleDecoder
 from stoker.plan import default_virtual_workers
 from stoker.plan.order import combine_multipliers
 from stoker.runtime.dataset import LoaderDataset
+from stoker.runtime.debug_log import check_debug_path
 from stoker.runtime.savable_loader import BasicDataLoader, SavableDataLoader
 from stoker.runtime.streams import Loadable
 from stoker.sources.blender import Blender
@@ -197,6 +198,7 @@ def get_loader(
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
     options: LoaderOptions | None = None,
+    log_stats_every: float | None = None,
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
@@ -205,7 +207,10 @@ def get_loader(
     ``need_cache`` get as ``cache=``, in every worker. ``options`` (a
     :class:`~stoker.LoaderOptions`) sizes each worker's read-ahead and batch slots and sets the
     metadata cache and retry budget; None takes them from the environment variables that are
-    their defaults, read once, here. Energon's watchdog arguments are accepted and ignored.
+    their defaults, read once, here. ``log_stats_every`` (seconds) logs one line of the
+    loader's figures per interval on the ``stoker`` logger (INFO) while iterating, e.g.
+    ``stoker: 1,234 samples/s, waited 31% of the last 60 s, bottleneck decode (62%)``; None:
+    off (see ``docs/observability.md``). Energon's watchdog arguments are accepted and ignored.
 
     Example:
         >>> from stoker import LoaderOptions
@@ -221,6 +226,7 @@ def get_loader(
         timeout=timeout,
         cache_pool=cache_pool,
         options=options,
+        log_stats_every=log_stats_every,
     )
 
 
@@ -233,6 +239,7 @@ def get_savable_loader(
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
     options: LoaderOptions | None = None,
+    log_stats_every: float | None = None,
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -250,6 +257,7 @@ def get_savable_loader(
         timeout=timeout,
         cache_pool=cache_pool,
         options=options,
+        log_stats_every=log_stats_every,
     )
 
 
@@ -263,6 +271,7 @@ def _loader(
     timeout: float,
     cache_pool: CachePool | None,
     options: LoaderOptions | None,
+    log_stats_every: float | None,
 ) -> _L:
     """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
     checking that ``worker_config`` (if given) is the one the dataset was made with."""
@@ -271,7 +280,8 @@ def _loader(
             "get_loader got another worker_config than the dataset was made with.",
             hint="Pass the same WorkerConfig to get_train_dataset and get_loader (or omit it).",
         )
-    return loader_class(
+    check_debug_path(dataset.worker_config)
+    loader = loader_class(
         dataset,
         prefetch_factor=prefetch_factor,
         pin_memory=pin_memory,
@@ -279,6 +289,8 @@ def _loader(
         cache_pool=cache_pool,
         options=options,
     )
+    loader.log_stats_every(log_stats_every)
+    return loader
 
 
 _DECODER_KWARGS = ("image_decode", "av_decode", "video_decode_audio")

@@ -258,8 +258,8 @@ def test_energon_invocations(tmp_path: Path) -> None:
     assert all(s in info.stdout for s in ("10 samples", "2 shards", str(data), "train"))
     crude_info = runner.invoke(info_command, [str(data), "--dataset-config", "dataset_crude.yaml"])
     assert "sample type   crude" in crude_info.stdout
-    debug = runner.invoke(analyze_debug_command, ["log.jsonl", "--include-modality", "train,val"])
-    assert debug.exit_code == 1 and "not available in stoker" in debug.output
+    debug = runner.invoke(analyze_debug_command, [str(tmp_path / "missing.jsonl")])
+    assert debug.exit_code == 1 and "no such file" in debug.output
     assert sorted(main.commands) == sorted(
         [
             "analyze-debug",

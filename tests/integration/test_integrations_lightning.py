@@ -153,3 +153,36 @@ def test_loader_options_reach_the_loaders(dataset: tuple[Path, dict[str, list[st
     assert train.loader.options is options and val.loader.options is options
     assert len(next(iter(train)).__key__) == 2  # loads with them
     train.loader.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_flat_stats_reach_the_trainer_logger(
+    dataset: tuple[Path, dict[str, list[str]]], tmp_path: Path, workers: int
+) -> None:
+    """``log_stats_every_n_steps`` logs ``stats().flat()`` through the module's ``log_dict``:
+    the trainer's CSV logger holds ``data/samples`` growing by the batch size per step."""
+    import csv
+
+    root, _ = dataset
+    dm = StokerDataModule(str(root), batch_size=2, num_workers=workers, log_stats_every_n_steps=1)
+    fit = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=4,
+        default_root_dir=str(tmp_path),
+        logger=pl.loggers.CSVLogger(str(tmp_path), name="csv"),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        log_every_n_steps=1,
+        limit_val_batches=0,
+    )
+    fit.fit(KeyRecorder(), datamodule=dm)
+    stats = dm.stats()
+    dm.teardown("fit")
+    (metrics,) = tmp_path.glob("csv/*/metrics.csv")
+    with metrics.open() as f:
+        rows = [r for r in csv.DictReader(f) if r.get("data/samples")]
+    assert [float(r["data/samples"]) for r in rows] == [2.0, 4.0, 6.0, 8.0]
+    assert all(0.0 <= float(r["data/wait_frac"]) <= 1.0 for r in rows)
+    assert stats is not None and stats.samples == 8

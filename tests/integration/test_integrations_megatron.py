@@ -345,3 +345,24 @@ def test_loader_options_reach_both_loaders(dataset: str, tokenizer: WordTokenize
     assert [len(k) for k in keys(train, 2)] == [4, 4]  # loads with them
     data.train_dataloader_object.close()
     data.val_dataloader_object.close()
+
+
+def test_stats_for_the_training_loop(
+    dataset: str, tokenizer: WordTokenizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``stats()`` gives the training loader's figures (None before it is built) and
+    ``log_stats_every`` logs lines on the ``stoker`` logger, with real workers."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="stoker")
+    data = data_module(dataset, tokenizer, num_workers=2, log_stats_every=1e-6)
+    assert data.stats() is None
+    train = data.train_dataloader()
+    keys(train, 3)
+    stats = data.stats()
+    assert stats is not None and stats.batches == 3 and stats.samples == 12
+    assert stats.flat()["data/samples"] == 12.0
+    lines = [r.getMessage() for r in caplog.records if r.name == "stoker"]
+    assert len(lines) == 3 and all(" samples/s (4 samples)" in line for line in lines), lines
+    assert data.train_dataloader_object is not None
+    data.train_dataloader_object.close()

@@ -38,6 +38,7 @@ from typing import Any
 import click
 
 from stoker.cli import checkpoint, energon_preview, info, lint, mount, prepare, prepare_media
+from stoker.cli.analyze_debug import command as analyze_debug_command
 from stoker.cli.common import CONTEXT_SETTINGS
 
 #: stoker's exit status for bad input, and Energon's for any failure.
@@ -89,26 +90,6 @@ mount_command = energon_command(mount.command)
 checkpoint_command = energon_command(checkpoint.command)
 command_redist = checkpoint_command.commands["redist"]  # type: ignore[attr-defined]
 command_info = checkpoint_command.commands["info"]  # type: ignore[attr-defined]
-
-
-@click.command(
-    name="analyze-debug",
-    context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": True},
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def analyze_debug_command(args: tuple[str, ...]) -> None:
-    """Not available in stoker: Energon's worker debug logs do not exist here.
-
-    stoker does not write Energon's worker_debug_path logs, so there is nothing to analyse.
-    To see which samples a loader yields and in what order, read the keys of the batches
-    (every sample carries __key__ and __restore_key__) or use `stoker preview`; to inspect a
-    saved position use `stoker checkpoint info`.
-    """
-    raise click.ClickException(
-        "analyze-debug is not available in stoker: it reads Energon's worker debug logs "
-        "(WorkerConfig(worker_debug_path=...)), which stoker does not write. Log the __key__ "
-        "of each batch's samples instead, or use `stoker preview` / `stoker checkpoint info`."
-    )
 
 
 @click.group(name="energon", context_settings=CONTEXT_SETTINGS)

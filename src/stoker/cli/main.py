@@ -25,6 +25,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "preview": ("stoker.cli.preview", "command", "Show samples of a split, decoded."),
     "bench": ("stoker.cli.bench", "command", "Measure loading speed; recommend num_workers."),
     "mount": ("stoker.cli.mount", "command", "Browse a dataset's samples as read-only files."),
+    "analyze-debug": (
+        "stoker.cli.analyze_debug",
+        "command",
+        "Summarise worker_debug_path logs: what each worker loaded, when.",
+    ),
     "doctor": ("stoker.cli.doctor", "command", "List the optional backends installed here."),
 }
 

@@ -34,13 +34,15 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from stoker.api import get_savable_loader, get_train_dataset, get_val_dataset
+from stoker.integrations.lightning_stats import StokerStatsCallback
 from stoker.integrations.loaders import RestartingLoader, ResumableLoader
 from stoker.integrations.topology import data_parallel_worker_config
 from stoker.model.task import DefaultTaskEncoder, TaskEncoder
 from stoker.model.worker_config import WorkerConfig
+from stoker.runtime.stats_view import LoaderStats
 from stoker.storage.options import LoaderOptions
 
-__all__ = ["StokerDataModule"]
+__all__ = ["StokerDataModule", "StokerStatsCallback"]
 
 
 class StokerDataModule(pl.LightningDataModule):
@@ -64,6 +66,11 @@ class StokerDataModule(pl.LightningDataModule):
         pg_collection: Megatron process groups to take the data-parallel rank from.
         options: Read-ahead, batch slots, metadata cache and retry budget of the loaders
             (:class:`~stoker.LoaderOptions`; None: from the environment).
+        log_stats_every_n_steps: Log the training loader's ``stats().flat()`` through the
+            ``LightningModule``'s ``log_dict`` every this many steps (adds a
+            :class:`StokerStatsCallback` to the trainer; None: off).
+        log_stats_every: Seconds between two lines of the training loader's figures on the
+            ``stoker`` logger (see ``get_loader``; None: off).
         **dataset_kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset``
             (``virtual_workers``, ``subflavors``, ...).
     """
@@ -84,6 +91,8 @@ class StokerDataModule(pl.LightningDataModule):
         worker_config: WorkerConfig | None = None,
         pg_collection: Any = None,
         options: LoaderOptions | None = None,
+        log_stats_every_n_steps: int | None = None,
+        log_stats_every: float | None = None,
         **dataset_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -101,6 +110,12 @@ class StokerDataModule(pl.LightningDataModule):
         self.pg_collection = pg_collection
         self.options = options
         self.dataset_kwargs = dataset_kwargs
+        self.log_stats_every = log_stats_every
+        self._stats_callback = (
+            None
+            if log_stats_every_n_steps is None
+            else StokerStatsCallback(log_stats_every_n_steps, datamodule=self)
+        )
         self._train: ResumableLoader | None = None
         self._eval: dict[str, RestartingLoader] = {}
         self._pending_state: dict[str, Any] | None = None
@@ -123,11 +138,26 @@ class StokerDataModule(pl.LightningDataModule):
                 task_encoder=self.task_encoder,
                 **self.dataset_kwargs,
             )
-            self._train = ResumableLoader(get_savable_loader(dataset, options=self.options))
+            loader = get_savable_loader(
+                dataset, options=self.options, log_stats_every=self.log_stats_every
+            )
+            self._train = ResumableLoader(loader)
             if self._pending_state is not None:
                 self._train.load_state_dict(self._pending_state)
                 self._pending_state = None
         return self._train
+
+    def setup(self, stage: str) -> None:
+        """Add the stats callback (``log_stats_every_n_steps``) to the trainer, once."""
+        trainer = getattr(self, "trainer", None)
+        callback = self._stats_callback
+        if callback is not None and trainer is not None and callback not in trainer.callbacks:
+            trainer.callbacks.append(callback)
+
+    def stats(self, *, reset: bool = False) -> LoaderStats | None:
+        """The training loader's :meth:`~stoker.runtime.loader.Loader.stats` (None before
+        it is built). ``dm.stats().flat()`` gives ``{"data/wait_frac": ...}`` for a logger."""
+        return None if self._train is None else self._train.loader.stats(reset=reset)
 
     def val_dataloader(self) -> RestartingLoader:
         """The ``val`` split in order; every validation run is a full pass (or ``val_limit``)."""

@@ -39,6 +39,7 @@ from stoker.integrations.topology import data_parallel_worker_config
 from stoker.model.task import TaskEncoder
 from stoker.runtime.dataset import LoaderDataset
 from stoker.runtime.loader import Loader
+from stoker.runtime.stats_view import LoaderStats
 from stoker.storage.options import LoaderOptions
 
 __all__ = [
@@ -80,6 +81,8 @@ class MultiModalDataModule:
             (Bridge 0.3's sixth parameter; keyword only in current Bridge's order).
         options: stoker's :class:`~stoker.LoaderOptions` for both loaders (read-ahead, batch
             slots, metadata cache, retry budget; keyword only; None: from the environment).
+        log_stats_every: Seconds between two lines of the training loader's figures on the
+            ``stoker`` logger (keyword only; None: off). :meth:`stats` gives them to log yourself.
         **kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset`` (e.g. ``virtual_workers``).
 
     Attributes, as Bridge documents them: ``init_global_step`` (0; the trainer sets it when it
@@ -129,6 +132,7 @@ class MultiModalDataModule:
         self.packing_buffer_size: int | None = values["packing_buffer_size"]
         self.pg_collection: Any = values["pg_collection"]
         self.options: LoaderOptions | None = extra.pop("options", None)
+        self.log_stats_every: float | None = extra.pop("log_stats_every", None)
         self.kwargs: dict[str, Any] = extra
         self.init_global_step = 0
         self.train_dataloader_object: Loader | None = None
@@ -163,7 +167,12 @@ class MultiModalDataModule:
         worker_config = data_parallel_worker_config(num_workers, pg_collection=self.pg_collection)
         dataset = self.datasets_provider(worker_config, split)
         pin = self.pin_memory and torch.cuda.is_available()
-        return get_savable_loader(dataset, pin_memory=pin, options=self.options)
+        return get_savable_loader(
+            dataset,
+            pin_memory=pin,
+            options=self.options,
+            log_stats_every=self.log_stats_every if split == "train" else None,
+        )
 
     def train_dataloader(self) -> StokerDataloader:
         """The training iterator (built once; a state given to :meth:`load_state_dict` first
@@ -189,6 +198,16 @@ class MultiModalDataModule:
     def build(self) -> tuple[StokerDataloader, StokerDataloader]:
         """``(train_dataloader(), val_dataloader())``."""
         return self.train_dataloader(), self.val_dataloader()
+
+    def stats(self, *, reset: bool = False) -> LoaderStats | None:
+        """The training loader's :meth:`~stoker.runtime.loader.Loader.stats` (None before
+        :meth:`train_dataloader`), for the training loop to log.
+
+        Example:
+            >>> writer.add_scalars("data", data.stats(reset=True).flat(""), step)  # doctest: +SKIP
+        """
+        loader = self.train_dataloader_object
+        return None if loader is None else loader.stats(reset=reset)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"dataloader_state": ...}`` with the training position ({} before training)."""

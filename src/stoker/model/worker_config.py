@@ -21,7 +21,9 @@ class WorkerConfig:
         data_parallel_group: The ``torch.distributed`` group of the data-parallel ranks, used to
             gather and scatter loader states (None: the default group).
         seed_offset: Changes every random choice of the loader (another sample order).
-        worker_debug_path: Accepted for Energon compatibility; stoker logs through ``logging``.
+        worker_debug_path: Write one JSON line per batch (time, worker, stream, keys) to this
+            path, formatted with ``{worker_id}`` / ``{pid}`` per producer as Energon's (see
+            :mod:`stoker.runtime.debug_log`; ``stoker analyze-debug`` reads them).
         worker_log_level: Accepted for Energon compatibility.
         global_error_handler: ``handler(exception, sample, sources)`` called when a sample fails
             to load or encode (Energon's): :func:`~stoker.log_exception` (the default) logs and

@@ -28,6 +28,7 @@ from stoker.pipeline.skips import Skips
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
+from stoker.runtime.debug_log import DebugLog
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
@@ -59,6 +60,8 @@ def worker_items(
     except Exception as e:  # sent as data: torch's re-raise would lose its type
         yield Envelope(ERROR, worker, streams[0], WorkerFailure.capture(e, worker))
         return
+    in_worker = torch.utils.data.get_worker_info() is not None
+    debug = DebugLog.of(dataset.worker_config, worker, resume.epoch, in_worker=in_worker)
     try:
         while streams:
             for s in list(streams):
@@ -76,6 +79,8 @@ def worker_items(
                     return
                 else:
                     CLOCK.busy += perf_counter() - started
+                    if debug is not None:
+                        debug.batch(s, batch)
                     yield Envelope(
                         BATCH,
                         worker,
@@ -89,6 +94,8 @@ def worker_items(
                     )
     finally:
         opened.close()
+        if debug is not None:
+            debug.close()
 
 
 def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int) -> list[int]:
@@ -345,6 +352,8 @@ class Loader(LoaderState, LoaderMeasures):
                 return
             count += 1
             self._stats.handed_out(entered, perf_counter())
+            if self._stats_log is not None:
+                self._stats_log.tick()
             yield self._batch
         self._stats.paused()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from stoker.runtime.stats import StatsCollector
+from stoker.runtime.stats_log import StatsLog, check_every
 from stoker.runtime.stats_view import LoaderStats, target_shares
 
 
@@ -14,6 +15,8 @@ class LoaderMeasures:
 
     dataset: Any
     _stats: StatsCollector
+    #: The ``log_stats_every`` line logger (None: off); ticked by the loader per batch.
+    _stats_log: StatsLog | None = None
 
     def samples_per_dataset(self, *, this_pass: bool = False) -> dict[str, int]:
         raise NotImplementedError
@@ -38,6 +41,16 @@ class LoaderMeasures:
         """
         datasets = self.samples_per_dataset()
         return self._stats.snapshot(datasets, target_shares(self.dataset), reset=reset)
+
+    def log_stats_every(self, every: float | None) -> None:
+        """Log one line of this loader's figures every ``every`` seconds on the ``stoker``
+        logger (INFO) while the loop iterates; None: off. Checked when the loop takes a batch.
+
+        Example:
+            >>> loader.log_stats_every(60)  # doctest: +SKIP
+        """
+        seconds = check_every(every)
+        self._stats_log = None if seconds is None else StatsLog(seconds, self.stats)
 
     def global_stats(self, *, reset: bool = False) -> list[LoaderStats]:
         """:meth:`stats` of every rank, indexed by rank, gathered with ``torch.distributed``
