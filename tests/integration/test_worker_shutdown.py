@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from stoker import StokerError, WorkerConfig, get_loader, get_train_dataset
 from stoker.runtime import loader as loader_module
@@ -85,7 +86,7 @@ def test_pinning_on_its_own_thread_keeps_the_batches_and_their_order(
         pinned_on.append(threading.current_thread().name)
         return value
 
-    monkeypatch.setattr(loader_module.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(loader_module, "pin_memory", fake_pin)
     loader = loader_of(root, pin_memory=True)
     assert [list(batch.__key__) for batch in loader] == plain

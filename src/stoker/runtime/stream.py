@@ -64,7 +64,7 @@ class SourceIO:
     builder: SampleBuilder
 
 
-class SampleStream(Node[tuple[Any, Position, Ref]]):
+class SampleStream(RefSource):
     """Encoded samples of one stream, each with the position after it and its reference (the
     leaf node of a stream's chain; its state is ``{"stream": position}``)."""
 
