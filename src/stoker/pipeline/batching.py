@@ -115,13 +115,13 @@ class FixedBatcher(Node[tuple[Any, "Position"]]):
 
     def _run(self) -> Iterator[tuple[Any, Position]]:
         if self.batch_size is None:
-            for sample, position, _ in self.upstream:
+            for sample, position, _ in self.upstream.items():
                 self.maker.slots.made += 1
                 yield sample, position
             return
         pending: list[Any] = []
         last: Position | None = None
-        for sample, last, _ in self.upstream:
+        for sample, last, _ in self.upstream.items():
             pending.append(sample)
             if len(pending) == self.batch_size:
                 batch, pending = self.maker.make(pending), []

@@ -82,7 +82,7 @@ class Grouper(Node[tuple[Any, "Position"]]):
         """Batches, each with the reading position after the last sample it needed."""
         self._restore()
         position = self.upstream.position
-        for sample, position, ref in self.upstream:
+        for sample, position, ref in self.upstream.items():
             found = self._bucket_of(sample)
             if found is None:
                 continue

@@ -70,11 +70,16 @@ class Node(ABC, Generic[T]):
 
     def next(self) -> T:
         """The next item; ``StopIteration`` at the end."""
+        return next(self.items())
+
+    def items(self) -> Iterator[T]:
+        """The items from here on as a plain iterator: what a downstream node loops over (the
+        same items as :meth:`next`, without a method call per item)."""
         if self._items is None:
             if not self._ready:
                 self.reset()
             self._items = self._run()
-        return next(self._items)
+        return self._items
 
     def close(self) -> None:
         """Stop: what the node holds is released; :meth:`reset` starts it again."""

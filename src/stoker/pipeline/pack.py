@@ -124,7 +124,7 @@ class Packer(RefSource):
         """
         self._restore()
         yield from self._drain()
-        for sample, position, ref in self.upstream:
+        for sample, position, ref in self.upstream.items():
             self.position = position
             if self._add(sample, ref) and len(self.buffer) >= self.size:
                 self._select()

@@ -309,7 +309,7 @@ class HeldBatches(Node[tuple[Any, Position, "Buffers | None"]]):
         return self.chain.state()
 
     def _run(self) -> Iterator[tuple[Any, Position, Buffers | None]]:
-        for batch, position in self.chain:
+        for batch, position in self.chain.items():
             yield batch, position, held(self.chain.state())
 
 
