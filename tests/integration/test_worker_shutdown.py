@@ -61,6 +61,26 @@ def test_a_worker_terminated_by_its_loader_exits_quietly(root: Path) -> None:
     loader.close()
 
 
+def test_closing_stops_the_workers_while_something_still_holds_torchs_iterator(
+    root: Path,
+) -> None:
+    loader = loader_of(root)
+    batches = iter(loader)
+    next(batches)
+    live = loader._live
+    assert live is not None
+    held = live._torch_iter  # as a traceback through torch's frames would hold it
+    workers = live._workers.processes
+    start = time.monotonic()
+    loader.close()
+    for worker in workers:
+        worker.join(5)
+    assert not any(w.is_alive() for w in workers)
+    assert time.monotonic() - start < 5.0
+    assert [w.exitcode for w in workers] == [0, 0]
+    del held
+
+
 def test_a_worker_killed_otherwise_is_reported(root: Path) -> None:
     loader = loader_of(root, repeat=True, timeout=30)
     batches = iter(loader)

@@ -2,7 +2,7 @@
 
 Torch's DataLoader iterator stops its workers itself when it is freed (its ``__del__``): that is
 how a :class:`~stoker.runtime.loader.Loader` asks them to finish. Two cases need more, and
-:class:`WorkerProcesses` covers them with ``multiprocessing`` and ``signal``:
+:class:`WorkerProcesses` covers them with ``multiprocessing``:
 
 - the loader is collected in a reference cycle: the garbage collector may have finalized the
   iterator's queues already, so a polite stop would wait out torch's 5 s timeout per worker;
@@ -25,6 +25,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+#: Set by an ``atexit`` handler: the interpreter is exiting (torch's own exit handling then
+#: stops the workers; torch keeps the same flag privately).
 _exiting = False
 
 
@@ -34,11 +36,6 @@ def _mark_exiting() -> None:
 
 
 atexit.register(_mark_exiting)
-
-
-def interpreter_exiting() -> bool:
-    """Whether the interpreter has started to exit (the ``atexit`` handlers run)."""
-    return _exiting
 
 
 class WorkerProcesses:
@@ -68,4 +65,4 @@ class WorkerProcesses:
                 process.join(join)
 
 
-__all__ = ["WorkerProcesses", "interpreter_exiting"]
+__all__ = ["WorkerProcesses"]
