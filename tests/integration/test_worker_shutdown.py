@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 import torch
 
-from stoker import StokerError, WorkerConfig, get_loader, get_train_dataset
+from stoker import (
+    DefaultTaskEncoder,
+    StokerError,
+    WorkerConfig,
+    get_loader,
+    get_train_dataset,
+)
 from stoker.runtime import loader as loader_module
 from stoker.runtime.loader import Loader
 from tests.integration._images import make_image_dataset
@@ -119,6 +125,34 @@ def test_pinning_on_its_own_thread_keeps_the_batches_and_their_order(
     rest = loader_of(root, pin_memory=True)
     rest.load_state_dict(state)
     assert first + [list(b.__key__) for b in rest] == plain
+
+
+class FailsOn(DefaultTaskEncoder[Any, Any, Any, Any]):
+    def encode_sample(self, sample: Any) -> Any:
+        if sample.__key__ == "train_b_03":
+            raise NotImplementedError("this hook is not written yet")
+        return sample
+
+
+def test_an_error_reaches_the_loop_through_the_pin_thread_and_stops_the_workers(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(loader_module, "pin_memory", lambda value: value)
+    config = WorkerConfig(rank=0, world_size=1, num_workers=2)
+    dataset = get_train_dataset(str(root), worker_config=config, task_encoder=FailsOn(), **ARGS)
+    loader = get_loader(dataset, pin_memory=True)
+    batches = iter(loader)
+    next(batches)
+    live = loader._live
+    assert live is not None and live._pinner is not None
+    pinner, workers = live._pinner, live._workers.processes
+    with pytest.raises(NotImplementedError, match="not written yet"):
+        list(batches)
+    assert not pinner.alive
+    for worker in workers:
+        worker.join(5)
+    assert not any(w.is_alive() for w in workers)
 
 
 def _children() -> list[str]:
