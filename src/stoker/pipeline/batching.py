@@ -1,5 +1,6 @@
-"""One batch from its samples: ``batch`` then ``encode_batch``, with Energon's restore key and
-error handling, and the hook indices set (see :mod:`stoker.pipeline.hook_index`).
+"""Batching: one batch from its samples (:class:`BatchMaker`: ``batch`` then ``encode_batch``,
+with Energon's restore key and error handling, and the hook indices set, see
+:mod:`stoker.pipeline.hook_index`), and the fixed-size batching node (:class:`FixedBatcher`).
 
 The batch that ``batch`` returns gets ``__restore_key__ = ("BatchDataset", batch_index,
 *the samples' restore keys)`` when it has such a field or key (a ``Batch``, a sample type, a
@@ -12,16 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
 from stoker.pipeline import hook_index
 from stoker.pipeline.errors import ErrorTracker, SkipSample
+from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.stage_clock import BATCH, CLOCK, ENCODE_BATCH
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
     from stoker.pipeline.hook_index import BatchSlots
+    from stoker.pipeline.refs import Position, RefSource
 
 #: What :meth:`BatchMaker.make` returns for a batch that was skipped.
 SKIPPED: Any = object()
@@ -89,6 +93,52 @@ class BatchMaker:
         return batch
 
 
+class FixedBatcher(Node[tuple[Any, "Position"]]):
+    """Batches of ``batch_size`` samples of an upstream node, each with the position after its
+    last sample (``batch_size=None``: each sample alone, as encoded; Energon calls neither
+    ``batch`` nor ``encode_batch`` then). Holds nothing between batches: its state is the
+    upstream's.
+    """
+
+    name = "batch"
+
+    def __init__(
+        self, maker: BatchMaker, batch_size: int | None, drop_last: bool, upstream: RefSource
+    ) -> None:
+        super().__init__()
+        self.maker, self.batch_size, self.drop_last = maker, batch_size, drop_last
+        self.upstream = upstream
+
+    def _reset(self, state: NodeState) -> None:
+        self.upstream.reset(state)
+
+    def _upstreams(self) -> tuple[Node[Any], ...]:
+        return (self.upstream,)
+
+    def state(self) -> NodeState:
+        return self.upstream.state()
+
+    def _run(self) -> Iterator[tuple[Any, Position]]:
+        if self.batch_size is None:
+            for sample, position, _ in self.upstream.items():
+                self.maker.slots.made += 1
+                CLOCK.batched(1)
+                yield sample, position
+            return
+        pending: list[Any] = []
+        last: Position | None = None
+        for sample, last, _ in self.upstream.items():
+            pending.append(sample)
+            if len(pending) == self.batch_size:
+                batch, pending = self.maker.make(pending), []
+                if batch is not SKIPPED:
+                    yield batch, last
+        if pending and not self.drop_last and last is not None:
+            batch = self.maker.make(pending)
+            if batch is not SKIPPED:
+                yield batch, last
+
+
 def _one(result: Any) -> Any:
     """The batch ``encode_batch`` returned or, from a generator, yielded (at most one)."""
     if not inspect.isgenerator(result):
@@ -103,4 +153,11 @@ def _one(result: Any) -> Any:
     return batches[0] if batches else SKIPPED
 
 
-__all__ = ["BATCH_KEY", "SKIPPED", "BatchMaker", "restore_key_of", "set_restore_key"]
+__all__ = [
+    "BATCH_KEY",
+    "SKIPPED",
+    "BatchMaker",
+    "FixedBatcher",
+    "restore_key_of",
+    "set_restore_key",
+]

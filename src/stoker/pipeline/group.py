@@ -23,6 +23,7 @@ from stoker.errors import ConfigError, StokerError
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker
 from stoker.pipeline.errors import ErrorTracker, SkipSample
+from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.refs import Ref, RefSource
 from stoker.pipeline.stage_clock import CLOCK, GROUP
 
@@ -41,8 +42,11 @@ class _Bucket:
     refs: list[Ref] = field(default_factory=list)
 
 
-class Grouper:
-    """Grouped batches of one upstream, with the reading position after each (see module)."""
+class Grouper(Node[tuple[Any, "Position"]]):
+    """Grouped batches of one upstream node, with the reading position after each (see
+    module); its part of the state is ``"group"``."""
+
+    name = "group"
 
     def __init__(
         self,
@@ -51,26 +55,35 @@ class Grouper:
         drop_last: bool,
         upstream: RefSource,
         tracker: ErrorTracker,
-        state: dict[str, Any] | None = None,
     ) -> None:
+        super().__init__()
         self.maker, self.encoder = maker, maker.encoder
         self.batch_size, self.drop_last = batch_size, drop_last
         self.upstream, self.tracker = upstream, tracker
-        self.saved = state
+        self._reset({})
+
+    def _reset(self, state: NodeState) -> None:
+        self.upstream.reset(state)
+        self.saved: dict[str, Any] | None = state.get(self.name)
         #: Partial buckets in the order they were opened (a full bucket is removed).
         self.buckets: dict[Hashable, _Bucket] = {}
 
-    def state(self) -> dict[str, Any] | None:
-        """``{"buckets": [[ref, ...], ...]}`` (refs as lists of ints); None when all are empty."""
-        if not self.buckets:
-            return None
-        return {"buckets": [[list(ref) for ref in b.refs] for b in self.buckets.values()]}
+    def _upstreams(self) -> tuple[Node[Any], ...]:
+        return (self.upstream,)
 
-    def __iter__(self) -> Iterator[tuple[Any, Position]]:
+    def state(self) -> NodeState:
+        """The upstream's state, and ``"group": {"buckets": [[ref, ...], ...]}`` (refs as lists
+        of ints), left out when all buckets are empty."""
+        own = None
+        if self.buckets:
+            own = {"buckets": [[list(ref) for ref in b.refs] for b in self.buckets.values()]}
+        return nested(self.upstream, self.name, own)
+
+    def _run(self) -> Iterator[tuple[Any, Position]]:
         """Batches, each with the reading position after the last sample it needed."""
         self._restore()
-        position = self.upstream.start
-        for sample, position, ref in self.upstream.with_refs():
+        position = self.upstream.position
+        for sample, position, ref in self.upstream.items():
             found = self._bucket_of(sample)
             if found is None:
                 continue

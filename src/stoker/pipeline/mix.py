@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, StokerError
 from stoker.pipeline.errors import SkipSample
+from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.refs import Buffers, Position
 from stoker.plan import weighted_choices
 
@@ -88,19 +89,49 @@ class MixSpec:
     stream: int
 
 
-class MixStream:
-    """The mixed batches of one stream, each with the position after it."""
+class MixStream(Node[tuple[Any, Position, "Buffers | None"]]):
+    """The mixed batches of one stream, each with the position after it (a node over its
+    sub-datasets' batch nodes; its part of the state is ``"mix"``: the mixed position as a list
+    and what the sub-datasets hold, as :func:`encode` makes them)."""
+
+    name = "mix"
 
     def __init__(
         self, spec: MixSpec, subs: Sequence[SubBatches], start: Sequence[SubState], skip: int
     ) -> None:
+        super().__init__()
         self.spec, self.subs = spec, list(subs)
-        self.state, self.skip = list(start), skip
-        self._choices: list[int] = []
+        self.first, self.first_skip = list(start), skip
+        self._reset({})
 
-    def __iter__(self) -> Iterator[tuple[Any, Position, Buffers | None]]:
+    def _reset(self, state: NodeState) -> None:
+        saved = state.get(self.name)
+        if saved is None:  # where the subs were opened
+            self.at, self.skip = list(self.first), self.first_skip  # per sub-dataset
+        else:
+            position, held = Position.from_list(saved["position"]), saved.get("held")
+            sizes = [len(sub.position.counts) for sub in self.first]
+            self.at, self.skip = decode(position, held, sizes)
+            for sub, part in zip(self.subs, self.at, strict=True):
+                if not isinstance(sub, Node):
+                    raise StokerError(
+                        "internal: a mixed stream resets only over sub-streams that are nodes."
+                    )
+                sub.reset({"stream": part.position, **(part.held or {})})
+        self._choices: list[int] = []
+        self._last = encode(self.at, self.skip)
+
+    def _upstreams(self) -> list[Node[Any]]:
+        return [sub for sub in self.subs if isinstance(sub, Node)]
+
+    def state(self) -> NodeState:
+        """``{"mix": {"position": [...], "held": {...} or None}}`` after the last output."""
+        position, held = self._last
+        return {self.name: {"position": position.to_list(), "held": held}}
+
+    def _run(self) -> Iterator[tuple[Any, Position, Buffers | None]]:
         while True:
-            before = list(self.state)
+            before = list(self.at)
             group = self._take_group()
             if not group:
                 return
@@ -108,7 +139,8 @@ class MixStream:
             for used, output in enumerate(outputs, start=1):
                 if used > self.skip:
                     last = used == len(outputs)  # resume after the group, else inside it
-                    yield (output, *encode(self.state if last else before, 0 if last else used))
+                    self._last = encode(self.at if last else before, 0 if last else used)
+                    yield (output, *self._last)
             self.skip = 0
 
     def _mix(self, group: list[Any]) -> list[Any]:
@@ -135,20 +167,20 @@ class MixStream:
             try:
                 batch, position, held = next(self.subs[d])
             except StopIteration:
-                self.state[d] = replace(self.state[d], done=True)
+                self.at[d] = replace(self.at[d], done=True)
                 self._choices = []  # the others' weights change
                 continue
-            self.state[d] = SubState(position, held, self.state[d].taken + 1)
+            self.at[d] = SubState(position, held, self.at[d].taken + 1)
             group.append(batch)
         return group
 
     def _next_choice(self) -> int | None:
         if not self._choices:
-            live = [d for d, sub in enumerate(self.state) if not sub.done]
+            live = [d for d, sub in enumerate(self.at) if not sub.done]
             if not live:
                 return None
             picked = weighted_choices(
-                [self.state[d].taken for d in live],
+                [self.at[d].taken for d in live],
                 [self.spec.weights[d] for d in live],
                 _BLOCK,
                 seed=self.spec.seed,

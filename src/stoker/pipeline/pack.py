@@ -33,6 +33,7 @@ from stoker.pipeline.batching import restore_key_of, set_restore_key
 from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
+from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 from stoker.pipeline.stage_clock import CLOCK, PACK
@@ -58,8 +59,11 @@ NEVER_PACKED = "select_samples_to_pack: never packed"
 DROPPED = "select_samples_to_pack: dropped with the buffer"
 
 
-class Packer:
-    """The packed samples of one upstream, with the reading position after each (see module)."""
+class Packer(RefSource):
+    """The packed samples of one upstream node, with the reading position after each (see
+    module); its part of the state is ``"pack"``."""
+
+    name = "pack"
 
     def __init__(
         self,
@@ -67,35 +71,45 @@ class Packer:
         buffer_size: int,
         upstream: RefSource,
         tracker: ErrorTracker,
-        state: dict[str, Any] | None = None,
         slots: BatchSlots | None = None,
     ) -> None:
         if buffer_size < 1:
             raise StokerError(f"{buffer_size=} must be >= 1.")
+        super().__init__()
         self.encoder, self.size = encoder, buffer_size
         self.upstream, self.tracker = upstream, tracker
-        self.start: Position = upstream.start
-        self.saved = state
         self.slots = slots or BatchSlots()
+        self.stall_limit = stall_limit(encoder)
+        #: Samples that no selection took before the stream ended (reported, counted).
+        self.left_over = 0
+        self._reset({})
+
+    def _reset(self, state: NodeState) -> None:
+        self.upstream.reset(state)
+        self.saved: dict[str, Any] | None = state.get(self.name)
         self.buffer: list[Entry] = []
         self.groups: collections.deque[list[Entry]] = collections.deque()
         self.used = 0  # outputs of the first group already handed out
-        self.position = self.start
-        #: Samples that no selection took before the stream ended (reported, counted).
-        self.left_over = 0
-        self.stall_limit = stall_limit(encoder)
+        self.position = self.upstream.position
         self.stalled = 0  # rounds in a row that selected nothing from a full buffer
         self._held: str | None = None  # groups then buffer, encoded when first asked for
         self._popped = 0  # groups of ``_held`` packed since
 
-    def state(self) -> dict[str, Any] | None:
-        """What the stage holds; None when empty.
+    def _upstreams(self) -> tuple[Node[Any], ...]:
+        return (self.upstream,)
+
+    def state(self) -> NodeState:
+        """The upstream's state, and what this stage holds under ``"pack"`` (left out when
+        empty).
 
         ``{"refs": text, "popped": k, "used": n}``: ``text`` encodes the selected groups and then
         the buffer (:func:`~stoker.pipeline.refs.encode_groups`, 4 ints per sample); the first
         ``k`` groups were packed since, ``n`` outputs of the next one handed out. The text is made
         once per round and shared by the batches of the round.
         """
+        return nested(self.upstream, self.name, self._own_state())
+
+    def _own_state(self) -> dict[str, Any] | None:
         if not self.buffer and not self.groups:
             return None
         if self._held is None:
@@ -104,14 +118,14 @@ class Packer:
             self._popped = 0
         return {"refs": self._held, "popped": self._popped, "used": self.used}
 
-    def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
+    def _run(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Packed samples, the stream position after each, and their reference.
 
         A packed sample's reference is ``(output, *member references)``.
         """
         self._restore()
         yield from self._drain()
-        for sample, position, ref in self.upstream.with_refs():
+        for sample, position, ref in self.upstream.items():
             self.position = position
             if self._add(sample, ref) and len(self.buffer) >= self.size:
                 self._select()
@@ -222,10 +236,12 @@ class Packer:
     def _pack(self, members: list[Any], *, strict: bool) -> list[Any]:
         """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group."""
         post = self.encoder.postencode_sample
-        encoded = [out for m in members for out in self._run(post, m, "postencode_sample", strict)]
+        encoded = [
+            out for m in members for out in self._call_hook(post, m, "postencode_sample", strict)
+        ]
         if not encoded:
             return []
-        packed = self._run(
+        packed = self._call_hook(
             self.encoder.pack_selected_samples, encoded, "pack_selected_samples", strict
         )
         keys = [restore_key_of(sample) for sample in encoded]
@@ -233,7 +249,7 @@ class Packer:
             set_restore_key(sample, (PACK_KEY, output, *keys))
         return packed
 
-    def _run(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
+    def _call_hook(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
         """A hook's outputs; a failure is the tracker's to raise or skip (strict: raise)."""
         tracker = None if strict else self.tracker
         index = self.slots.batch_index()

@@ -14,13 +14,15 @@ import base64
 import itertools
 import sys
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from stoker.errors import StokerError
+from stoker.pipeline.node import Node
 
 #: A sample's reference (see the module docstring).
 Ref = tuple[int, ...]
@@ -28,18 +30,20 @@ Ref = tuple[int, ...]
 Buffers = dict[str, Any]
 
 
-class RefSource(Protocol):
-    """Samples with their references, and re-reading by reference (a stream or a stage)."""
+class RefSource(Node[tuple[Any, "Position", Ref]]):
+    """A node of samples with their references that can re-read by reference (a stream or a
+    stage over one)."""
 
-    start: Position
+    #: The stream position after the last sample handed out.
+    position: Position
 
-    def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]: ...
+    @abstractmethod
+    def reread(self, refs: Sequence[Ref]) -> list[Any]:
+        """The samples at ``refs``, read (and made) again."""
 
-    def reread(self, refs: Sequence[Ref]) -> list[Any]: ...
-
+    @abstractmethod
     def where(self, ref: Ref) -> str:
         """Where the sample at ``ref`` comes from, for messages."""
-        ...
 
 
 def pick(outputs: Sequence[Any], index: int, what: str) -> Any:

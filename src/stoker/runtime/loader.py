@@ -12,13 +12,13 @@ import collections
 import multiprocessing
 import multiprocessing.util
 import warnings
+import weakref
 from collections.abc import Iterator
 from time import perf_counter
 from types import TracebackType
 from typing import Any
 
 import torch.utils.data
-from torch.utils.data import _utils
 
 from stoker.errors import ConfigError, StokerError
 from stoker.model.cache_pool import CachePool, use_cache_pool
@@ -33,10 +33,12 @@ from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.loader_stats import LoaderMeasures
+from stoker.runtime.pin_thread import PinThread
 from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
 from stoker.runtime.worker_meter import Meter
+from stoker.runtime.worker_procs import WorkerProcesses
 from stoker.storage.options import LoaderOptions, activate
 
 
@@ -203,6 +205,7 @@ class _Live:
         self._transport: MainTransport | None = None
         self._receiver = Receiver()
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
+        self._pinner: PinThread[Envelope] | None = None
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
             self._producers = [
@@ -216,27 +219,34 @@ class _Live:
         # Workers inherit this process's temporary folder (removed when it exits) instead of
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
         multiprocessing.util.get_temp_dir()
-        self._transport = MainTransport(multiprocessing.get_context(), workers)
+        context = multiprocessing.get_context()
+        self._transport = MainTransport(context, workers)
+        self._workers = WorkerProcesses()
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
             warnings.filterwarnings("ignore", message="This DataLoader will create")
-            self._torch_iter = iter(
-                torch.utils.data.DataLoader(
-                    _WorkerDataset(
-                        dataset,
-                        resume,
-                        self._transport.queues,
-                        loader.options,
-                        loader.cache_pool,
-                        loader.prefetch_factor,
-                    ),
-                    batch_size=None,
-                    num_workers=workers,
-                    prefetch_factor=loader.prefetch_factor,
-                    timeout=loader.timeout,
-                    in_order=False,
-                )
+            torch_loader = torch.utils.data.DataLoader(
+                _WorkerDataset(
+                    dataset,
+                    resume,
+                    self._transport.queues,
+                    loader.options,
+                    loader.cache_pool,
+                    loader.prefetch_factor,
+                ),
+                batch_size=None,
+                num_workers=workers,
+                prefetch_factor=loader.prefetch_factor,
+                timeout=loader.timeout,
+                in_order=False,
             )
+            self._torch_iter = self._workers.start(lambda: iter(torch_loader))
+        if self._pin:  # batches are received and pinned ahead, in order, on their own thread
+            self._pinner = PinThread(self._receive_next, _pin_batch, depth=loader.prefetch_factor)
+
+    def _receive_next(self) -> Envelope:
+        """The next item from the workers, received (see :meth:`_received`)."""
+        return self._received(next(self._torch_iter))
 
     def next_from(self, worker: int) -> Envelope:
         queue = self.queues[worker]
@@ -246,7 +256,7 @@ class _Live:
             if self._transport is not None:  # slots freed since the last batch go back first
                 self._transport.flush()
             try:
-                item = self._received(next(self._torch_iter))
+                item = self._pinner.get() if self._pinner else self._receive_next()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
                 raise _worker_died(e) from e
             self.queues[item.worker].append(item)
@@ -258,19 +268,21 @@ class _Live:
         if item.kind == BATCH:  # a worker's items arrive in its streams' order
             item.held = self._receiver.expand(item.stream, item.held)
         if isinstance(item.batch, Exported) and self._transport is not None:
-            batch = self._transport.load(item.worker, item.batch)
-            item.batch = pin_memory(batch) if self._pin else batch
+            item.batch = self._transport.load(item.worker, item.batch)
         return item
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the workers: asked to finish, or (``wait=False``) ended at once."""
+        if self._pinner is not None:  # first: it may be reading from the workers
+            self._pinner.close(timeout=10.0 if wait else 0.0)
+            self._pinner = None
         if self._torch_iter is not None:
-            if not wait:
-                _end_workers(self._torch_iter)
-            shutdown = getattr(self._torch_iter, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
-            self._torch_iter = None
+            if not wait:  # collected in a cycle: torch's queues may be gone (see worker_procs)
+                self._workers.terminate()
+            freed = weakref.ref(self._torch_iter)
+            self._torch_iter = None  # torch's iterator stops its workers when it is freed
+            if wait and freed() is not None:  # still held (by a traceback, say): end them here
+                self._workers.terminate(join=1.0)
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -278,17 +290,11 @@ class _Live:
             producer.close()
 
 
-def _end_workers(torch_iter: Any) -> None:
-    """Terminate a torch dataloader iterator's workers (unregistered first: torch's SIGCHLD
-    handler would report them as failed)."""
-    if _utils.python_exit_status is not False:  # exiting: torch's own exit handler stops them
-        return
-    if getattr(torch_iter, "_worker_pids_set", False):
-        _utils.signal_handling._remove_worker_pids(id(torch_iter))  # type: ignore[attr-defined]
-        torch_iter._worker_pids_set = False
-    for worker in getattr(torch_iter, "_workers", []):
-        if worker.is_alive():
-            worker.terminate()
+def _pin_batch(item: Envelope) -> Envelope:
+    """``item`` with its batch copied to pinned memory (on the :class:`PinThread`)."""
+    if item.kind == BATCH:
+        item.batch = pin_memory(item.batch)
+    return item
 
 
 class Loader(LoaderState, LoaderMeasures):

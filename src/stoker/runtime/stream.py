@@ -24,10 +24,11 @@ import numpy as np
 from stoker.errors import StokerError
 from stoker.model.task import ErrorTracker, TaskEncoder, iter_encoded, sample_hooks
 from stoker.pipeline import hook_index
-from stoker.pipeline.batching import SKIPPED, BatchMaker, restore_key_of, set_restore_key
+from stoker.pipeline.batching import BatchMaker, FixedBatcher, restore_key_of, set_restore_key
 from stoker.pipeline.errors import ErrorPolicy, SkipSample, scope_of
 from stoker.pipeline.group import Grouper
 from stoker.pipeline.hook_index import BatchSlots
+from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
@@ -64,8 +65,11 @@ class SourceIO:
     builder: SampleBuilder
 
 
-class SampleStream:
-    """Encoded samples of one stream, each with the position after it."""
+class SampleStream(RefSource):
+    """Encoded samples of one stream, each with the position after it and its reference (the
+    leaf node of a stream's chain; its state is ``{"stream": position}``)."""
+
+    name = "stream"
 
     def __init__(
         self,
@@ -75,9 +79,12 @@ class SampleStream:
         start: Position | None,
         epoch: int,
     ) -> None:
+        super().__init__()
         self.spec, self.io, self.tracker = spec, io, tracker
         self.epoch = epoch
-        self.start = start or Position(tuple(spec.schedule.start(epoch)))
+        #: Where the stream starts when reset without a state of its own.
+        self.first = start or Position(tuple(spec.schedule.start(epoch)))
+        self.start = self.position = self.first
         #: Where this stream's batches fall on the rank (for the hooks' batch/sample indices).
         self.slots = BatchSlots()
         self.hooks = sample_hooks(spec.task_encoder, packing=spec.packing_buffer_size is not None)
@@ -85,11 +92,15 @@ class SampleStream:
         #: skipped): the rest of its samples are skipped unread, each counted.
         self.corrupt: set[tuple[int, int]] = set()
 
-    def __iter__(self) -> Iterator[tuple[Any, Position]]:
-        for output, position, _ in self.with_refs():
-            yield output, position
+    def state(self) -> NodeState:
+        """``{"stream": position after the last sample handed out}``."""
+        return {self.name: self.position}
 
-    def with_refs(self) -> Iterator[tuple[Any, Position, Ref]]:
+    def _reset(self, state: NodeState) -> None:
+        saved = state.get(self.name)
+        self.start = self.position = self.first if saved is None else saved
+
+    def _run(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Encoded samples with the position after each and its reference."""
         counts, skip = list(self.start.counts), self.start.skip
         block = self._next_block(counts, _FIRST_BLOCK)
@@ -105,7 +116,8 @@ class SampleStream:
                 outputs = self._encode(d, shard_id, index, ref, calls=sum(counts))
                 for used, output in enumerate(outputs, start=1):
                     if used > skip:
-                        yield output, Position(tuple(counts), used), (d, counts[d], used - 1)
+                        self.position = Position(tuple(counts), used)
+                        yield output, self.position, (d, counts[d], used - 1)
                 skip = 0
                 counts[d] += 1
 
@@ -273,77 +285,63 @@ def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: in
     return f"{source.root}/{shard}, {key}"
 
 
+def stages(spec: StreamSpec, stream: SampleStream) -> Node[tuple[Any, Position]]:
+    """A stream's chain of nodes: ``stream`` -> optional packing (:class:`Packer`) -> grouped
+    (:class:`Grouper`) or fixed-size (:class:`FixedBatcher`) batching."""
+    maker = BatchMaker(spec.task_encoder, stream.slots, stream.tracker)
+    source: RefSource = stream
+    if spec.packing_buffer_size is not None:
+        source = Packer(
+            spec.task_encoder, spec.packing_buffer_size, source, stream.tracker, stream.slots
+        )
+    if spec.group_batches:
+        return Grouper(maker, spec.batch_size, spec.drop_last, source, stream.tracker)
+    return FixedBatcher(maker, spec.batch_size, spec.drop_last, source)
+
+
+class HeldBatches(Node[tuple[Any, Position, "Buffers | None"]]):
+    """A stream's batches, each with the position after it and what the stages hold then
+    (the chain's state less the stream's own part): what a worker sends per batch."""
+
+    name = "batches"
+
+    def __init__(self, chain: Node[tuple[Any, Position]]) -> None:
+        super().__init__()
+        self.chain = chain
+
+    def _reset(self, state: NodeState) -> None:
+        self.chain.reset(state)
+
+    def _upstreams(self) -> tuple[Node[Any], ...]:
+        return (self.chain,)
+
+    def state(self) -> NodeState:
+        return self.chain.state()
+
+    def _run(self) -> Iterator[tuple[Any, Position, Buffers | None]]:
+        for batch, position in self.chain.items():
+            yield batch, position, held(self.chain.state())
+
+
+def held(state: NodeState) -> Buffers | None:
+    """What the stages of a chain's ``state`` hold (all but the stream's position), or None."""
+    out = {name: part for name, part in state.items() if name != SampleStream.name}
+    return out or None
+
+
 def batches(
     spec: StreamSpec,
     stream: SampleStream,
     buffers: Buffers | None = None,
     slots: BatchSlots | None = None,
-) -> Iterator[tuple[Any, Position, Buffers | None]]:
+) -> HeldBatches:
     """A stream's batches, each with the position after it and what the stages buffer then.
 
-    The stages: optional packing (:class:`Packer`), then grouped (:class:`Grouper`) or fixed-size
-    batching (``task_encoder.batch`` + ``encode_batch``). ``buffers`` restores the stages;
+    ``buffers`` restores the stages (the stream starts where ``stream`` was made to start);
     ``slots`` says where the stream's batches fall on the rank (see :mod:`hook_index`).
     """
-    buffers = buffers or {}
     if slots is not None:
         stream.slots = slots
-    maker = BatchMaker(spec.task_encoder, stream.slots, stream.tracker)
-    source: RefSource = stream
-    packer: Packer | None = None
-    if spec.packing_buffer_size is not None:
-        packer = Packer(
-            spec.task_encoder,
-            spec.packing_buffer_size,
-            stream,
-            stream.tracker,
-            buffers.get("pack"),
-            stream.slots,
-        )
-        source = packer
-    if spec.group_batches:
-        grouper = Grouper(
-            maker, spec.batch_size, spec.drop_last, source, stream.tracker, buffers.get("group")
-        )
-        for batch, position in grouper:
-            yield batch, position, _buffers(packer, grouper)
-        return
-    for batch, position in _fixed_batches(spec, source, maker):
-        yield batch, position, _buffers(packer, None)
-
-
-def _buffers(packer: Packer | None, grouper: Grouper | None) -> Buffers | None:
-    held = {
-        name: state
-        for name, state in (
-            ("pack", packer.state() if packer else None),
-            ("group", grouper.state() if grouper else None),
-        )
-        if state is not None
-    }
-    return held or None
-
-
-def _fixed_batches(
-    spec: StreamSpec, source: RefSource, maker: BatchMaker
-) -> Iterator[tuple[Any, Position]]:
-    """Group samples into batches of ``spec.batch_size`` (or none: each sample alone, as
-    encoded: Energon calls neither ``batch`` nor ``encode_batch`` then)."""
-    if spec.batch_size is None:
-        for sample, position, _ in source.with_refs():
-            maker.slots.made += 1
-            CLOCK.batched(1)
-            yield sample, position
-        return
-    pending: list[Any] = []
-    last: Position | None = None
-    for sample, last, _ in source.with_refs():
-        pending.append(sample)
-        if len(pending) == spec.batch_size:
-            batch, pending = maker.make(pending), []
-            if batch is not SKIPPED:
-                yield batch, last
-    if pending and not spec.drop_last and last is not None:
-        batch = maker.make(pending)
-        if batch is not SKIPPED:
-            yield batch, last
+    node = HeldBatches(stages(spec, stream))
+    node.reset(dict(buffers) if buffers else None)
+    return node

@@ -1,0 +1,68 @@
+"""The loader's worker processes, stopped through public APIs only.
+
+Torch's DataLoader iterator stops its workers itself when it is freed (its ``__del__``): that is
+how a :class:`~stoker.runtime.loader.Loader` asks them to finish. Two cases need more, and
+:class:`WorkerProcesses` covers them with ``multiprocessing``:
+
+- the loader is collected in a reference cycle: the garbage collector may have finalized the
+  iterator's queues already, so a polite stop would wait out torch's 5 s timeout per worker;
+- something else still holds the iterator (a traceback, say), so freeing it stops nothing.
+
+Then the workers are terminated (``Process.terminate``: ``SIGTERM``). Torch's workers exit with
+status 0 on a ``SIGTERM`` sent by their parent, so torch's ``SIGCHLD`` handler, which reports
+workers killed by a signal, stays quiet, while a worker killed by anyone else is still reported
+(tests/integration/test_worker_shutdown.py fails if torch changes that). While the interpreter
+exits, torch's and ``multiprocessing``'s exit handlers stop the workers and nothing is done here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: Set by an ``atexit`` handler: the interpreter is exiting (torch's own exit handling then
+#: stops the workers; torch keeps the same flag privately).
+_exiting = False
+
+
+def _mark_exiting() -> None:
+    global _exiting
+    _exiting = True
+
+
+atexit.register(_mark_exiting)
+
+
+class WorkerProcesses:
+    """The worker processes of one DataLoader iterator (see module)."""
+
+    def __init__(self) -> None:
+        self.processes: list[BaseProcess] = []
+
+    def start(self, make: Callable[[], T]) -> T:
+        """``make()`` (an iterator that starts worker processes), noting the children it
+        started."""
+        before = {p.pid for p in multiprocessing.active_children()}
+        made = make()
+        self.processes = [p for p in multiprocessing.active_children() if p.pid not in before]
+        return made
+
+    def terminate(self, *, join: float = 0.0) -> None:
+        """End the workers now (nothing while the interpreter exits); wait up to ``join``
+        seconds for each."""
+        if _exiting:
+            return
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self.processes:
+            if join:
+                process.join(join)
+
+
+__all__ = ["WorkerProcesses"]
