@@ -138,7 +138,7 @@ def test_bench_report_plots_render(dataset: Path, browser: Any, tmp_path: Path) 
     page = view.page
     assert page.locator("#runs tbody tr").count() == 2
     plots = page.locator("figure svg")
-    assert plots.count() == 3
+    assert plots.count() == 4  # throughput, data wait, memory, and time per stage (stats)
     for box in _boxes(plots):
         assert box["width"] > 200 and box["height"] > 100
     assert "recommended: num_workers=" in page.locator(".rec").inner_text()

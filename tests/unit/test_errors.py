@@ -119,3 +119,24 @@ def test_a_fatal_sample_error_stops_a_skipping_run_with_its_own_type() -> None:
         tracker.failed(NameError("x"), {"__key__": "k"}, "encode_sample")
     assert isinstance(bug.value.__cause__, NameError) and bug.value.key == "k"
     assert not tracker.skipped
+
+
+def test_storage_down_for_three_shards_in_a_row_stops_the_run() -> None:
+    from stoker.errors import StorageError, TransientStorageError
+    from stoker.pipeline.errors import STORAGE_SHARDS_IN_A_ROW, ErrorPolicy, ErrorTracker
+
+    tracker = ErrorTracker(ErrorPolicy(mode="skip"))
+
+    def spent(shard: str) -> None:
+        error = TransientStorageError("GET failed after 4 attempt(s).", path=f"s3://b/{shard}")
+        tracker.failed(error, {"__key__": shard}, "loading")
+
+    spent("a.tar")
+    spent("a.tar")  # the same shard again: still one shard
+    tracker.succeeded()  # a sample that went through starts the count again
+    for shard in ("b.tar", "c.tar"):
+        spent(shard)
+    with pytest.raises(StorageError, match="3 different shards in a row") as raised:
+        spent("d.tar")
+    assert STORAGE_SHARDS_IN_A_ROW == 3 and "s3://b/d.tar" in str(raised.value)
+    assert tracker.skipped[STORAGE] == 5

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stoker.errors import FatalSampleError, SampleError, Scope, StokerError
+from stoker.errors import (
+    FatalSampleError,
+    FormatError,
+    SampleError,
+    Scope,
+    StokerError,
+    StorageError,
+)
 from stoker.pipeline.skips import CORRUPT_SHARD, STORAGE, Skips
 
 logger = logging.getLogger("stoker")
@@ -217,6 +224,10 @@ def sources_of(sample: Any) -> list[Any] | None:
     return _flat(sources) or None
 
 
+#: Different shards whose reads may spend their retry budget in a row before the run stops.
+STORAGE_SHARDS_IN_A_ROW = 3
+
+
 class ErrorTracker:
     """Applies an :class:`ErrorPolicy` by scope and counts what was skipped, per reason.
 
@@ -242,14 +253,47 @@ class ErrorTracker:
         #: Whole batches that failed in a row: samples that encode well in between do not
         #: reset it, so a ``batch()`` that fails on every batch still reaches the limit.
         self.consecutive_batches = 0
+        #: Shards whose reads spent their retry budget since the last sample that went through.
+        self.storage_shards: set[str] = set()
+        #: The text of the last failure (for errors about samples skipped unread after it).
+        self.last_failure = ""
 
     def succeeded(self) -> None:
         """Record that a sample went through; resets the consecutive failure count."""
         self.consecutive = 0
+        self.storage_shards.clear()
 
     def batch_succeeded(self) -> None:
         """Record that a batch went through; resets the consecutive batch failure count."""
         self.consecutive_batches = 0
+
+    def skipped_unread(self, reason: str, *, source: str, key: str) -> None:
+        """Count a sample skipped unread because its shard failed earlier in this pass (damaged,
+        or its storage did not answer): it counts towards the failures in a row too, so a
+        storage that stays down stops the run instead of skipping every sample."""
+        self.record(reason, source=source, key=key)
+        self.consecutive += 1
+        limit = self.policy.max_consecutive_failures
+        if limit and self.consecutive >= limit:
+            raise (StorageError if reason == STORAGE else FormatError)(
+                f"{self.consecutive} samples failed in a row, the last unread because its "
+                f"shard failed before ({self.last_failure})",
+                hint="Check the storage and the shards named in the log, or raise "
+                "ErrorPolicy(max_consecutive_failures=...) (0 disables the limit).",
+            )
+
+    def _check_storage(self, original: BaseException, text: str, error: BaseException) -> None:
+        """Stop when reads of :data:`STORAGE_SHARDS_IN_A_ROW` different shards in a row spent
+        their retry budget: the storage is down, and every further read would wait as long."""
+        path = original.path if isinstance(original, StokerError) else None
+        self.storage_shards.add(str(path))
+        if len(self.storage_shards) >= STORAGE_SHARDS_IN_A_ROW:
+            raise StorageError(
+                f"reads of {len(self.storage_shards)} different shards in a row failed after "
+                f"their retry budget: the storage seems to be down. The last: {text}",
+                hint="Check that the storage is reachable; LoaderOptions.retry_seconds sets how "
+                "long each read keeps trying.",
+            ) from error
 
     def record(
         self, reason: str, sample: Any = None, *, source: str | None = None, key: str | None = None
@@ -318,9 +362,12 @@ class ErrorTracker:
         self.record(reason, subject, source=source, key=key)
         text = f"{wrapped.where}: {wrapped.problem}" if wrapped.where else wrapped.problem
         logger.warning("skipped a %s (%s): %s", what, reason, text)
+        self.last_failure = text
+        if scope == "storage":
+            self._check_storage(original, text, error)
         limit = self.policy.max_consecutive_failures
         if limit and count >= limit:
-            raise StokerError(
+            raise {"storage": StorageError, "shard": FormatError}.get(scope, StokerError)(
                 f"{count} {plural} failed in a row; the last: {text}",
                 hint="The data or a hook is probably broken for every sample; fix it, or raise "
                 "ErrorPolicy(max_consecutive_failures=...) (0 disables the limit).",

@@ -33,7 +33,7 @@ from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
 from stoker.pipeline.schedule import StreamSchedule
-from stoker.pipeline.skips import REST_OF_SHARD
+from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
 from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
@@ -91,6 +91,9 @@ class SampleStream(RefSource):
         #: (dataset, shard) found damaged in this pass (a :class:`CorruptShardError` that was
         #: skipped): the rest of its samples are skipped unread, each counted.
         self.corrupt: set[tuple[int, int]] = set()
+        #: (dataset, shard) whose read spent its retry budget in this pass: the storage did not
+        #: answer for that long, so the rest of its samples are skipped unread, each counted.
+        self.unreachable: set[tuple[int, int]] = set()
 
     def state(self) -> NodeState:
         """``{"stream": position after the last sample handed out}``."""
@@ -212,6 +215,11 @@ class SampleStream(RefSource):
                 REST_OF_SHARD, source=source.path, key=f"{source.shards[shard_id]}#{index}"
             )
             return
+        if (d, shard_id) in self.unreachable:
+            tracker.skipped_unread(
+                STORAGE, source=source.path, key=f"{source.shards[shard_id]}#{index}"
+            )
+            return
         raw: RawSample | None = None
         sample_index = self.slots.sample_index(calls)
         try:
@@ -253,6 +261,8 @@ class SampleStream(RefSource):
             tracker.failed(e, where, source=source.path, key=name)  # raises unless skipped
             if scope_of(e) == "shard":
                 self.corrupt.add((d, shard_id))
+            elif scope_of(e) == "storage":
+                self.unreachable.add((d, shard_id))
             return
         tracker.succeeded()
 
