@@ -10,7 +10,6 @@ mixed stream's position is its datasets' stream positions plus the sub-batches t
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from stoker.runtime.streams import (
     OpenStreams,
     Resume,
     StreamBatches,
+    over_virtual_workers,
     rank_len,
     take_skips,
 )
@@ -81,12 +81,7 @@ class MixBatchDataset:
 
     def with_virtual_workers(self, virtual_workers: int) -> MixBatchDataset | None:
         """The mix over ``virtual_workers`` streams if every dataset's count was defaulted."""
-        datasets = [d.with_virtual_workers(virtual_workers) for d in self.datasets]
-        if any(d is None for d in datasets):
-            return None
-        mix = copy.copy(self)
-        mix.datasets = [d for d in datasets if d is not None]
-        return mix
+        return over_virtual_workers(self, self.datasets, virtual_workers)
 
     def fingerprint(self) -> dict[str, Any]:
         """The configuration a saved state is only valid for: the mix and each dataset's."""

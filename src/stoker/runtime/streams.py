@@ -9,9 +9,10 @@ stream and hands it back on restore.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from stoker.model.task import ErrorTracker
 from stoker.pipeline.hook_index import batch_slots
@@ -184,3 +185,18 @@ def stream_batches(dataset: LoaderDataset, stream: int) -> int:
         samples = sum(e - s for s, e in zip(start, end, strict=True))
     size = dataset.batch_size or 1
     return samples // size if dataset.batch_drop_last else -(-samples // size)
+
+
+#: A dataset made of several loadable datasets (a mix, a concatenation).
+M = TypeVar("M")
+
+
+def over_virtual_workers(multi: M, datasets: Sequence[Loadable], virtual_workers: int) -> M | None:
+    """A copy of ``multi`` whose ``datasets`` run over ``virtual_workers`` streams, or None if
+    any of them had its count set explicitly."""
+    moved = [d.with_virtual_workers(virtual_workers) for d in datasets]
+    if any(d is None for d in moved):
+        return None
+    out = copy.copy(multi)
+    out.datasets = [d for d in moved if d is not None]  # type: ignore[attr-defined]
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from stoker.runtime.streams import (
     OpenStreams,
     Resume,
     StreamBatches,
+    over_virtual_workers,
     rank_len,
     take_skips,
 )
@@ -57,12 +57,7 @@ class ConcatDataset:
         return self.datasets[0].topology()
 
     def with_virtual_workers(self, virtual_workers: int) -> ConcatDataset | None:
-        datasets = [d.with_virtual_workers(virtual_workers) for d in self.datasets]
-        if any(d is None for d in datasets):
-            return None
-        concat = copy.copy(self)
-        concat.datasets = [d for d in datasets if d is not None]
-        return concat
+        return over_virtual_workers(self, self.datasets, virtual_workers)
 
     def fingerprint(self) -> dict[str, Any]:
         out: dict[str, Any] = {"concat": len(self.datasets)}
