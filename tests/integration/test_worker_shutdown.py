@@ -109,6 +109,19 @@ def test_pinning_on_its_own_thread_keeps_the_batches_and_their_order(
     assert first + [list(b.__key__) for b in rest] == plain
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="page-locked memory needs a CUDA device")
+def test_pinned_batches_are_page_locked_equal_and_copy_to_the_device(root: Path) -> None:
+    plain = list(loader_of(root))
+    pinned = list(loader_of(root, pin_memory=True))
+    assert [list(b.__key__) for b in pinned] == [list(b.__key__) for b in plain]
+    for a, b in zip(plain, pinned, strict=True):
+        assert not a.image.is_pinned() and b.image.is_pinned()
+        assert torch.equal(a.image, b.image)
+        on_device = b.image.to("cuda", non_blocking=True)
+        torch.cuda.synchronize()
+        assert torch.equal(on_device.cpu(), a.image)
+
+
 class FailsOn(DefaultTaskEncoder[Any, Any, Any, Any]):
     def encode_sample(self, sample: Any) -> Any:
         if sample.__key__ == "train_b_03":
