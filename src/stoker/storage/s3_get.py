@@ -4,13 +4,12 @@ A botocore ``get_object`` call costs about 4 ms of CPU (endpoint rules, user age
 hooks, signing, parsing every response header), more than receiving a MiB over loopback. A
 reader makes many ranged GETs of few objects, so here botocore presigns each object's URL once
 (SigV4 in the query string: it works out the endpoint, the addressing style and the signature,
-with session tokens too), and every ranged GET is a plain request on the connection pool of the
-client's own HTTP session (its TLS verification, proxies and timeouts). ``Range``, ``If-Match``
-and ``If-None-Match`` are ordinary headers, which a presigned URL does not need signed. Where
-that session lacks the (private) parts used to reach its pool, requests go through its public
-``send``, which parses the long URL again on every request (about 0.4 ms more). A server that
-refuses presigned URLs (403 before any presigned GET worked: some gateways and emulators accept
-only signed headers) gets botocore's ``get_object`` from then on.
+with session tokens too), and every ranged GET is a plain request sent by an HTTP session of
+botocore's own class, made with the client's settings (TLS verification and CA bundle, proxies,
+timeouts, pool size: :func:`http_session_for`). Only public botocore API is used. ``Range``,
+``If-Match`` and ``If-None-Match`` are ordinary headers, which a presigned URL does not need
+signed. A server that refuses presigned URLs (403 before any presigned GET worked: some gateways
+and emulators accept only signed headers) gets botocore's ``get_object`` from then on.
 
 Errors look like botocore's: an answer other than 2xx raises :class:`S3HttpError`, whose
 ``response`` has the ``Error.Code`` of the XML body, so the callers' error handling and
@@ -27,7 +26,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 #: How long a presigned URL is valid; it is renewed at half that age.
 URL_SECONDS = 3600
@@ -52,23 +50,22 @@ class S3HttpError(Exception):
 
 @dataclass(frozen=True)
 class _Target:
-    """Where a presigned URL goes: its pool's address and the request line's target."""
+    """A presigned URL and when it was made."""
 
     url: str
     made: float
-    scheme: str = ""
-    host: str = ""
-    port: int = 0
-    target: str = ""
 
 
 class Getter:
     """Ranged GETs of one client's objects by presigned URLs (one per object, renewed)."""
 
-    def __init__(self, client: Any, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, client: Any, http: Any = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._client = client
         self._clock = clock
-        self._session = client._endpoint.http_session
+        #: Sends the GETs: botocore's ``URLLib3Session`` with the client's settings.
+        self._http = http if http is not None else http_session_for(client)
         self._urls: OrderedDict[tuple[str, str], _Target] = OrderedDict()
         self._lock = threading.Lock()
         #: None until the first answer to a presigned GET tells whether the server takes them.
@@ -84,25 +81,12 @@ class Getter:
         url = self._client.generate_presigned_url(
             "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=URL_SECONDS
         )
-        target = self._locate(url, now)
+        target = _Target(url, now)
         with self._lock:
             self._urls[(bucket, key)] = target
             while len(self._urls) > _MAX_URLS:
                 self._urls.popitem(last=False)
         return target
-
-    def _locate(self, url: str, made: float) -> _Target:
-        """The pool address and request target of ``url`` (none if a proxy is in the way)."""
-        session = self._session
-        try:
-            if session._proxy_config.proxy_url_for(url) is not None:
-                return _Target(url, made)
-            target = session._get_request_target(url, None)
-        except AttributeError:  # another botocore: use its public send
-            return _Target(url, made)
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return _Target(url, made, parts.scheme, parts.hostname or "", port, target)
 
     def get(self, bucket: str, key: str, headers: dict[str, str]) -> Any:
         """The urllib3 response of a 2xx answer, its body not read yet.
@@ -159,23 +143,55 @@ class Getter:
                 str(error.get("Code", status)),
                 str(error.get("Message", "")),
             ) from e
-        return answer["Body"]._raw_stream
+        return _Body(answer["Body"])
 
     def _send(self, found: _Target, headers: dict[str, str]) -> Any:
         """The urllib3 response (body not read) of a GET of ``found`` with ``headers``."""
-        session = self._session
-        if not found.target:
-            from botocore.awsrequest import AWSPreparedRequest  # type: ignore[import-untyped]
+        from botocore.awsrequest import AWSPreparedRequest  # type: ignore[import-untyped]
 
-            return session.send(AWSPreparedRequest("GET", found.url, headers, None, True)).raw
-        manager = session._get_connection_manager(found.url, None)
-        pool = manager.connection_from_host(found.host, found.port, found.scheme)
-        session._setup_ssl_cert(pool, found.url, session._verify)
-        return pool.urlopen(
-            "GET", found.target, headers=headers, retries=False, redirect=False,
-            assert_same_host=False, preload_content=False, decode_content=False,
-            enforce_content_length=False,
-        )  # fmt: skip
+        return self._http.send(AWSPreparedRequest("GET", found.url, headers, None, True)).raw
+
+
+class _Body:
+    """botocore's streaming body of a ``get_object`` answer, read like a urllib3 response."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    def read(self, amt: int | None = None) -> bytes:
+        return bytes(self._body.read(amt))
+
+    def close(self) -> None:
+        self._body.close()
+
+    def release_conn(self) -> None:
+        """Nothing to do: urllib3 gives the connection back once the body was read whole."""
+
+
+def http_session_for(client: Any) -> Any:
+    """An HTTP session like the one botocore made for ``client``: its timeouts, pool size,
+    proxies (the client's, else the environment's), TLS verification (``ca_bundle``,
+    ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE``) and client certificate."""
+    import socket
+
+    from botocore.httpsession import URLLib3Session  # type: ignore[import-untyped]
+    from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
+
+    from stoker.storage.s3_client import verify_for
+
+    config = client.meta.config
+    options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    if config.tcp_keepalive:
+        options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    return URLLib3Session(
+        verify=verify_for(client),
+        proxies=config.proxies or get_environ_proxies(client.meta.endpoint_url),
+        timeout=(config.connect_timeout, config.read_timeout),
+        max_pool_connections=config.max_pool_connections,
+        socket_options=options,
+        client_cert=config.client_cert,
+        proxies_config=config.proxies_config,
+    )
 
 
 def _discard(response: Any) -> bytes:
