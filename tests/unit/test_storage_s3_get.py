@@ -35,17 +35,20 @@ class FakeResponse:
 class FakeSession:
     """botocore's HTTP session reduced to ``send``: answers in turn."""
 
-    def __init__(self, answers: list[FakeResponse]) -> None:
+    def __init__(self, answers: list[Any]) -> None:
         self.answers = answers
         self.sent: list[tuple[str, dict[str, str]]] = []
 
     def send(self, request: Any) -> Any:
         self.sent.append((request.url, dict(request.headers)))
-        return type("AWSResponse", (), {"raw": self.answers.pop(0)})()
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return type("AWSResponse", (), {"raw": answer})()
 
 
 class FakeClient:
-    def __init__(self, answers: list[FakeResponse]) -> None:
+    def __init__(self, answers: list[Any]) -> None:
         self.http = FakeSession(answers)
         self.presigned = 0
         self.heads: list[tuple[str, str]] = []
@@ -121,3 +124,13 @@ def test_the_http_session_takes_the_ca_bundle_botocore_would(
     assert verify_for(_make_client(settings)) == "/etc/requests.pem"
     monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/aws.pem")  # botocore's own setting wins
     assert verify_for(_make_client(settings)) == "/etc/aws.pem"
+
+
+def test_a_connection_error_names_the_object_but_not_the_signature() -> None:
+    bx = pytest.importorskip("botocore.exceptions")
+    url = "https://s3.example/b/k?sig=1"
+    client = FakeClient([bx.EndpointConnectionError(endpoint_url=url)])
+    with pytest.raises(bx.EndpointConnectionError) as caught:  # its class: retried as before
+        Getter(client, client.http).get("b", "k", {})
+    assert "https://s3.example/b/k" in str(caught.value) and "sig" not in str(caught.value)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

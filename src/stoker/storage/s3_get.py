@@ -149,7 +149,13 @@ class Getter:
         """The urllib3 response (body not read) of a GET of ``found`` with ``headers``."""
         from botocore.awsrequest import AWSPreparedRequest  # type: ignore[import-untyped]
 
-        return self._http.send(AWSPreparedRequest("GET", found.url, headers, None, True)).raw
+        try:
+            return self._http.send(AWSPreparedRequest("GET", found.url, headers, None, True)).raw
+        except Exception as e:
+            clean = _without_query(e, found.url)
+            if clean is None:
+                raise
+            raise clean from None  # (the original names the signature too)
 
 
 class _Body:
@@ -192,6 +198,19 @@ def http_session_for(client: Any) -> Any:
         client_cert=config.client_cert,
         proxies_config=config.proxies_config,
     )
+
+
+def _without_query(error: Exception, url: str) -> Exception | None:
+    """``error`` again, of its class, naming ``url`` without its query (the signature, a
+    credential for an hour, must not reach logs); None if it does not name ``url``."""
+    kwargs = getattr(error, "kwargs", None)
+    if not isinstance(kwargs, dict) or kwargs.get("endpoint_url") != url:
+        return None
+    try:
+        clean: Exception = type(error)(**{**kwargs, "endpoint_url": url.partition("?")[0]})
+    except Exception:
+        return None
+    return clean
 
 
 def _discard(response: Any) -> bytes:
