@@ -107,19 +107,22 @@ def test_a_403_on_an_older_url_presigns_again() -> None:
     assert client.presigned == 2 and expired.released
 
 
-def test_the_http_session_takes_the_ca_bundle_botocore_would(
+def test_the_http_session_takes_the_tls_and_keepalive_settings_botocore_would(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     pytest.importorskip("boto3")
     from stoker.storage.config import S3Settings
-    from stoker.storage.s3_client import _make_client, verify_for
+    from stoker.storage.s3_client import _make_client, keepalive_for, verify_for
 
-    for name in ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "AWS_CONFIG_FILE", "AWS_PROFILE"):
+    for name in ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "BOTOCORE_TCP_KEEPALIVE", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     settings = S3Settings(endpoint_url="https://s3.example", access_key_id="k",
                           secret_access_key="s")  # fmt: skip
-    assert verify_for(_make_client(settings)) is True
+    client = _make_client(settings)
+    assert verify_for(client) is True and not keepalive_for(client)
+    monkeypatch.setenv("BOTOCORE_TCP_KEEPALIVE", "true")
+    assert keepalive_for(_make_client(settings))
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/requests.pem")
     assert verify_for(_make_client(settings)) == "/etc/requests.pem"
     monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/aws.pem")  # botocore's own setting wins

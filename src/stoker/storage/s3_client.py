@@ -66,14 +66,21 @@ def client_for(settings: S3Settings) -> Any:
 
 
 _LOADERS: list[Any] = []
-#: The TLS verification of each client (True, False or a CA bundle), as botocore resolved it.
-_VERIFY: weakref.WeakKeyDictionary[Any, bool | str] = weakref.WeakKeyDictionary()
+#: Each client's TLS verification (True, False or a CA bundle) and whether its sockets keep
+#: alive (``tcp_keepalive``), as its botocore session resolved them.
+_HTTP: weakref.WeakKeyDictionary[Any, tuple[bool | str, bool]] = weakref.WeakKeyDictionary()
 
 
 def verify_for(client: Any) -> bool | str:
     """How ``client`` verifies TLS: a CA bundle's path, True (the default bundle) or False."""
-    found = _VERIFY.get(client)
-    return _default_verify(None) if found is None else found
+    found = _HTTP.get(client)
+    return _default_verify(None) if found is None else found[0]
+
+
+def keepalive_for(client: Any) -> bool:
+    """Whether ``client``'s connections use TCP keep-alive (``tcp_keepalive``)."""
+    found = _HTTP.get(client)
+    return bool(client.meta.config.tcp_keepalive or (found is not None and found[1]))
 
 
 def _default_verify(ca_bundle: str | None) -> bool | str:
@@ -119,5 +126,8 @@ def _make_client(settings: S3Settings) -> Any:
             request_checksum_calculation="when_required",
         ),
     )
-    _VERIFY[client] = _default_verify(core.get_config_variable("ca_bundle"))
+    _HTTP[client] = (
+        _default_verify(core.get_config_variable("ca_bundle")),
+        bool(core.get_config_variable("tcp_keepalive")),
+    )
     return client

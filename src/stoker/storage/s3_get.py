@@ -177,17 +177,17 @@ class _Body:
 def http_session_for(client: Any) -> Any:
     """An HTTP session like the one botocore made for ``client``: its timeouts, pool size,
     proxies (the client's, else the environment's), TLS verification (``ca_bundle``,
-    ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE``) and client certificate."""
+    ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE``), TCP keep-alive and client certificate."""
     import socket
 
     from botocore.httpsession import URLLib3Session  # type: ignore[import-untyped]
     from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
 
-    from stoker.storage.s3_client import verify_for
+    from stoker.storage.s3_client import keepalive_for, verify_for
 
     config = client.meta.config
     options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    if config.tcp_keepalive:
+    if keepalive_for(client):
         options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
     return URLLib3Session(
         verify=verify_for(client),
