@@ -33,18 +33,18 @@ class FakeResponse:
 
 
 class FakeSession:
-    """botocore's HTTP session reduced to ``send``: answers in turn."""
+    """The transport of presigned GETs: answers in turn."""
 
     def __init__(self, answers: list[Any]) -> None:
         self.answers = answers
         self.sent: list[tuple[str, dict[str, str]]] = []
 
-    def send(self, request: Any) -> Any:
-        self.sent.append((request.url, dict(request.headers)))
+    def get(self, url: str, headers: dict[str, str]) -> Any:
+        self.sent.append((url, dict(headers)))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return type("AWSResponse", (), {"raw": answer})()
+        return answer
 
 
 class FakeClient:
@@ -137,3 +137,28 @@ def test_a_connection_error_names_the_object_but_not_the_signature() -> None:
         Getter(client, client.http).get("b", "k", {})
     assert "https://s3.example/b/k" in str(caught.value) and "sig" not in str(caught.value)
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_a_url_behind_a_proxy_goes_through_botocore_and_others_straight_to_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("boto3")
+    from stoker.storage.config import S3Settings
+    from stoker.storage.s3_client import _make_client
+    from stoker.storage.s3_get import _PROXIED, Transport
+
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    settings = S3Settings(endpoint_url="http://s3.example:8333", access_key_id="k",
+                          secret_access_key="s")  # fmt: skip
+    url = "http://s3.example:8333/b/k?X-Amz-Signature=x"
+    assert Transport(_make_client(settings))._route(url) == (
+        "http",
+        "s3.example",
+        8333,
+        "/b/k?X-Amz-Signature=x",
+    )
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    assert Transport(_make_client(settings))._route(url) is _PROXIED
+    monkeypatch.setenv("NO_PROXY", "s3.example")  # as botocore: the endpoint bypasses it
+    assert Transport(_make_client(settings))._route(url) != _PROXIED

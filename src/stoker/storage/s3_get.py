@@ -4,9 +4,10 @@ A botocore ``get_object`` call costs about 4 ms of CPU (endpoint rules, user age
 hooks, signing, parsing every response header), more than receiving a MiB over loopback. A
 reader makes many ranged GETs of few objects, so here botocore presigns each object's URL once
 (SigV4 in the query string: it works out the endpoint, the addressing style and the signature,
-with session tokens too), and every ranged GET is a plain request sent by an HTTP session of
-botocore's own class, made with the client's settings (TLS verification and CA bundle, proxies,
-timeouts, pool size: :func:`http_session_for`). Only public botocore API is used. ``Range``,
+with session tokens too), and every ranged GET is a plain request on a urllib3 pool made like
+botocore's own from the client's settings (TLS verification and CA bundle, timeouts, pool size,
+TCP keep-alive, client certificate: :class:`Transport`); through a proxy, botocore's HTTP session
+sends it. Only public botocore and urllib3 API is used. ``Range``,
 ``If-Match`` and ``If-None-Match`` are ordinary headers, which a presigned URL does not need
 signed. A server that refuses presigned URLs (403 before any presigned GET worked: some gateways
 and emulators accept only signed headers) gets botocore's ``get_object`` from then on.
@@ -64,8 +65,8 @@ class Getter:
     ) -> None:
         self._client = client
         self._clock = clock
-        #: Sends the GETs: botocore's ``URLLib3Session`` with the client's settings.
-        self._http = http if http is not None else http_session_for(client)
+        #: Sends the GETs (a :class:`Transport` of the client's settings).
+        self._http = http if http is not None else Transport(client)
         self._urls: OrderedDict[tuple[str, str], _Target] = OrderedDict()
         self._lock = threading.Lock()
         #: None until the first answer to a presigned GET tells whether the server takes them.
@@ -147,10 +148,8 @@ class Getter:
 
     def _send(self, found: _Target, headers: dict[str, str]) -> Any:
         """The urllib3 response (body not read) of a GET of ``found`` with ``headers``."""
-        from botocore.awsrequest import AWSPreparedRequest  # type: ignore[import-untyped]
-
         try:
-            return self._http.send(AWSPreparedRequest("GET", found.url, headers, None, True)).raw
+            return self._http.get(found.url, headers)
         except Exception as e:
             clean = _without_query(e, found.url)
             if clean is None:
@@ -174,30 +173,93 @@ class _Body:
         """Nothing to do: urllib3 gives the connection back once the body was read whole."""
 
 
-def http_session_for(client: Any) -> Any:
-    """An HTTP session like the one botocore made for ``client``: its timeouts, pool size,
-    proxies (the client's, else the environment's), TLS verification (``ca_bundle``,
-    ``AWS_CA_BUNDLE`` or ``REQUESTS_CA_BUNDLE``), TCP keep-alive and client certificate."""
-    import socket
+class Transport:
+    """Sends presigned GETs as botocore would for ``client``, at less CPU per request.
 
-    from botocore.httpsession import URLLib3Session  # type: ignore[import-untyped]
-    from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
+    A urllib3 pool made like botocore's (its timeouts, pool size, TLS context, CA bundle from
+    ``ca_bundle``/``AWS_CA_BUNDLE``/``REQUESTS_CA_BUNDLE``, client certificate, TCP_NODELAY and
+    ``tcp_keepalive``) takes the request straight to the connection pool of the URL's host, the
+    URL parsed once, where botocore's ``send`` would parse the long URL three more times (about
+    0.2 ms of CPU per request). A URL that goes through a proxy (the client's ``proxies``, else
+    the environment's) is sent by botocore's own HTTP session.
+    """
 
-    from stoker.storage.s3_client import keepalive_for, verify_for
+    def __init__(self, client: Any) -> None:
+        import socket
 
-    config = client.meta.config
-    options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    if keepalive_for(client):
-        options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
-    return URLLib3Session(
-        verify=verify_for(client),
-        proxies=config.proxies or get_environ_proxies(client.meta.endpoint_url),
-        timeout=(config.connect_timeout, config.read_timeout),
-        max_pool_connections=config.max_pool_connections,
-        socket_options=options,
-        client_cert=config.client_cert,
-        proxies_config=config.proxies_config,
-    )
+        import urllib3
+        from botocore.httpsession import (  # type: ignore[import-untyped]
+            ProxyConfiguration,
+            URLLib3Session,
+            create_urllib3_context,
+            get_cert_path,
+        )
+        from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
+
+        from stoker.storage.s3_client import keepalive_for, verify_for
+
+        config = client.meta.config
+        verify = verify_for(client)
+        proxies = config.proxies or get_environ_proxies(client.meta.endpoint_url)
+        options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        if keepalive_for(client):
+            options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+        timeout = (config.connect_timeout, config.read_timeout)
+        cert, key = config.client_cert, None
+        if isinstance(cert, tuple):
+            cert, key = cert
+        self._proxies = ProxyConfiguration(proxies, config.proxies_config)
+        self._routes: dict[str, tuple[str, str, int, str]] = {}
+        self._pool = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+            maxsize=config.max_pool_connections,
+            ssl_context=create_urllib3_context(),
+            socket_options=options,
+            cert_file=cert,
+            key_file=key,
+            cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE",
+            ca_certs=get_cert_path(verify) if verify else None,
+        )
+        self._botocore = URLLib3Session(
+            verify=verify, proxies=proxies, timeout=timeout, socket_options=options,
+            max_pool_connections=config.max_pool_connections, client_cert=config.client_cert,
+            proxies_config=config.proxies_config,
+        )  # fmt: skip
+
+    def get(self, url: str, headers: dict[str, str]) -> Any:
+        """The urllib3 response (body not read) of a GET of ``url``."""
+        route = self._routes.get(url)
+        if route is None:
+            route = self._route(url)
+        if route is _PROXIED:
+            from botocore.awsrequest import AWSPreparedRequest  # type: ignore[import-untyped]
+
+            return self._botocore.send(AWSPreparedRequest("GET", url, headers, None, True)).raw
+        scheme, host, port, target = route
+        return self._pool.connection_from_host(host, port, scheme).urlopen(
+            "GET", target, headers=headers, retries=False, redirect=False,
+            assert_same_host=False, preload_content=False, decode_content=False,
+        )  # fmt: skip
+
+    def _route(self, url: str) -> tuple[str, str, int, str]:
+        """Where ``url`` goes (parsed once: a presigned URL is long and used many times)."""
+        from urllib3.util import parse_url
+
+        if self._proxies.proxy_url_for(url) is not None:
+            route = _PROXIED
+        else:
+            parts = parse_url(url)
+            scheme = parts.scheme or "http"
+            port = parts.port or (443 if scheme == "https" else 80)
+            route = (scheme, parts.host or "", port, parts.request_uri)
+        if len(self._routes) >= _MAX_URLS:
+            self._routes.clear()
+        self._routes[url] = route
+        return route
+
+
+#: The route of a URL that goes through a proxy (botocore's session sends it).
+_PROXIED = ("", "", 0, "")
 
 
 def _without_query(error: Exception, url: str) -> Exception | None:
