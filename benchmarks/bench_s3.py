@@ -6,13 +6,16 @@ local disk, then uploaded to a SeaweedFS ``weed mini`` started on 127.0.0.1 (the
 (``get_train_dataset(repeat=False)`` + ``get_loader``, batches of 32) is timed for W in {0, 2, 4}
 dataloader workers, from disk and from ``s3://``.
 
-Reported per configuration: samples/s, and CPU milliseconds per sample of the loader's
-processes (the main process and its dataloader workers, from psutil) and of the weed server. On a
-machine shared with other work, wall-clock rates vary from run to run; CPU time per sample does
-much less, and ``--repeat`` takes the best of several epochs. For S3 at W=0 (requests are counted
-per process, in :data:`stoker.storage.s3.STATS`, so only the in-process run sees them all): the
-requests per sample by operation and the bytes received per byte of sample data used. Loopback
-answers in 1-2 ms where remote S3 takes tens of ms, so these figures are an upper bound.
+Reported per configuration: samples/s over the whole epoch (worker start-up and the first
+requests included) and after the first batch ("steady"), the seconds to the first batch, and CPU
+milliseconds per sample of the loader's processes (the main process and its dataloader workers,
+from psutil) and of the weed server. On a machine shared with other work, wall-clock rates vary
+from run to run; CPU time per sample does much less, and ``--repeat`` takes the best of several
+epochs. For S3 at W=0 (requests are counted per process, in :data:`stoker.storage.s3.STATS`, so
+only the in-process run sees them all): the requests per sample by operation, the bytes received
+per byte of sample data used, the mean GET size, and the CPU milliseconds per request of the
+loader and of the server. Loopback answers in 1-2 ms where remote S3 takes tens of ms, so these
+figures are an upper bound.
 
 Usage::
 
@@ -67,15 +70,27 @@ def upload(client: Any, folder: Path, prefix: str) -> str:
 
 @dataclass(frozen=True)
 class Epoch:
-    """One epoch's samples, seconds and CPU seconds (loader processes, server)."""
+    """One epoch's samples, seconds and CPU seconds (loader processes, server), and when (and
+    after how many samples) the first batch came."""
 
     samples: int
     seconds: float
     loader_cpu: float
     server_cpu: float
+    first: float = 0.0
+    first_samples: int = 0
 
     def ms(self, cpu: float) -> float:
         return 1000 * cpu / self.samples
+
+    @property
+    def rate(self) -> float:
+        return self.samples / self.seconds
+
+    @property
+    def steady(self) -> float:
+        """Samples/s after the first batch (start-up left out)."""
+        return (self.samples - self.first_samples) / max(1e-9, self.seconds - self.first)
 
 
 def cpu_seconds(process: psutil.Process, children: bool) -> float:
@@ -94,14 +109,17 @@ def one_epoch(path: str, workers: int, server: psutil.Process) -> Epoch:
     me = psutil.Process()
     cpu, server_cpu = cpu_seconds(me, True), cpu_seconds(server, False)
     start = time.perf_counter()
-    samples = 0
+    samples, first, first_samples = 0, 0.0, 0
     with get_loader(dataset) as loader:
         for batch in loader:
+            if not samples:
+                first, first_samples = time.perf_counter() - start, len(batch.__key__)
             samples += len(batch.__key__)
     seconds = time.perf_counter() - start
     return Epoch(
-        samples, seconds, cpu_seconds(me, True) - cpu, cpu_seconds(server, False) - server_cpu
-    )
+        samples, seconds, cpu_seconds(me, True) - cpu, cpu_seconds(server, False) - server_cpu,
+        first, first_samples,
+    )  # fmt: skip
 
 
 def best(path: str, workers: int, server: psutil.Process, repeat: int) -> Epoch:
@@ -112,8 +130,9 @@ def best(path: str, workers: int, server: psutil.Process, repeat: int) -> Epoch:
 
 
 HEADER = (
-    f"{'':2} {'samples/s':>21} {'':>7}  {'CPU ms/sample':>33}\n"
-    f"{'W':>2} {'disk':>10} {'s3':>10} {'s3/disk':>7}  "
+    f"{'':2} {'samples/s, epoch':>26} {'steady s3/disk':>15} {'1st batch s':>12}  "
+    f"{'CPU ms/sample':>33}\n"
+    f"{'W':>2} {'disk':>9} {'s3':>8} {'s3/disk':>7} {'':>15} {'disk':>5} {'s3':>6}  "
     f"{'disk':>8} {'s3':>8} {'s3+weed':>8} {'weed':>6}"
 )
 
@@ -125,9 +144,9 @@ def compare(local: str, url: str, workers: int, server: psutil.Process, args: An
     s3 = best(url, workers, server, args.repeat)
     if disk.samples != s3.samples:
         sys.exit(f"sample counts differ: disk {disk.samples}, s3 {s3.samples}")
-    rate_disk, rate_s3 = disk.samples / disk.seconds, s3.samples / s3.seconds
     print(
-        f"{workers:>2} {rate_disk:>10.0f} {rate_s3:>10.0f} {rate_s3 / rate_disk:>7.2f}  "
+        f"{workers:>2} {disk.rate:>9.0f} {s3.rate:>8.0f} {s3.rate / disk.rate:>7.2f} "
+        f"{s3.steady / disk.steady:>15.2f} {disk.first:>5.2f} {s3.first:>6.2f}  "
         f"{disk.ms(disk.loader_cpu):>8.3f} {s3.ms(s3.loader_cpu):>8.3f} "
         f"{s3.ms(s3.loader_cpu + s3.server_cpu):>8.3f} {s3.ms(s3.server_cpu):>6.3f}"
     )
@@ -135,9 +154,15 @@ def compare(local: str, url: str, workers: int, server: psutil.Process, args: An
         epochs = args.repeat * s3.samples
         used = args.repeat * args.shards * args.per_shard * args.sample_bytes
         requests = {op: round(n / epochs, 4) for op, n in sorted(STATS.requests.items())}
+        total = max(1, STATS.total_requests)
+        gets = max(1, STATS.requests["GET"])
         print(
             f"   W=0 S3 requests per sample: {STATS.total_requests / epochs:.4f} {requests}; "
-            f"bytes received per byte of sample data: {STATS.bytes_received / used:.3f}"
+            f"bytes received per byte of sample data: {STATS.bytes_received / used:.3f}; "
+            f"mean GET {STATS.bytes_received / gets / 2**20:.2f} MiB; CPU ms per request "
+            f"(best epoch): loader's extra over disk "
+            f"{1000 * (s3.loader_cpu - disk.loader_cpu) * args.repeat / total:.2f}, "
+            f"server {1000 * s3.server_cpu * args.repeat / total:.2f}"
         )
 
 

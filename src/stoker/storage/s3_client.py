@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,26 @@ def client_for(settings: S3Settings) -> Any:
 
 
 _LOADERS: list[Any] = []
+#: Each client's TLS verification (True, False or a CA bundle) and whether its sockets keep
+#: alive (``tcp_keepalive``), as its botocore session resolved them.
+_HTTP: weakref.WeakKeyDictionary[Any, tuple[bool | str, bool]] = weakref.WeakKeyDictionary()
+
+
+def verify_for(client: Any) -> bool | str:
+    """How ``client`` verifies TLS: a CA bundle's path, True (the default bundle) or False."""
+    found = _HTTP.get(client)
+    return _default_verify(None) if found is None else found[0]
+
+
+def keepalive_for(client: Any) -> bool:
+    """Whether ``client``'s connections use TCP keep-alive (``tcp_keepalive``)."""
+    found = _HTTP.get(client)
+    return bool(client.meta.config.tcp_keepalive or (found is not None and found[1]))
+
+
+def _default_verify(ca_bundle: str | None) -> bool | str:
+    # As botocore: the configured bundle (ca_bundle, AWS_CA_BUNDLE), else REQUESTS_CA_BUNDLE.
+    return ca_bundle or os.environ.get("REQUESTS_CA_BUNDLE") or True
 
 
 def _botocore_loader() -> Any:
@@ -79,14 +100,16 @@ def _botocore_loader() -> Any:
 def _make_client(settings: S3Settings) -> Any:
     try:
         import boto3  # type: ignore[import-untyped]
+        import botocore.session  # type: ignore[import-untyped]
         from botocore.config import Config  # type: ignore[import-untyped]
     except ImportError:
         raise MissingDependencyError.for_module("boto3", "reading s3:// paths") from None
-    session = boto3.session.Session(profile_name=settings.profile)
+    core = botocore.session.get_session()
+    session = boto3.session.Session(botocore_session=core, profile_name=settings.profile)
     # Share botocore's parsed service models between sessions: a new session per forked worker
     # would otherwise re-read and parse them (0.1-0.4 s of every worker's start).
-    session._session.register_component("data_loader", _botocore_loader())
-    return session.client(
+    core.register_component("data_loader", _botocore_loader())
+    client = session.client(
         "s3",
         endpoint_url=settings.endpoint_url,
         region_name=settings.region or session.region_name or "us-east-1",
@@ -103,3 +126,8 @@ def _make_client(settings: S3Settings) -> Any:
             request_checksum_calculation="when_required",
         ),
     )
+    _HTTP[client] = (
+        _default_verify(core.get_config_variable("ca_bundle")),
+        bool(core.get_config_variable("tcp_keepalive")),
+    )
+    return client
