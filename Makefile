@@ -27,6 +27,13 @@ $(STAMP): pyproject.toml Makefile
 	# requirements (Transformer Engine and others have no CPU build; the modules tested need only
 	# megatron-core, transformers and pillow from the groups above).
 	$(BIN)/python -m pip install -q --no-deps "torch==2.13.0" "megatron-bridge==0.3.1"
+	# Azurite, Azure's Blob Storage emulator, for tests/integration/test_azure_store.py, from the npm
+	# registry into .venv/azurite; where npm is missing or cannot install it, that test skips and
+	# says so.
+	if command -v npm >/dev/null; then \
+		timeout 600 npm install -s --prefix $(VENV)/azurite --no-audit --no-fund azurite@3.37.0 \
+			|| echo "azurite was not installed: tests/integration/test_azure_store.py will skip"; \
+	fi
 	touch $(STAMP)
 
 demo: install

@@ -1,7 +1,8 @@
 """``az://`` datasets against Azurite, Azure's own Blob Storage emulator, on 127.0.0.1.
 
 Needs ``adlfs`` (``pip install adlfs==2026.8.0``) and Azurite from the npm registry
-(``npm install azurite@3.37.0``; ``azurite-blob`` on PATH, or its path in ``STOKER_AZURITE``);
+(``npm install azurite@3.37.0``, which ``make install`` does into ``.venv/azurite``;
+``azurite-blob`` there, on PATH, or its path in ``STOKER_AZURITE``);
 skipped otherwise. Credentials are Azurite's published development account, handed to adlfs
 through ``AZURE_STORAGE_CONNECTION_STRING``, as a user would.
 """
@@ -26,7 +27,12 @@ from stoker.storage import open_store
 from tests.integration._remote import epoch_keys, prepare_local
 
 adlfs = pytest.importorskip("adlfs")
-AZURITE = os.environ.get("STOKER_AZURITE") or shutil.which("azurite-blob")
+_IN_VENV = Path(__file__).resolve().parents[2] / ".venv/azurite/node_modules/.bin/azurite-blob"
+AZURITE = (
+    os.environ.get("STOKER_AZURITE")
+    or shutil.which("azurite-blob")
+    or (str(_IN_VENV) if _IN_VENV.exists() else None)
+)
 pytestmark = pytest.mark.skipif(AZURITE is None, reason="needs azurite-blob (npm azurite)")
 
 #: Azurite's development account (public, documented by Microsoft for the emulator).
