@@ -23,7 +23,8 @@ of the process tree (user + system, workers included) per sample over the same b
 figure to trust on a loaded machine), the time to the first batch (from constructing the
 dataset, worker start-up included; imports excluded) and the peak memory of the whole process
 tree: the sum of PSS over the live processes, polled (a page shared by forked workers or mapped
-by a worker and the main process counts once; the same measure for every tool). Then stoker (W=0, uint8) runs under cProfile.
+by a worker and the main process counts once; the same measure for every tool).
+Then stoker (W=0, uint8) runs under cProfile.
 
 Usage::
 
