@@ -13,6 +13,9 @@ reuses once the main process has let go of the batch:
 
 A slot a worker allocated but did not send (user code dropped or kept the tensor) is never
 reused. Small tensors, and workers without a transport, use torch's own path.
+
+Float image batches may travel as their uint8 pixels and be scaled in the main process (see
+:mod:`stoker.pipeline.main_floats` and :func:`image_buffer`): a quarter of the shared memory.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.pipeline.main_floats import FloatBuffers, as_uint8
 from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
@@ -72,15 +76,24 @@ class _Slot:
     sent: bool = False  # the main process has the storage
     exports: int = 0  # batches referring to the slot that the main process has not released
     allocated: bool = False  # handed out for the batch being built
+    scaled: bool = False  # uint8 pixels of a float batch: the main process scales them
 
 
 class WorkerTransport:
     """A worker's slots; :func:`batch_buffer` allocates from the active one."""
 
     def __init__(
-        self, releases: Any, budget_mb: float | None = SLOTS_MB, prefetch_factor: int = 2
+        self,
+        releases: Any,
+        budget_mb: float | None = SLOTS_MB,
+        prefetch_factor: int = 2,
+        *,
+        floats_as_uint8: bool = False,
     ) -> None:
         self.releases = releases
+        #: No user code sees a batch between batching and export: float image batches may be
+        #: built as uint8 and scaled by the main process (:func:`image_buffer`).
+        self.floats_as_uint8 = floats_as_uint8
         #: A fixed budget in bytes, or None: :func:`slot_budget` of the largest batch so far.
         self.budget = None if budget_mb is None else int(budget_mb * 2**20)
         self.prefetch_factor = prefetch_factor
@@ -92,8 +105,11 @@ class WorkerTransport:
         self._in_batch: set[int] = set()  # slots the batch being pickled refers to
         self._per_batch = 1  # the most slots one batch has used: free ones kept for the next
 
-    def buffer(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor | None:
-        """An uninitialised tensor in a free slot, or None (then use a fresh segment)."""
+    def buffer(
+        self, shape: tuple[int, ...], dtype: torch.dtype, scaled: bool = False
+    ) -> torch.Tensor | None:
+        """An uninitialised tensor in a free slot, or None (then use a fresh segment).
+        ``scaled``: uint8 pixels the main process makes float32 (see :func:`image_buffer`)."""
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < MIN_SLOT_BYTES:
             return None
@@ -112,7 +128,7 @@ class WorkerTransport:
             slot = _Slot(self._numbers, _new_shared(capacity))
             self._numbers += 1
             self.slots[slot.storage.data_ptr()] = slot
-        slot.allocated = True
+        slot.allocated, slot.scaled = True, scaled
         return _tensor_on(slot.storage, dtype, shape)
 
     def _budget(self) -> int:
@@ -170,7 +186,8 @@ class WorkerTransport:
         slot.sent = True
         offset = tensor.storage_offset() * tensor.element_size()
         return ("stoker-slot", slot.number, storage, offset, tuple(tensor.shape),
-                tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."))  # fmt: skip
+                tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."),
+                slot.scaled)  # fmt: skip
 
 
 class _SlotPickler(ForkingPickler):
@@ -191,19 +208,33 @@ class MainTransport:
         self.queues = [context.Queue() for _ in range(workers)]
         self.storages: dict[tuple[int, int], np.ndarray[Any, Any]] = {}
         self.released: collections.deque[tuple[int, int]] = collections.deque()
+        self.floats = FloatBuffers()  # float batches scaled from uint8 slots
+        #: Per loaded batch (by id; the batch is kept): float tensors still to scale (see
+        #: :meth:`finish`), with their uint8 pixels and slot.
+        self.pending: dict[int, tuple[Any, list[_Scaling]]] = {}
 
     def load(self, worker: int, exported: Exported) -> Any:
-        """Rebuild a worker's batch; its slots go back when its tensors are freed."""
+        """Rebuild a worker's batch; its slots go back when its tensors are freed.
+
+        Float tensors sent as uint8 pixels are empty until :meth:`finish`: a batch that waits
+        for its turn holds its worker's uint8 slot, not four times as much float memory."""
         self.flush()
         for number in exported.dropped:
             self.storages.pop((worker, number), None)
         regions: dict[int, torch.Tensor] = {}
+        scaled: dict[int, torch.Tensor] = {}
 
         def persistent_load(pid: Any) -> torch.Tensor:
-            _, number, storage, offset, shape, stride, dtype_name = pid
+            _, number, storage, offset, shape, stride, dtype_name, to_float = pid
             key = (worker, number)
             if storage is not None:
                 self.storages[key] = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+            if to_float:  # uint8 pixels (contiguous), scaled by finish()
+                if number not in scaled:
+                    scaled[number] = torch.empty(0, dtype=torch.float32)
+                    pixels = as_uint8(self.storages[key], offset, shape)
+                    scalings.append(_Scaling(scaled[number], pixels, key))
+                return scaled[number]
             if number not in regions:
                 region = self.storages[key][:]  # a new view: its end frees the slot
                 weakref.finalize(region, self.released.append, key)
@@ -212,9 +243,22 @@ class MainTransport:
             flat = regions[number].untyped_storage()
             return _tensor_on(flat, dtype, shape, offset // dtype.itemsize, stride)
 
+        scalings: list[_Scaling] = []
         unpickler = pickle.Unpickler(io.BytesIO(exported.payload))
         unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-        return unpickler.load()
+        batch = unpickler.load()
+        if scalings:
+            self.pending[id(batch)] = (batch, scalings)
+        return batch
+
+    def finish(self, batch: Any) -> None:
+        """Scale the float tensors of a loaded batch (sent as uint8) into reused float buffers
+        and give their slots back. Call it before anyone reads the batch; once per batch."""
+        _, scalings = self.pending.pop(id(batch), (None, []))
+        for scaling in scalings:
+            floats = self.floats.scaled(scaling.pixels)
+            scaling.tensor.set_(floats.untyped_storage(), 0, floats.shape, floats.stride())
+            self.released.append(scaling.slot)
 
     def flush(self) -> None:
         """Send the numbers of the released slots to their workers."""
@@ -223,9 +267,17 @@ class MainTransport:
             self.queues[worker].put(number)
 
     def close(self) -> None:
+        self.pending.clear()
         for q in self.queues:
             q.cancel_join_thread()
             q.close()
+
+
+@dataclass(frozen=True)
+class _Scaling:
+    tensor: torch.Tensor  # float32, empty until finished
+    pixels: np.ndarray[Any, Any]  # uint8, in the slot
+    slot: tuple[int, int]  # (worker, slot number)
 
 
 _active: WorkerTransport | None = None
@@ -254,6 +306,21 @@ def batch_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tens
         if pooled is not None:
             return pooled, False
     return _tensor_on(_new_shared(math.prod(shape) * dtype.itemsize), dtype, shape), True
+
+
+def image_buffer(shape: tuple[int, ...], as_float: bool) -> tuple[torch.Tensor, bool]:
+    """A batch of images to fill with uint8 pixels, and whether it is zero-filled already.
+
+    Its dtype is float32 where ``as_float``, except in a worker whose transport has
+    ``floats_as_uint8``: then uint8, in a slot the main process scales to float32 on arrival
+    (:mod:`stoker.pipeline.main_floats`). Fill it with
+    :func:`stoker.pipeline.batch_images.fill_images`, which writes either dtype.
+    """
+    if as_float and _active is not None and _active.floats_as_uint8:
+        pooled = _active.buffer(shape, torch.uint8, scaled=True)
+        if pooled is not None:
+            return pooled, False
+    return batch_buffer(shape, torch.float32 if as_float else torch.uint8)
 
 
 def _new_shared(nbytes: int) -> torch.UntypedStorage:
