@@ -138,6 +138,7 @@ def run_loader(config: Config, path: Path, batches: int) -> dict[str, Any]:
     first = next(batch_iter)
     first_s = time.perf_counter() - start
     shape = check_batch(first, config)
+    del first  # a training loop lets go of each batch: so does every tool here
     start, cpu = time.perf_counter(), tree_cpu_s()
     for _ in range(batches):
         batch = next(batch_iter)
@@ -150,7 +151,7 @@ def run_loader(config: Config, path: Path, batches: int) -> dict[str, Any]:
         "batch": shape,
     }
     close = getattr(loader, "close", None)
-    del batch_iter, first, batch
+    del batch_iter, batch
     if close is not None:
         close()
     return result

@@ -42,10 +42,14 @@ MIN_SLOT_BYTES = 1 << 20
 #: Shared memory (MB) a worker may keep in slots; None: sized from the batches (see
 #: :func:`slot_budget`). ``LoaderOptions.batch_slots_mb`` overrides it (0 turns reuse off).
 SLOTS_MB = BATCH_SLOTS_MB
-#: Slots for batches besides the prefetched ones: the one being built. The batch the training
-#: loop holds, and released slots the worker has not heard of yet, take fresh segments when
-#: the queue is full; the worker has time to spare then (the loop is the slower side).
-EXTRA_BATCHES = 1
+#: Slots for batches besides the ``prefetch_factor`` ones a worker may have in flight. None:
+#: a worker whose slots are all held (by the training loop's batch, or the queue) waits for
+#: one to come back (:data:`RELEASE_WAIT_SECONDS`); it is ahead then (the loop is the slower
+#: side), and a third slot per worker would be a third more shared memory.
+EXTRA_BATCHES = 0
+#: How long a worker whose slots are all held waits for the main process to release one
+#: before it takes a fresh segment.
+RELEASE_WAIT_SECONDS = 0.25
 
 
 def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
@@ -55,7 +59,7 @@ def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
 
     Example:
         >>> slot_budget(26 << 20, 2) >> 20  # uint8 images of up to 512 x 512, batch 32
-        82
+        55
     """
     return (prefetch_factor + EXTRA_BATCHES) * batch_bytes * 17 // 16
 
@@ -103,7 +107,9 @@ class WorkerTransport:
         self._numbers = 0
         self._dropped: list[int] = []
         self._in_batch: set[int] = set()  # slots the batch being pickled refers to
-        self._per_batch = 1  # the most slots one batch has used: free ones kept for the next
+        #: Wait for a release when the pool is full (off after a wait in vain, until the
+        #: next release: a user who keeps batches gets fresh segments without waiting).
+        self._patient = True
 
     def buffer(
         self, shape: tuple[int, ...], dtype: torch.dtype, scaled: bool = False
@@ -115,21 +121,33 @@ class WorkerTransport:
             return None
         self._asked += nbytes
         self._drain()
+        slot = self._free_slot(nbytes)
+        if slot is None and self._patient and any(s.exports for s in self.slots.values()):
+            # The pool is full and the main process holds slots: one comes back when the
+            # training loop moves on. Waiting for it keeps the memory to the budget (a fresh
+            # segment also costs its page faults, ~0.1 s for 25 MB on a virtual machine).
+            self._patient = self._drain(wait=RELEASE_WAIT_SECONDS)
+            slot = self._free_slot(nbytes)
+        if slot is None:
+            return None
+        slot.allocated, slot.scaled = True, scaled
+        return _tensor_on(slot.storage, dtype, shape)
+
+    def _free_slot(self, nbytes: int) -> _Slot | None:
+        """A free slot of ``nbytes`` or a new one within the budget; None if neither."""
         free = [s for s in self.slots.values() if not s.exports and not s.allocated]
         fits = [s for s in free if nbytes <= s.storage.nbytes() <= 2 * nbytes]
         if fits:
-            slot = min(fits, key=lambda s: s.storage.nbytes())
-        else:
-            if free:  # a free slot of the wrong size is replaced: the pool grows only with use
-                self._drop(min(free, key=lambda s: s.storage.nbytes()))
-            capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
-            if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self._budget():
-                return None
-            slot = _Slot(self._numbers, _new_shared(capacity))
-            self._numbers += 1
-            self.slots[slot.storage.data_ptr()] = slot
-        slot.allocated, slot.scaled = True, scaled
-        return _tensor_on(slot.storage, dtype, shape)
+            return min(fits, key=lambda s: s.storage.nbytes())
+        if free:  # a free slot of the wrong size is replaced: the pool grows only with use
+            self._drop(min(free, key=lambda s: s.storage.nbytes()))
+        capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
+        if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self._budget():
+            return None
+        slot = _Slot(self._numbers, _new_shared(capacity))
+        self._numbers += 1
+        self.slots[slot.storage.data_ptr()] = slot
+        return slot
 
     def _budget(self) -> int:
         if self.budget is not None:
@@ -145,7 +163,6 @@ class WorkerTransport:
             ForkingPickler(out, pickle.HIGHEST_PROTOCOL).dump(batch)
         else:
             _SlotPickler(out, self).dump(batch)
-        self._per_batch = max(self._per_batch, len(self._in_batch))
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:
                 slot.exports += 1  # released once by the main process
@@ -160,21 +177,22 @@ class WorkerTransport:
         if slot.sent:
             self._dropped.append(slot.number)
 
-    def _drain(self) -> None:
-        """Take the main process's releases; keep free slots for one batch (the next), drop the
-        others: the pool holds the batches in flight plus one, not its high-water mark."""
+    def _drain(self, wait: float = 0.0) -> bool:
+        """Take the main process's releases (waiting up to ``wait`` s for the first); whether
+        one came. Free slots stay in the pool (within the budget): re-creating one costs its
+        page faults again."""
         by_number = {s.number: s for s in self.slots.values()}
+        released = False
         while True:
             try:
-                number = self.releases.get_nowait()
+                number = self.releases.get(timeout=wait) if wait else self.releases.get_nowait()
             except queue.Empty:
-                break
+                return released
+            wait, released = 0.0, True
+            self._patient = True
             slot = by_number.get(number)
             if slot is not None:
                 slot.exports -= 1
-        free = [s for s in self.slots.values() if not s.exports and not s.allocated]
-        for slot in sorted(free, key=lambda s: s.storage.nbytes())[: -self._per_batch]:
-            self._drop(slot)
 
     def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
         """The persistent id of ``tensor`` if it lives in a slot (marks the slot sent)."""
