@@ -128,6 +128,10 @@ class WorkerTransport:
             # segment also costs its page faults, ~0.1 s for 25 MB on a virtual machine).
             self._patient = self._drain(wait=RELEASE_WAIT_SECONDS)
             slot = self._free_slot(nbytes)
+        if slot is None and scaled and self._budget() > 0:
+            # beyond the budget (trimmed when it comes back): a quarter of the fresh float32
+            # segment it spares
+            slot = self._new_slot(nbytes)
         if slot is None:
             return None
         slot.allocated, slot.scaled = True, scaled
@@ -141,10 +145,15 @@ class WorkerTransport:
             return min(fits, key=lambda s: s.storage.nbytes())
         if free:  # a free slot of the wrong size is replaced: the pool grows only with use
             self._drop(min(free, key=lambda s: s.storage.nbytes()))
-        capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
-        if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self._budget():
+        if self._pooled() + _capacity(nbytes) > self._budget():
             return None
-        slot = _Slot(self._numbers, _new_shared(capacity))
+        return self._new_slot(nbytes)
+
+    def _pooled(self) -> int:
+        return sum(s.storage.nbytes() for s in self.slots.values())
+
+    def _new_slot(self, nbytes: int) -> _Slot:
+        slot = _Slot(self._numbers, _new_shared(_capacity(nbytes)))
         self._numbers += 1
         self.slots[slot.storage.data_ptr()] = slot
         return slot
@@ -193,6 +202,8 @@ class WorkerTransport:
             slot = by_number.get(number)
             if slot is not None:
                 slot.exports -= 1
+                if not slot.exports and self._pooled() > self._budget():
+                    self._drop(slot)  # one made beyond the budget
 
     def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
         """The persistent id of ``tensor`` if it lives in a slot (marks the slot sent)."""
@@ -324,6 +335,11 @@ def batch_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tens
         if pooled is not None:
             return pooled, False
     return _tensor_on(_new_shared(math.prod(shape) * dtype.itemsize), dtype, shape), True
+
+
+def _capacity(nbytes: int) -> int:
+    """Bytes of a new slot for ``nbytes``: room for slightly larger batches, whole pages."""
+    return -(-nbytes * 17 // 16 // 4096) * 4096
 
 
 def image_buffer(shape: tuple[int, ...], as_float: bool) -> tuple[torch.Tensor, bool]:
