@@ -3,10 +3,10 @@
 A float32 batch of images is four times its uint8 pixels. Where no user code sees a batch
 between batching and the main process (:func:`stoker.pipeline.transport.WorkerTransport`'s
 ``floats_as_uint8``), a worker builds the batch as uint8 in its shared-memory slot and the main
-process scales it to float32 in [0, 1] on arrival: a quarter of the shared memory per batch in
-flight (a worker keeps up to ``prefetch_factor + 1`` of them), the same values
-(``pixels / 255`` in float32, as the worker would compute), and the uint8 slot goes back to its
-worker at once.
+process scales it to float32 in [0, 1] when the batch is handed out
+(:meth:`~stoker.pipeline.transport.MainTransport.finish`): a quarter of the shared memory per
+batch in flight (a worker keeps ``prefetch_factor`` of them), the same values (``pixels / 255``
+in float32, as the worker would compute), and the uint8 slot goes back to its worker at once.
 
 The float batches live in :class:`FloatBuffers`: buffers whose pages stay mapped and are reused
 once the user lets go of a batch. A fresh 100 MB buffer costs ~0.4 s of page faults on a

@@ -53,9 +53,10 @@ RELEASE_WAIT_SECONDS = 0.25
 
 
 def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
-    """Bytes of slots a worker keeps: one per batch in flight, ``prefetch_factor`` queued plus
+    """Bytes of slots a worker keeps: one per batch in flight, ``prefetch_factor`` plus
     :data:`EXTRA_BATCHES`, each ``batch_bytes`` (the largest batch so far) and a sixteenth of
-    room for slightly larger batches. A batch beyond it takes a fresh segment.
+    room for slightly larger batches. A batch beyond it waits up to
+    :data:`RELEASE_WAIT_SECONDS` for a slot to come back, then takes a fresh segment.
 
     Example:
         >>> slot_budget(26 << 20, 2) >> 20  # uint8 images of up to 512 x 512, batch 32
