@@ -176,6 +176,39 @@ def print_tables(results: dict[Config, list[Run]]) -> None:
                 print(f"{f'W={workers} {dtype}':<18}" + "".join(cells))
 
 
+#: Issue targets at W=2: (what, dtype, attribute, other tool, bound, at least).
+TARGETS = (
+    ("uint8 samples/s vs the libjpeg-turbo bare loop", "uint8", "samples_per_s", "bare", 0.9, True),
+    ("float samples/s vs Energon", "float", "samples_per_s", "energon", 2.5, True),
+    ("uint8 peak memory vs Energon", "uint8", "peak_mb", "energon", 0.5, False),
+    ("float peak memory vs Energon", "float", "peak_mb", "energon", 0.5, False),
+)
+
+
+def print_targets(results: dict[Config, list[Run]]) -> None:
+    """stoker's W=2 ratios against the targets, where both sides ran."""
+    lines = []
+    for what, dtype, attr, other, bound, at_least in TARGETS:
+        mine, theirs = results.get(Config("stoker", 2, dtype)), results.get(Config(other, 2, dtype))
+        if not mine or not theirs:
+            continue
+        ratio = median(mine, attr) / median(theirs, attr)
+        met = ratio >= bound if at_least else ratio <= bound
+        sign = ">=" if at_least else "<="
+        lines.append(
+            f"  {what}: {ratio:.2f}x (target {sign} {bound}x: {'met' if met else 'not met'})"
+        )
+    mine, bare = results.get(Config("stoker", 2, "uint8")), results.get(Config("bare", 2, "uint8"))
+    if mine and bare and median(mine, "cpu_ms_per_sample"):
+        ratio = median(bare, "cpu_ms_per_sample") / median(mine, "cpu_ms_per_sample")
+        lines.append(
+            f"  uint8 CPU per sample, bare / stoker (steadier on a loaded machine): {ratio:.2f}x"
+        )
+    if lines:
+        print("\nW=2 targets (stoker / other, medians):")
+        print("\n".join(lines))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=REPO / "bench-data")
@@ -247,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     print_tables(results)
+    print_targets(results)
     profile = None
     if not args.no_profile and "stoker" in tools:
         spec = {"profile": True, "path": str(dataset.path), "batches": profile_batches}
