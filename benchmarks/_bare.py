@@ -76,9 +76,9 @@ def bare_worker(
     for _ in zip(range(warmup), samples, strict=False):
         pass
     barrier.wait()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     done = sum(1 for _ in zip(range(timed), samples, strict=False))
-    queue.put((start, time.perf_counter(), done))
+    queue.put((start, time.perf_counter(), done, time.process_time() - cpu))
 
 
 def run_bare(config: Config, path: Path, batches: int) -> dict[str, Any]:
@@ -97,9 +97,9 @@ def run_bare(config: Config, path: Path, batches: int) -> dict[str, Any]:
         for _ in zip(range(warmup), samples, strict=False):
             pass
         first_s = time.perf_counter() - start
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.process_time()
         done = sum(1 for _ in zip(range(timed), samples, strict=False))
-        spans = [(begin, time.perf_counter(), done)]
+        spans = [(begin, time.perf_counter(), done, time.process_time() - cpu)]
     else:
         context = multiprocessing.get_context("fork")
         barrier, queue = context.Barrier(procs + 1), context.Queue()
@@ -112,8 +112,13 @@ def run_bare(config: Config, path: Path, batches: int) -> dict[str, Any]:
         spans = [queue.get() for _ in workers]
         for w in workers:
             w.join()
-    done = sum(n for _, _, n in spans)
+    done = sum(n for _, _, n, _ in spans)
     if done < batches * BATCH - procs:
         raise RuntimeError(f"{config.label}: the shards hold too few samples for {batches=}")
-    seconds = max(end for _, end, _ in spans) - min(begin for begin, _, _ in spans)
-    return {"samples_per_s": done / seconds, "first_batch_s": first_s, "batch": "no batching"}
+    seconds = max(end for _, end, _, _ in spans) - min(begin for begin, _, _, _ in spans)
+    return {
+        "samples_per_s": done / seconds,
+        "cpu_ms_per_sample": 1000 * sum(cpu for *_, cpu in spans) / done,
+        "first_batch_s": first_s,
+        "batch": "no batching",
+    }

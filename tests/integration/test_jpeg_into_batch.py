@@ -136,3 +136,21 @@ def test_a_truncated_jpeg_fails_its_sample_not_its_batch(tmp_path: Path) -> None
     batches = load(root, plain, 0, error_policy=ErrorPolicy(mode="skip"))
     keys = [key for batch in batches for key in batch.__key__]
     assert sorted(keys) == [f"k{i}" for i in range(7)]  # only the damaged sample is gone
+
+
+def test_float_batches_reach_encode_batch_as_float32_in_the_workers(dataset_root: Path) -> None:
+    """Float batches travel as uint8 only where no user code sees them in the worker: an
+    ``encode_batch`` of the user's gets the float32 batch there, and the same values."""
+    plain, _ = encoders("torchrgb")
+
+    class Checked(type(plain)):  # type: ignore[misc]
+        def encode_batch(self, batch: Any) -> Any:
+            if batch.image.dtype != torch.float32:  # raised in the worker, re-raised here
+                raise TypeError(f"encode_batch saw {batch.image.dtype}")
+            return batch
+
+    direct, checked = load(dataset_root, plain, 2), load(dataset_root, Checked(), 2)
+    assert [b.__key__ for b in direct] == [b.__key__ for b in checked]
+    for a, b in zip(direct, checked, strict=True):
+        assert a.image.dtype == b.image.dtype == torch.float32
+        assert torch.equal(a.image, b.image)

@@ -11,11 +11,13 @@ import gc
 import multiprocessing
 from typing import Any
 
+import numpy as np
 import torch
 import torch.utils.data
 
 from stoker.media.image import FloatImage
 from stoker.pipeline.batch import batch_pad_stack
+from stoker.pipeline.main_floats import FloatBuffers
 from stoker.pipeline.transport import (
     EXTRA_BATCHES,
     MIN_SLOT_BYTES,
@@ -41,14 +43,14 @@ def batch_values(n: int) -> dict[str, Any]:
 
 
 class _Exporting(torch.utils.data.IterableDataset[tuple[int, Exported]]):
-    def __init__(self, queues: list[Any]) -> None:
+    def __init__(self, queues: list[Any], floats_as_uint8: bool = False) -> None:
         super().__init__()
-        self.queues = queues
+        self.queues, self.floats_as_uint8 = queues, floats_as_uint8
 
     def __iter__(self) -> Any:
         info = torch.utils.data.get_worker_info()
         assert info is not None
-        transport = WorkerTransport(self.queues[info.id])
+        transport = WorkerTransport(self.queues[info.id], floats_as_uint8=self.floats_as_uint8)
         activate(transport)
         try:
             for n in range(info.id, BATCHES, info.num_workers):
@@ -70,13 +72,18 @@ def expected_images(n: int) -> torch.Tensor:
     return batch_pad_stack(batch_values(n)["images"])
 
 
-def run(hold: bool) -> tuple[list[dict[str, Any]], int]:
+def run(hold: bool, floats_as_uint8: bool = False) -> tuple[list[dict[str, Any]], int, int]:
+    """The batches (``hold``), the most slot mappings at once, the float batches sent as uint8."""
     main = MainTransport(multiprocessing.get_context(), workers=2)
-    loader = torch.utils.data.DataLoader(_Exporting(main.queues), batch_size=None, num_workers=2)
-    held, mappings = [], 0
+    dataset = _Exporting(main.queues, floats_as_uint8)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    held, mappings, scaled = [], 0, 0
     try:
         for worker, exported in loader:
             batch = main.load(worker, exported)
+            assert batch["floats"].dtype == torch.float32
+            scaled += batch["floats"].numel() == 0  # sent as uint8: empty until finished
+            main.finish(batch)
             n = batch["n"]
             assert torch.equal(batch["images"], expected_images(n)), f"batch {n} corrupted"
             assert torch.equal(batch["corner"], batch["images"][:, :, :2, :2])
@@ -89,11 +96,12 @@ def run(hold: bool) -> tuple[list[dict[str, Any]], int]:
             mappings = max(mappings, len(main.storages))
     finally:
         main.close()
-    return held, mappings
+    assert floats_as_uint8 or scaled == 0
+    return held, mappings, scaled
 
 
 def test_held_batches_are_never_overwritten() -> None:
-    held, _ = run(hold=True)
+    held, _, _ = run(hold=True)
     assert [b["n"] for b in held] == list(range(BATCHES))
     for batch in held:  # every batch still holds its own values after all the others
         assert torch.equal(batch["images"], expected_images(batch["n"]))
@@ -101,9 +109,37 @@ def test_held_batches_are_never_overwritten() -> None:
 
 
 def test_freed_slots_are_reused() -> None:
-    _, mappings = run(hold=False)
+    _, mappings, _ = run(hold=False)
     # 2 workers x 2 slot tensors per batch x (batches in flight): far fewer than one per batch
     assert 0 < mappings <= 2 * 2 * 4 < 2 * BATCHES
+
+
+def test_float_batches_travel_as_uint8_and_are_scaled_in_the_main_process() -> None:
+    held, _, scaled = run(hold=True, floats_as_uint8=True)  # same values (checked in run)
+    assert [b["n"] for b in held] == list(range(BATCHES))
+    assert scaled >= 2  # the first batches of each worker; then its slot budget is spent
+    for batch in held:  # the float buffers are the main process's, never reused while held
+        assert torch.equal(batch["floats"], batch["images"].float() / 255)
+    _, mappings, scaled = run(hold=False, floats_as_uint8=True)
+    # most travel as uint8 (the rest: a release came late, a fresh float segment)
+    assert scaled >= BATCHES // 2 and 0 < mappings <= 2 * 2 * 4
+
+
+def test_the_main_process_reuses_float_buffers_of_freed_batches() -> None:
+    buffers = FloatBuffers(keep=1)
+    pixels = np.full((3, 4, 5), 51, dtype=np.uint8)
+    first = buffers.scaled(pixels)
+    pointer = first.data_ptr()
+    assert torch.equal(first, torch.full((3, 4, 5), 0.2))
+    del first
+    assert buffers.free_bytes >= pixels.size * 4
+    second = buffers.scaled(np.zeros((3, 4, 4), dtype=np.uint8))  # a bit smaller: fits
+    assert second.data_ptr() == pointer and second.shape == (3, 4, 4)
+    assert buffers.free_bytes == 0
+    third = buffers.scaled(pixels)  # the only buffer is held: a new one
+    assert third.data_ptr() != pointer
+    del second, third
+    assert buffers.free_bytes == (3 * 4 * 5 * 17 // 16) * 4  # keep=1: one stays
 
 
 def test_small_tensors_and_foreign_tensors_take_torchs_path() -> None:

@@ -22,7 +22,7 @@ import torch.utils.data
 from stoker.errors import StokerError
 from stoker.media.image import DEFERRED_IMAGES, FloatImage, JpegImage
 from stoker.pipeline.batch_images import fill_images, zero_padding
-from stoker.pipeline.transport import batch_buffer
+from stoker.pipeline.transport import batch_buffer, image_buffer
 
 FeatureBatcher = Callable[[list[Any]], Any]
 
@@ -77,9 +77,7 @@ def _deferred_images(images: list[Any], max_size: list[int]) -> torch.Tensor:
     if not all(isinstance(i, DEFERRED_IMAGES) for i in images) or len(floats) > 1:
         mixed: torch.Tensor = batch_pad_stack([_as_tensor(image) for image in images])
         return mixed
-    out, zeroed = batch_buffer(
-        (len(images), *max_size), torch.float32 if floats.pop() else torch.uint8
-    )
+    out, zeroed = image_buffer((len(images), *max_size), as_float=floats.pop())
     fill_images(out.numpy(), images, zeroed)
     return out
 

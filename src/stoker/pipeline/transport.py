@@ -13,6 +13,9 @@ reuses once the main process has let go of the batch:
 
 A slot a worker allocated but did not send (user code dropped or kept the tensor) is never
 reused. Small tensors, and workers without a transport, use torch's own path.
+
+Float image batches may travel as their uint8 pixels and be scaled in the main process (see
+:mod:`stoker.pipeline.main_floats` and :func:`image_buffer`): a quarter of the shared memory.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.pipeline.main_floats import FloatBuffers, as_uint8
 from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
@@ -38,20 +42,25 @@ MIN_SLOT_BYTES = 1 << 20
 #: Shared memory (MB) a worker may keep in slots; None: sized from the batches (see
 #: :func:`slot_budget`). ``LoaderOptions.batch_slots_mb`` overrides it (0 turns reuse off).
 SLOTS_MB = BATCH_SLOTS_MB
-#: Slots for batches besides the prefetched ones: the one being built. The batch the training
-#: loop holds, and released slots the worker has not heard of yet, take fresh segments when
-#: the queue is full; the worker has time to spare then (the loop is the slower side).
-EXTRA_BATCHES = 1
+#: Slots for batches besides the ``prefetch_factor`` ones a worker may have in flight. None:
+#: a worker whose slots are all held (by the training loop's batch, or the queue) waits for
+#: one to come back (:data:`RELEASE_WAIT_SECONDS`); it is ahead then (the loop is the slower
+#: side), and a third slot per worker would be a third more shared memory.
+EXTRA_BATCHES = 0
+#: How long a worker whose slots are all held waits for the main process to release one
+#: before it takes a fresh segment.
+RELEASE_WAIT_SECONDS = 0.25
 
 
 def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
-    """Bytes of slots a worker keeps: one per batch in flight, ``prefetch_factor`` queued plus
+    """Bytes of slots a worker keeps: one per batch in flight, ``prefetch_factor`` plus
     :data:`EXTRA_BATCHES`, each ``batch_bytes`` (the largest batch so far) and a sixteenth of
-    room for slightly larger batches. A batch beyond it takes a fresh segment.
+    room for slightly larger batches. A batch beyond it waits up to
+    :data:`RELEASE_WAIT_SECONDS` for a slot to come back, then takes a fresh segment.
 
     Example:
         >>> slot_budget(26 << 20, 2) >> 20  # uint8 images of up to 512 x 512, batch 32
-        82
+        55
     """
     return (prefetch_factor + EXTRA_BATCHES) * batch_bytes * 17 // 16
 
@@ -72,15 +81,24 @@ class _Slot:
     sent: bool = False  # the main process has the storage
     exports: int = 0  # batches referring to the slot that the main process has not released
     allocated: bool = False  # handed out for the batch being built
+    scaled: bool = False  # uint8 pixels of a float batch: the main process scales them
 
 
 class WorkerTransport:
     """A worker's slots; :func:`batch_buffer` allocates from the active one."""
 
     def __init__(
-        self, releases: Any, budget_mb: float | None = SLOTS_MB, prefetch_factor: int = 2
+        self,
+        releases: Any,
+        budget_mb: float | None = SLOTS_MB,
+        prefetch_factor: int = 2,
+        *,
+        floats_as_uint8: bool = False,
     ) -> None:
         self.releases = releases
+        #: No user code sees a batch between batching and export: float image batches may be
+        #: built as uint8 and scaled by the main process (:func:`image_buffer`).
+        self.floats_as_uint8 = floats_as_uint8
         #: A fixed budget in bytes, or None: :func:`slot_budget` of the largest batch so far.
         self.budget = None if budget_mb is None else int(budget_mb * 2**20)
         self.prefetch_factor = prefetch_factor
@@ -90,30 +108,56 @@ class WorkerTransport:
         self._numbers = 0
         self._dropped: list[int] = []
         self._in_batch: set[int] = set()  # slots the batch being pickled refers to
-        self._per_batch = 1  # the most slots one batch has used: free ones kept for the next
+        #: Wait for a release when the pool is full (off after a wait in vain, until the
+        #: next release: a user who keeps batches gets fresh segments without waiting).
+        self._patient = True
 
-    def buffer(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor | None:
-        """An uninitialised tensor in a free slot, or None (then use a fresh segment)."""
+    def buffer(
+        self, shape: tuple[int, ...], dtype: torch.dtype, scaled: bool = False
+    ) -> torch.Tensor | None:
+        """An uninitialised tensor in a free slot, or None (then use a fresh segment).
+        ``scaled``: uint8 pixels the main process makes float32 (see :func:`image_buffer`)."""
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < MIN_SLOT_BYTES:
             return None
         self._asked += nbytes
         self._drain()
+        slot = self._free_slot(nbytes)
+        if slot is None and self._patient and any(s.exports for s in self.slots.values()):
+            # The pool is full and the main process holds slots: one comes back when the
+            # training loop moves on. Waiting for it keeps the memory to the budget (a fresh
+            # segment also costs its page faults, ~0.1 s for 25 MB on a virtual machine).
+            self._patient = self._drain(wait=RELEASE_WAIT_SECONDS)
+            slot = self._free_slot(nbytes)
+        if slot is None and scaled and self._budget() > 0:
+            # beyond the budget (trimmed when it comes back): a quarter of the fresh float32
+            # segment it spares
+            slot = self._new_slot(nbytes)
+        if slot is None:
+            return None
+        slot.allocated, slot.scaled = True, scaled
+        return _tensor_on(slot.storage, dtype, shape)
+
+    def _free_slot(self, nbytes: int) -> _Slot | None:
+        """A free slot of ``nbytes`` or a new one within the budget; None if neither."""
         free = [s for s in self.slots.values() if not s.exports and not s.allocated]
         fits = [s for s in free if nbytes <= s.storage.nbytes() <= 2 * nbytes]
         if fits:
-            slot = min(fits, key=lambda s: s.storage.nbytes())
-        else:
-            if free:  # a free slot of the wrong size is replaced: the pool grows only with use
-                self._drop(min(free, key=lambda s: s.storage.nbytes()))
-            capacity = -(-nbytes * 17 // 16 // 4096) * 4096  # room for slightly larger batches
-            if sum(s.storage.nbytes() for s in self.slots.values()) + capacity > self._budget():
-                return None
-            slot = _Slot(self._numbers, _new_shared(capacity))
-            self._numbers += 1
-            self.slots[slot.storage.data_ptr()] = slot
-        slot.allocated = True
-        return _tensor_on(slot.storage, dtype, shape)
+            return min(fits, key=lambda s: s.storage.nbytes())
+        if free:  # a free slot of the wrong size is replaced: the pool grows only with use
+            self._drop(min(free, key=lambda s: s.storage.nbytes()))
+        if self._pooled() + _capacity(nbytes) > self._budget():
+            return None
+        return self._new_slot(nbytes)
+
+    def _pooled(self) -> int:
+        return sum(s.storage.nbytes() for s in self.slots.values())
+
+    def _new_slot(self, nbytes: int) -> _Slot:
+        slot = _Slot(self._numbers, _new_shared(_capacity(nbytes)))
+        self._numbers += 1
+        self.slots[slot.storage.data_ptr()] = slot
+        return slot
 
     def _budget(self) -> int:
         if self.budget is not None:
@@ -129,7 +173,6 @@ class WorkerTransport:
             ForkingPickler(out, pickle.HIGHEST_PROTOCOL).dump(batch)
         else:
             _SlotPickler(out, self).dump(batch)
-        self._per_batch = max(self._per_batch, len(self._in_batch))
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:
                 slot.exports += 1  # released once by the main process
@@ -144,21 +187,24 @@ class WorkerTransport:
         if slot.sent:
             self._dropped.append(slot.number)
 
-    def _drain(self) -> None:
-        """Take the main process's releases; keep free slots for one batch (the next), drop the
-        others: the pool holds the batches in flight plus one, not its high-water mark."""
+    def _drain(self, wait: float = 0.0) -> bool:
+        """Take the main process's releases (waiting up to ``wait`` s for the first); whether
+        one came. Free slots stay in the pool (within the budget): re-creating one costs its
+        page faults again."""
         by_number = {s.number: s for s in self.slots.values()}
+        released = False
         while True:
             try:
-                number = self.releases.get_nowait()
+                number = self.releases.get(timeout=wait) if wait else self.releases.get_nowait()
             except queue.Empty:
-                break
+                return released
+            wait, released = 0.0, True
+            self._patient = True
             slot = by_number.get(number)
             if slot is not None:
                 slot.exports -= 1
-        free = [s for s in self.slots.values() if not s.exports and not s.allocated]
-        for slot in sorted(free, key=lambda s: s.storage.nbytes())[: -self._per_batch]:
-            self._drop(slot)
+                if not slot.exports and self._pooled() > self._budget():
+                    self._drop(slot)  # one made beyond the budget
 
     def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
         """The persistent id of ``tensor`` if it lives in a slot (marks the slot sent)."""
@@ -170,7 +216,8 @@ class WorkerTransport:
         slot.sent = True
         offset = tensor.storage_offset() * tensor.element_size()
         return ("stoker-slot", slot.number, storage, offset, tuple(tensor.shape),
-                tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."))  # fmt: skip
+                tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."),
+                slot.scaled)  # fmt: skip
 
 
 class _SlotPickler(ForkingPickler):
@@ -191,19 +238,33 @@ class MainTransport:
         self.queues = [context.Queue() for _ in range(workers)]
         self.storages: dict[tuple[int, int], np.ndarray[Any, Any]] = {}
         self.released: collections.deque[tuple[int, int]] = collections.deque()
+        self.floats = FloatBuffers()  # float batches scaled from uint8 slots
+        #: Per loaded batch (by id; the batch is kept): float tensors still to scale (see
+        #: :meth:`finish`), with their uint8 pixels and slot.
+        self.pending: dict[int, tuple[Any, list[_Scaling]]] = {}
 
     def load(self, worker: int, exported: Exported) -> Any:
-        """Rebuild a worker's batch; its slots go back when its tensors are freed."""
+        """Rebuild a worker's batch; its slots go back when its tensors are freed.
+
+        Float tensors sent as uint8 pixels are empty until :meth:`finish`: a batch that waits
+        for its turn holds its worker's uint8 slot, not four times as much float memory."""
         self.flush()
         for number in exported.dropped:
             self.storages.pop((worker, number), None)
         regions: dict[int, torch.Tensor] = {}
+        scaled: dict[int, torch.Tensor] = {}
 
         def persistent_load(pid: Any) -> torch.Tensor:
-            _, number, storage, offset, shape, stride, dtype_name = pid
+            _, number, storage, offset, shape, stride, dtype_name, to_float = pid
             key = (worker, number)
             if storage is not None:
                 self.storages[key] = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+            if to_float:  # uint8 pixels (contiguous), scaled by finish()
+                if number not in scaled:
+                    scaled[number] = torch.empty(0, dtype=torch.float32)
+                    pixels = as_uint8(self.storages[key], offset, shape)
+                    scalings.append(_Scaling(scaled[number], pixels, key))
+                return scaled[number]
             if number not in regions:
                 region = self.storages[key][:]  # a new view: its end frees the slot
                 weakref.finalize(region, self.released.append, key)
@@ -212,9 +273,22 @@ class MainTransport:
             flat = regions[number].untyped_storage()
             return _tensor_on(flat, dtype, shape, offset // dtype.itemsize, stride)
 
+        scalings: list[_Scaling] = []
         unpickler = pickle.Unpickler(io.BytesIO(exported.payload))
         unpickler.persistent_load = persistent_load  # type: ignore[method-assign]
-        return unpickler.load()
+        batch = unpickler.load()
+        if scalings:
+            self.pending[id(batch)] = (batch, scalings)
+        return batch
+
+    def finish(self, batch: Any) -> None:
+        """Scale the float tensors of a loaded batch (sent as uint8) into reused float buffers
+        and give their slots back. Call it before anyone reads the batch; once per batch."""
+        _, scalings = self.pending.pop(id(batch), (None, []))
+        for scaling in scalings:
+            floats = self.floats.scaled(scaling.pixels)
+            scaling.tensor.set_(floats.untyped_storage(), 0, floats.shape, floats.stride())
+            self.released.append(scaling.slot)
 
     def flush(self) -> None:
         """Send the numbers of the released slots to their workers."""
@@ -223,9 +297,17 @@ class MainTransport:
             self.queues[worker].put(number)
 
     def close(self) -> None:
+        self.pending.clear()
         for q in self.queues:
             q.cancel_join_thread()
             q.close()
+
+
+@dataclass(frozen=True)
+class _Scaling:
+    tensor: torch.Tensor  # float32, empty until finished
+    pixels: np.ndarray[Any, Any]  # uint8, in the slot
+    slot: tuple[int, int]  # (worker, slot number)
 
 
 _active: WorkerTransport | None = None
@@ -254,6 +336,26 @@ def batch_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tens
         if pooled is not None:
             return pooled, False
     return _tensor_on(_new_shared(math.prod(shape) * dtype.itemsize), dtype, shape), True
+
+
+def _capacity(nbytes: int) -> int:
+    """Bytes of a new slot for ``nbytes``: room for slightly larger batches, whole pages."""
+    return -(-nbytes * 17 // 16 // 4096) * 4096
+
+
+def image_buffer(shape: tuple[int, ...], as_float: bool) -> tuple[torch.Tensor, bool]:
+    """A batch of images to fill with uint8 pixels, and whether it is zero-filled already.
+
+    Its dtype is float32 where ``as_float``, except in a worker whose transport has
+    ``floats_as_uint8``: then uint8, in a slot the main process scales to float32 on arrival
+    (:mod:`stoker.pipeline.main_floats`). Fill it with
+    :func:`stoker.pipeline.batch_images.fill_images`, which writes either dtype.
+    """
+    if as_float and _active is not None and _active.floats_as_uint8:
+        pooled = _active.buffer(shape, torch.uint8, scaled=True)
+        if pooled is not None:
+            return pooled, False
+    return batch_buffer(shape, torch.float32 if as_float else torch.uint8)
 
 
 def _new_shared(nbytes: int) -> torch.UntypedStorage:

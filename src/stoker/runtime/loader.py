@@ -30,6 +30,7 @@ from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.debug_log import DebugLog
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
+from stoker.runtime.float_batches import floats_travel_as_uint8
 from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.loader_stats import LoaderMeasures
@@ -143,7 +144,12 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
         worker = info.id if info is not None else 0
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
         slots_mb, prefetch = self.options.batch_slots_mb, self.prefetch_factor
-        transport = WorkerTransport(self.releases[worker], slots_mb, prefetch)
+        transport = WorkerTransport(
+            self.releases[worker],
+            slots_mb,
+            prefetch,
+            floats_as_uint8=floats_travel_as_uint8(self.dataset),
+        )
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
@@ -260,7 +266,10 @@ class _Live:
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
                 raise _worker_died(e) from e
             self.queues[item.worker].append(item)
-        return queue.popleft()
+        item = queue.popleft()
+        if self._transport is not None and not self._pin:  # float batches sent as uint8
+            self._transport.finish(item.batch)
+        return item
 
     def _received(self, item: Envelope) -> Envelope:
         """The item with its batch rebuilt, at once: the batch's file descriptors are served by
@@ -269,6 +278,8 @@ class _Live:
             item.held = self._receiver.expand(item.stream, item.held)
         if isinstance(item.batch, Exported) and self._transport is not None:
             item.batch = self._transport.load(item.worker, item.batch)
+            if self._pin:  # pinned next, on this thread: floats sent as uint8 are scaled first
+                self._transport.finish(item.batch)
         return item
 
     def close(self, *, wait: bool = True) -> None:

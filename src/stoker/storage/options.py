@@ -69,7 +69,7 @@ class LoaderOptions:
             sources (``STOKER_PREFETCH_THREADS``, 8).
         batch_slots_mb: Shared memory (MB) a worker keeps to build batches in and reuse
             (``STOKER_BATCH_SLOTS_MB``; None or ``auto``, the default: room for the batches
-            in flight, ``prefetch_factor + 2`` of the largest so far; 0: a fresh segment
+            in flight, ``prefetch_factor`` of the largest so far; 0: a fresh segment
             per batch).
         cache_dir: The metadata cache of remote datasets, shared by the processes of a machine
             (``STOKER_CACHE_DIR``, ``~/.cache/stoker``; None, or ``off`` in the variable: off).
