@@ -139,6 +139,11 @@ class WorkerTransport:
         dropped, self._dropped = tuple(self._dropped), []
         return Exported(out.getvalue(), dropped)
 
+    @property
+    def refers_to_slots(self) -> bool:
+        """Whether the batch :meth:`export` pickled last refers to slots (it holds them)."""
+        return bool(self._in_batch)
+
     def _drop(self, slot: _Slot) -> None:
         del self.slots[slot.storage.data_ptr()]
         if slot.sent:
