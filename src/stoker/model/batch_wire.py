@@ -56,15 +56,16 @@ def _make_sources(
 
 
 def _rebuild_sources(
-    container: type, lengths: list[int] | None, columns: tuple[list[Any], ...]
+    container: type, lengths: list[int] | int | None, columns: tuple[list[Any], ...]
 ) -> Any:
     """The sources value :func:`_pack_sources` took apart (``lengths``: None for a flat
-    sequence; per element, the length of its tuple or -1 for None)."""
+    sequence, 1 for one-tuples only; else per element, the length of its tuple or -1 for
+    None)."""
     made = _make_sources(len(columns[0]), *columns)
     if lengths is None:
         return container(made)
-    if all(n == 1 for n in lengths):
-        return container(zip(made))  # one-tuples, made in C
+    if isinstance(lengths, int):  # 1: one-tuples, made in C
+        return container(zip(made))
     out: list[tuple[SourceInfo, ...] | None] = []
     at = 0
     for n in lengths:
@@ -110,13 +111,18 @@ def _pack_sources(value: Any) -> Any:
                 return value
     if len(flat) < MIN_SOURCES or any(type(s) is not SourceInfo for s in flat):
         return value
-    columns = (
+    if lengths is not None and all(n == 1 for n in lengths):
+        return _Sources(container, 1, _columns(flat))
+    return _Sources(container, lengths, _columns(flat))
+
+
+def _columns(flat: list[SourceInfo]) -> tuple[list[Any], ...]:
+    return (
         [s.dataset_path for s in flat],
         [s.index for s in flat],
         [s.shard_name for s in flat],
         [s.file_names for s in flat],
     )
-    return _Sources(container, lengths, columns)
 
 
 def _pack_values(state: Any) -> tuple[Any, bool]:

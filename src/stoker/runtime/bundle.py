@@ -20,11 +20,13 @@ The order of items is kept, so the main process sees the same items in the same 
 without bundles; only when they arrive changes.
 
 Example:
-    >>> bundler = Bundler(max_items=2, max_seconds=60.0)
+    >>> bundler = Bundler(max_items=3, max_bytes=100, max_seconds=60.0)
     >>> bundler.add("first", 10), bundler.add("a", 10), bundler.add("b", 10)
-    (Bundle(['first']), None, Bundle(['a', 'b']))
+    ([Bundle(['first'])], [], [])
+    >>> bundler.add("large", 100)  # too large to join a and b
+    [Bundle(['a', 'b']), Bundle(['large'])]
     >>> bundler.add("c", 10), bundler.take()
-    (None, Bundle(['c']))
+    ([], Bundle(['c']))
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 #: Longest a bundle collects items (seconds, since it was started).
-MAX_SECONDS = 0.01
-#: Most payload bytes in one bundle.
-MAX_BYTES = 2 << 20
+MAX_SECONDS = 0.02
+#: Most payload bytes in one bundle: a message that fits a pipe's buffer (64 kB on Linux) is
+#: written and read in one go; a larger one passes in pieces, each a wake-up of the other side
+#: (several times the CPU per byte on a busy machine). A batch larger than this goes alone.
+MAX_BYTES = 48 << 10
 #: Most items in one bundle.
 MAX_ITEMS = 128
 
@@ -64,11 +68,15 @@ class Bundler(Generic[T]):
     def __init__(
         self,
         *,
-        max_seconds: float = MAX_SECONDS,
-        max_bytes: int = MAX_BYTES,
-        max_items: int = MAX_ITEMS,
+        max_seconds: float | None = None,
+        max_bytes: int | None = None,
+        max_items: int | None = None,
     ) -> None:
-        self.max_seconds, self.max_bytes, self.max_items = max_seconds, max_bytes, max_items
+        """Limits of one bundle (None: :data:`MAX_SECONDS`, :data:`MAX_BYTES`,
+        :data:`MAX_ITEMS`)."""
+        self.max_seconds = MAX_SECONDS if max_seconds is None else max_seconds
+        self.max_bytes = MAX_BYTES if max_bytes is None else max_bytes
+        self.max_items = MAX_ITEMS if max_items is None else max_items
         self._items: list[T] = []
         self._bytes = 0
         self._started = perf_counter()
@@ -79,9 +87,13 @@ class Bundler(Generic[T]):
         the next bundle's clock starts now, not while the worker waited."""
         self._started = perf_counter()
 
-    def add(self, item: T, nbytes: int, *, close: bool = False) -> Bundle[T] | None:
-        """Add ``item`` (``nbytes`` of payload); the bundle if it is due now (then a new one
-        starts), else None. ``close``: send the bundle with this item."""
+    def add(self, item: T, nbytes: int, *, close: bool = False) -> list[Bundle[T]]:
+        """Add ``item`` (``nbytes`` of payload); the bundles due now, in order (none, or the
+        open one, or the open one and then ``item`` alone when both together would be too
+        large). ``close``: send the bundle with this item."""
+        due: list[Bundle[T]] = []
+        if self._items and self._bytes + nbytes > self.max_bytes:
+            due.append(self._take())
         self._items.append(item)
         self._bytes += nbytes
         if (
@@ -92,13 +104,14 @@ class Bundler(Generic[T]):
             or perf_counter() - self._started >= self.max_seconds
         ):
             self._first = False
-            return self.take()
-        return None
+            due.append(self._take())
+        return due
 
     def take(self) -> Bundle[T] | None:
         """The open bundle (None if empty); a new one starts."""
-        if not self._items:
-            return None
+        return self._take() if self._items else None
+
+    def _take(self) -> Bundle[T]:
         items, self._items, self._bytes = self._items, [], 0
         self._started = perf_counter()
         return Bundle(items)

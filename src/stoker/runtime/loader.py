@@ -158,9 +158,9 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
                     nbytes = self._export(item, transport, sender, worker)
                     close = transport.refers_to_slots  # its slots are not held back
                 close = close or item.kind == ERROR
-                bundle = bundler.add(item, nbytes, close=close)
-                if bundle is not None:
-                    yield bundle
+                due = bundler.add(item, nbytes, close=close)
+                yield from due
+                if due:
                     bundler.resumed()
                 if item.kind == ERROR:
                     return
