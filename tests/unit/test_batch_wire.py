@@ -80,6 +80,8 @@ def test_what_is_not_worth_packing_is_pickled_as_it_is() -> None:
     assert pack(subs) is subs
     other = {"__sources__": list(range(50)), "text": ["a"] * 50}
     assert pack(other) is other
+    pairs = {"pairs": [(i, i) for i in range(50)], "tail": [(), *((s,) for s in sources(20))]}
+    assert pack(pairs)["pairs"] is pairs["pairs"]  # tuples of other things stay as they are
 
     class Custom(PlainBatch):
         def __reduce__(self) -> Any:

@@ -104,10 +104,10 @@ def _pack_sources(value: Any) -> Any:
         for element in value:
             if element is None:
                 lengths.append(-1)
-            elif type(element) is tuple:
+            elif type(element) is tuple and (not element or type(element[0]) is SourceInfo):
                 lengths.append(len(element))
                 flat.extend(element)
-            else:
+            else:  # not sources (checked on the first of each tuple: bail out early)
                 return value
     if len(flat) < MIN_SOURCES or any(type(s) is not SourceInfo for s in flat):
         return value
