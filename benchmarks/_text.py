@@ -144,12 +144,13 @@ def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int)
     batch_iter = iter(loader)
     first = next(batch_iter)
     first_s = time.perf_counter() - start
-    cpu_before = tree_cpu_s()
+    cpu_before, main_before = tree_cpu_s(), tree_cpu_s(children=False)
     start = time.perf_counter()
     for _ in range(batches):
         batch = next(batch_iter)
     seconds = time.perf_counter() - start
     cpu_us = (tree_cpu_s() - cpu_before) / (batches * size) * 1e6
+    main_us = (tree_cpu_s(children=False) - main_before) / batches * 1e6
     texts = batch_texts(batch)
     if len(texts) != size or len(batch_texts(first)) != size:
         raise RuntimeError(f"{tool} {workload}: batch of {len(texts)} texts, not {size}")
@@ -157,17 +158,21 @@ def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int)
     del batch_iter, first, batch
     if close is not None:
         close()
-    return {"samples_per_s": batches * size / seconds, "first_batch_s": first_s, "cpu_us": cpu_us}
+    return {
+        "samples_per_s": batches * size / seconds, "first_batch_s": first_s, "cpu_us": cpu_us,
+        "main_cpu_us_per_batch": main_us, "main_core_share": main_us * batches / 1e6 / seconds,
+    }  # fmt: skip
 
 
-def tree_cpu_s() -> float:
+def tree_cpu_s(*, children: bool = True) -> float:
     """CPU seconds (user + system) of this process and its live children (the workers): per
-    sample, the cost that a busy shared machine does not blur as much as throughput."""
+    sample, the cost that a busy shared machine does not blur as much as throughput.
+    ``children=False``: this process only (the training process's share)."""
     import psutil
 
     me = psutil.Process()
     total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
+    for proc in [me, *(me.children(recursive=True) if children else [])]:
         try:
             times = proc.cpu_times()
         except psutil.NoSuchProcess:
@@ -228,4 +233,7 @@ def run_bare(workload: str, workers: int, path: Path, repeat: int) -> dict[str, 
             ]
             count = sum(job.result() for job in jobs)
     seconds = time.perf_counter() - start
-    return {"samples_per_s": count / seconds, "first_batch_s": 0.0, "cpu_us": 0.0}
+    return {
+        "samples_per_s": count / seconds, "first_batch_s": 0.0, "cpu_us": 0.0,
+        "main_cpu_us_per_batch": 0.0, "main_core_share": 0.0,
+    }  # fmt: skip

@@ -10,6 +10,7 @@ Usage::
 
     python benchmarks/bench_text.py                         # ~5 minutes on 2 cores
     python benchmarks/bench_text.py --workloads jsonl --tools stoker,bare --repeats 5
+    python benchmarks/bench_text.py --quick --tools stoker  # one short run each: W=2 / W=0 ratios
     python benchmarks/bench_text.py --profile jsonl         # cProfile of stoker W=0 only
 """
 
@@ -86,8 +87,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--json", type=Path, help="also write the runs to this JSON file")
+    parser.add_argument(
+        "--quick", action="store_true", help="one run of 20 000 samples per configuration"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.samples = 1, 20_000
+    return args
 
 
 def dataset_path(workload: str, data_dir: Path) -> Path:
@@ -158,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                     cpu.setdefault((tool, w), []).append(result["cpu_us"])
                     print(
                         f"  {workload} {tool} W={w}: {result['samples_per_s']:,.0f} samples/s, "
-                        f"{result['cpu_us']:.0f} CPU us/sample, "
+                        f"{result['cpu_us']:.0f} CPU us/sample, main process "
+                        f"{result['main_cpu_us_per_batch']:.0f} CPU us/batch "
+                        f"({result['main_core_share']:.0%} of a core), "
                         f"first batch {result['first_batch_s']:.2f} s "
                         f"(run {time.perf_counter() - start:.1f} s)",
                         flush=True,

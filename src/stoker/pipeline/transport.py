@@ -72,6 +72,8 @@ class Exported:
     payload: bytes
     #: Slots the worker has let go of since its last batch (the main process unmaps them).
     dropped: tuple[int, ...] = ()
+    #: The batch refers to no slot (a plain pickle: loaded without a per-object hook).
+    plain: bool = False
 
 
 @dataclass
@@ -180,7 +182,12 @@ class WorkerTransport:
             elif slot.allocated:  # built into but not sent: someone may still hold it
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
-        return Exported(out.getvalue(), dropped)
+        return Exported(out.getvalue(), dropped, not self._in_batch)
+
+    @property
+    def refers_to_slots(self) -> bool:
+        """Whether the batch :meth:`export` pickled last refers to slots (it holds them)."""
+        return bool(self._in_batch)
 
     def _drop(self, slot: _Slot) -> None:
         del self.slots[slot.storage.data_ptr()]
@@ -251,6 +258,8 @@ class MainTransport:
         self.flush()
         for number in exported.dropped:
             self.storages.pop((worker, number), None)
+        if exported.plain:
+            return pickle.loads(exported.payload)
         regions: dict[int, torch.Tensor] = {}
         scaled: dict[int, torch.Tensor] = {}
 

@@ -48,3 +48,11 @@ class Envelope:
     samples: int = 0
     #: What the worker measured since its previous delta (None: nothing due yet).
     stats: StageDelta | None = None
+
+    def __reduce__(self) -> tuple[type[Envelope], tuple[Any, ...]]:
+        # Pickled by its fields in order (one call to rebuild), not by the slotted dataclass's
+        # state (a Python loop over the fields on both sides): one per batch crosses processes.
+        return Envelope, (
+            self.kind, self.worker, self.stream, self.batch, self.position,
+            self.held, self.skips, self.samples, self.stats,
+        )  # fmt: skip

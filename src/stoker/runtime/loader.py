@@ -21,6 +21,7 @@ from typing import Any
 import torch.utils.data
 
 from stoker.errors import ConfigError, StokerError
+from stoker.model.batch_wire import pack as pack_batch
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
@@ -28,6 +29,7 @@ from stoker.pipeline.skips import Skips
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
+from stoker.runtime.bundle import Bundle, Bundler
 from stoker.runtime.debug_log import DebugLog
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
@@ -122,7 +124,7 @@ def _worker_died(error: BaseException) -> StokerError:
     )
 
 
-class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
+class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
     """What each torch dataloader worker iterates (picklable, for spawned workers too)."""
 
     def __init__(
@@ -139,7 +141,7 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
         self.options, self.cache_pool = options, cache_pool
         self.prefetch_factor = prefetch_factor  # sizes the shared-memory slots
 
-    def __iter__(self) -> Iterator[Envelope]:
+    def __iter__(self) -> Iterator[Bundle[Envelope]]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
@@ -154,24 +156,43 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Envelope]):
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
         meter = Meter(enabled=self.options.stats, transport=transport)
+        bundler: Bundler[Envelope] = Bundler()
         try:
             for item in worker_items(self.dataset, worker, self.resume, meter):
+                nbytes, close = 0, False
                 if item.kind == BATCH:
-                    CLOCK.start(TRANSPORT)
-                    started = perf_counter()
-                    try:
-                        item.held = sender.compact(item.stream, item.held)  # what changed
-                        item.batch = transport.export(item.batch)
-                    except Exception as e:  # a batch that cannot be pickled, say
-                        item.kind, item.batch = ERROR, WorkerFailure.capture(e, worker)
-                    finally:
-                        CLOCK.stop()
-                        CLOCK.busy += perf_counter() - started
-                yield item
+                    nbytes = self._export(item, transport, sender, worker)
+                    close = transport.refers_to_slots  # its slots are not held back
+                close = close or item.kind == ERROR
+                due = bundler.add(item, nbytes, close=close)
+                yield from due
+                if due:
+                    bundler.resumed()
                 if item.kind == ERROR:
                     return
+            rest = bundler.take()
+            if rest is not None:
+                yield rest
         finally:
             use_transport(None)
+
+    @staticmethod
+    def _export(item: Envelope, transport: WorkerTransport, sender: Sender, worker: int) -> int:
+        """Pickle ``item``'s batch for the main process (in place); its payload's size. A batch
+        that cannot be pickled turns the item into an ERROR."""
+        CLOCK.start(TRANSPORT)
+        started = perf_counter()
+        try:
+            item.held = sender.compact(item.stream, item.held)  # what changed
+            exported = transport.export(pack_batch(item.batch))
+            item.batch = exported
+            return len(exported.payload)
+        except Exception as e:  # a batch that cannot be pickled, say
+            item.kind, item.batch = ERROR, WorkerFailure.capture(e, worker)
+            return 0
+        finally:
+            CLOCK.stop()
+            CLOCK.busy += perf_counter() - started
 
 
 def _with_options(items: Iterator[Envelope], options: LoaderOptions) -> Iterator[Envelope]:
@@ -211,7 +232,7 @@ class _Live:
         self._transport: MainTransport | None = None
         self._receiver = Receiver()
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
-        self._pinner: PinThread[Envelope] | None = None
+        self._pinner: PinThread[list[Envelope]] | None = None
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
             self._producers = [
@@ -250,9 +271,9 @@ class _Live:
         if self._pin:  # batches are received and pinned ahead, in order, on their own thread
             self._pinner = PinThread(self._receive_next, _pin_batch, depth=loader.prefetch_factor)
 
-    def _receive_next(self) -> Envelope:
-        """The next item from the workers, received (see :meth:`_received`)."""
-        return self._received(next(self._torch_iter))
+    def _receive_next(self) -> list[Envelope]:
+        """The next bundle of items from a worker, received (see :meth:`_received`)."""
+        return [self._received(item) for item in next(self._torch_iter).items]
 
     def next_from(self, worker: int) -> Envelope:
         queue = self.queues[worker]
@@ -262,10 +283,11 @@ class _Live:
             if self._transport is not None:  # slots freed since the last batch go back first
                 self._transport.flush()
             try:
-                item = self._pinner.get() if self._pinner else self._receive_next()
+                items = self._pinner.get() if self._pinner else self._receive_next()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
                 raise _worker_died(e) from e
-            self.queues[item.worker].append(item)
+            if items:  # a bundle holds the items of one worker
+                self.queues[items[0].worker].extend(items)
         item = queue.popleft()
         if self._transport is not None and not self._pin:  # float batches sent as uint8
             self._transport.finish(item.batch)
@@ -301,11 +323,12 @@ class _Live:
             producer.close()
 
 
-def _pin_batch(item: Envelope) -> Envelope:
-    """``item`` with its batch copied to pinned memory (on the :class:`PinThread`)."""
-    if item.kind == BATCH:
-        item.batch = pin_memory(item.batch)
-    return item
+def _pin_batch(items: list[Envelope]) -> list[Envelope]:
+    """``items`` with their batches copied to pinned memory (on the :class:`PinThread`)."""
+    for item in items:
+        if item.kind == BATCH:
+            item.batch = pin_memory(item.batch)
+    return items
 
 
 class Loader(LoaderState, LoaderMeasures):

@@ -1,0 +1,63 @@
+"""Small batches leave a worker in bundles (stoker.runtime.bundle)."""
+
+from __future__ import annotations
+
+import pickle
+import time
+
+from stoker.runtime.bundle import Bundle, Bundler
+
+
+def items(bundles: list[Bundle[str]]) -> list[list[str]]:
+    return [b.items for b in bundles]
+
+
+def test_first_item_goes_alone_then_bundles_fill_up_to_the_item_limit() -> None:
+    bundler: Bundler[str] = Bundler(max_items=3, max_seconds=60.0)
+    sent = [bundler.add(x, 1) for x in "abcdefg"]
+    assert [items(s) for s in sent] == [
+        [["a"]],
+        [],
+        [],
+        [["b", "c", "d"]],
+        [],
+        [],
+        [["e", "f", "g"]],
+    ]
+    assert bundler.take() is None
+
+
+def test_the_byte_limit_sends_the_open_bundle_before_a_large_item() -> None:
+    bundler: Bundler[str] = Bundler(max_bytes=100, max_seconds=60.0)
+    bundler.add("first", 1)
+    assert bundler.add("a", 30) == [] and bundler.add("b", 30) == []
+    assert items(bundler.add("huge", 500)) == [["a", "b"], ["huge"]]
+    assert bundler.add("c", 60) == []
+    assert items(bundler.add("d", 50)) == [["c"]]  # c and d together would be too large
+    taken = bundler.take()
+    assert taken is not None and taken.items == ["d"]
+
+
+def test_close_and_time_send_at_once() -> None:
+    bundler: Bundler[str] = Bundler(max_seconds=60.0)
+    bundler.add("first", 1)
+    bundler.add("a", 1)
+    assert items(bundler.add("slot batch", 1, close=True)) == [["a", "slot batch"]]
+    timed: Bundler[str] = Bundler(max_seconds=0.05)
+    timed.add("first", 1)
+    assert timed.add("quick", 1) == []
+    time.sleep(0.06)
+    assert items(timed.add("late", 1)) == [["quick", "late"]]
+
+
+def test_waiting_between_bundles_does_not_count() -> None:
+    bundler: Bundler[str] = Bundler(max_seconds=0.05)
+    bundler.add("first", 1)
+    time.sleep(0.06)  # the worker waited to be asked for more
+    bundler.resumed()
+    assert bundler.add("a", 1) == []
+
+
+def test_a_bundle_pickles_with_its_items_in_order() -> None:
+    bundle = Bundle(["x", "y", "z"])
+    assert pickle.loads(pickle.dumps(bundle)).items == ["x", "y", "z"]
