@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import multiprocessing.util
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,9 @@ def expected_images(n: int) -> torch.Tensor:
 
 def run(hold: bool, floats_as_uint8: bool = False) -> tuple[list[dict[str, Any]], int, int]:
     """The batches (``hold``), the most slot mappings at once, the float batches sent as uint8."""
+    # as the loader does: workers share this process's temporary folder, so a worker that has
+    # finished (and exited) still leaves the socket its batches' file descriptors are served from
+    multiprocessing.util.get_temp_dir()
     main = MainTransport(multiprocessing.get_context(), workers=2)
     dataset = _Exporting(main.queues, floats_as_uint8)
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
