@@ -17,16 +17,23 @@ import re
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
 from stoker.format.fingerprints import FINGERPRINTS, encode_fingerprints
+from stoker.format.index_chunks import (
+    ChunkBuilder,
+    ShardSummary,
+    local_copy,
+    plan_chunks,
+    read_summaries,
+)
 from stoker.format.meta import (
     DEFAULT_DATASET_YAML,
     DEFAULT_SPLIT_CONFIG,
@@ -48,10 +55,11 @@ from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
 from stoker.format.splits import split_by_ratio as split_by_ratio
 from stoker.format.sqlite_index import DuplicateKeyError, SqliteIndexWriter
-from stoker.format.tar_index import encode_offsets, tar_index_name
+from stoker.format.tar_index import tar_index_name
 from stoker.storage import Store, open_store
 
 TMP_MARK = ".stoker-tmp-"
+T = TypeVar("T")
 SHARD_SUFFIXES = (".tar", ".tgz")
 
 
@@ -136,6 +144,9 @@ class PendingPrepare:
         self._new_meta_dir = meta_dir if meta_dir and not os.path.isdir(meta_dir) else None
         #: Set when the user gave up (at a question): the work folder goes too.
         self.abandoned = False
+        #: Seconds of each merge step (``wait`` for chunk files, ``rows``, ``shards``:
+        #: ``.tar.idx`` files and summaries, ``indexes``), for benchmarks.
+        self.timings: dict[str, float] = dict.fromkeys(("wait", "rows", "shards", "indexes"), 0.0)
 
     def tmp_name(self, final: str) -> str:
         tmp = f"{final}{TMP_MARK}{self._token}"
@@ -428,27 +439,34 @@ def _open_writer(pending: PendingPrepare, tmp_dir: str | None = None) -> SqliteI
 def _index_into(
     pending: PendingPrepare, num_workers: int | None, progress: bool, tmp_dir: str | None = None
 ) -> None:
-    store = pending.store
+    """Build every chunk file in worker processes (or find it built), then merge them in order."""
     writer = _open_writer(pending, tmp_dir)
     bar = Progress(len(pending.shards), "Indexing shards", enabled=progress)
+    chunks = plan_chunks(pending.shards)
+    builder = ChunkBuilder(pending.work, pending.sample_index)
+    clock = _Clock(pending.timings)
     try:
-        for shard_id, shard in enumerate(
-            ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
-        ):
-            if writer is not None:
-                writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
-            offsets = encode_offsets(shard.offsets)
-            store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), offsets)
-            _hash_shard(pending.digest, shard.name, shard.keys, offsets)
-            pending.counts[shard.name] = len(shard.keys)
-            pending.fingerprints[shard.name] = shard.fingerprint
-            pending.bytes += shard.size
-            pending.part_names |= shard.part_names
-            pending.resumed += shard.resumed
-            bar.update(samples=len(shard.keys))
+        for built in clock.timed("wait", ordered_map(builder, chunks, num_workers, len(chunks))):
+            with local_copy(pending.work, built.name, tmp_dir) as path:
+                if path is None:
+                    raise StokerError(
+                        f"internal: the chunk file {built.name} vanished while merging.",
+                        hint="Is another prepare of the same dataset running? Run it again.",
+                    )
+                if writer is not None:
+                    with clock("rows"):
+                        writer.add_chunk(path)
+                with clock("shards"):
+                    summaries = read_summaries(path)
+            with clock("shards"):
+                resumed = built.resumed == len(built.chunk.names)
+                for shard in summaries:
+                    _merge_shard(pending, shard, resumed)
+            bar.update(len(summaries), samples=built.samples)
         if writer is not None:
             try:
-                writer.close()
+                with clock("indexes"):
+                    writer.close()
             except DuplicateKeyError as e:
                 raise _duplicate_error(pending, e) from None
     except BaseException:
@@ -461,10 +479,42 @@ def _index_into(
         _check_counts_unchanged(pending)
 
 
-def _hash_shard(digest: Any, name: str, keys: list[str], offsets: bytes) -> None:
-    digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
-    digest.update("\0".join(keys).encode("utf-8", "surrogateescape") + b"\0")
-    digest.update(offsets)
+class _Clock:
+    """Adds the seconds of ``with clock(step)`` blocks (and of waits for ``timed`` items) up."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self._step = ""
+        self._start = 0.0
+
+    def __call__(self, step: str) -> _Clock:
+        self._step = step
+        return self
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds[self._step] += time.perf_counter() - self._start
+
+    def timed(self, step: str, items: Iterator[T]) -> Iterator[T]:
+        while True:
+            start = time.perf_counter()
+            item = next(items, None)
+            self.seconds[step] += time.perf_counter() - start
+            if item is None:
+                return
+            yield item
+
+
+def _merge_shard(pending: PendingPrepare, shard: ShardSummary, chunk_resumed: bool) -> None:
+    pending.store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), shard.tar_idx)
+    pending.digest.update(shard.digest)
+    pending.counts[shard.name] = shard.samples
+    pending.fingerprints[shard.name] = shard.fingerprint
+    pending.bytes += shard.size
+    pending.part_names.update(shard.part_names)
+    pending.resumed += chunk_resumed or shard.resumed
 
 
 def _duplicate_error(pending: PendingPrepare, e: DuplicateKeyError) -> StokerError:
