@@ -133,6 +133,9 @@ class PendingPrepare:
         self.resumed = 0
         self._token = uuid.uuid4().hex[:12]
         self._tmp: dict[str, str] = {}  # final name -> temporary name
+        #: ``.tar.idx`` files written under temporary names: those of the first N shards (named
+        #: by :meth:`tar_index_tmp`, not kept in ``_tmp``: 10^6 shards would cost ~200 MB).
+        self._tar_indexes_written = 0
         self._start = time.perf_counter()
         self._sqlite_tmp: str | None = None
         self.work = PrepareWork(store)
@@ -152,6 +155,14 @@ class PendingPrepare:
         tmp = f"{final}{TMP_MARK}{self._token}"
         self._tmp[final] = tmp
         return tmp
+
+    def tar_index_tmp(self, shard: str) -> str:
+        """The temporary name of the ``.tar.idx`` file of ``shard``."""
+        return f"{tar_index_name(shard)}{TMP_MARK}{self._token}"
+
+    def _written_tar_indexes(self) -> Iterator[tuple[str, str]]:
+        for shard in self.shards[: self._tar_indexes_written]:
+            yield tar_index_name(shard), self.tar_index_tmp(shard)
 
     def index_db_path(self) -> str:
         """The local path of the ``index.sqlite`` being built (e.g. to add media metadata)."""
@@ -181,6 +192,9 @@ class PendingPrepare:
 
     def discard(self) -> None:
         """Remove all temporary files (nothing of the dataset changes)."""
+        for _, tmp in self._written_tar_indexes():
+            self.store.remove(tmp)
+        self._tar_indexes_written = 0
         for tmp in self._tmp.values():
             self.store.remove(tmp)
         self._tmp.clear()
@@ -250,6 +264,9 @@ class PendingPrepare:
         self.store.write_bytes(self.tmp_name(INDEX_UUID), index_uuid.encode())
         prints = encode_fingerprints(self.fingerprints, index_uuid)
         self.store.write_bytes(self.tmp_name(FINGERPRINTS), prints)
+        for final, tmp in self._written_tar_indexes():
+            self.store.publish(tmp, final)
+        self._tar_indexes_written = 0
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
         for final in ordered:
             self.store.publish(self._tmp[final], final)
@@ -508,7 +525,10 @@ class _Clock:
 
 
 def _merge_shard(pending: PendingPrepare, shard: ShardSummary, chunk_resumed: bool) -> None:
-    pending.store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), shard.tar_idx)
+    if pending.shards[pending._tar_indexes_written] != shard.name:
+        raise StokerError(f"internal: shard {shard.name!r} merged out of order.")
+    pending.store.write_bytes(pending.tar_index_tmp(shard.name), shard.tar_idx)
+    pending._tar_indexes_written += 1
     pending.digest.update(shard.digest)
     pending.counts[shard.name] = shard.samples
     pending.fingerprints[shard.name] = shard.fingerprint
