@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -26,9 +27,10 @@ import os
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from stoker.errors import StokerError
 from stoker.format.prepare_work import WORK_DIR, PrepareWork
 from stoker.format.shard_scan import ShardIndex
 from stoker.format.sqlite_index import CHUNK_PRAGMAS, create_row_tables, insert_shard_rows
@@ -79,6 +81,9 @@ class BuiltChunk:
     samples: int
     #: Shards loaded from the work folder (or the whole chunk file was) rather than read.
     resumed: int
+    #: A local temporary copy, where the store is remote (built or downloaded there); whoever
+    #: receives the chunk removes it (:func:`open_chunk`).
+    local: str | None = None
 
 
 def plan_chunks(shards: Sequence[str]) -> list[Chunk]:
@@ -101,22 +106,40 @@ def shard_digest(name: str, keys: Sequence[str], tar_idx: bytes) -> bytes:
 @dataclass(frozen=True)
 class ChunkBuilder:
     """Builds (or finds still valid) the chunk file of a :class:`Chunk`; picklable, so it runs
-    in worker processes. ``sample_index=False`` leaves the row tables empty."""
+    in worker processes. ``sample_index=False`` leaves the row tables empty; ``tmp_dir``: where
+    local copies of a remote store's chunk files go (default: the system's temporary folder)."""
 
     work: PrepareWork
     sample_index: bool = True
+    tmp_dir: str | None = None
 
     def __call__(self, chunk: Chunk) -> BuiltChunk:
         store = self.work.store
         prints = [self.work.fingerprint(name) for name in chunk.names]
         name = self.chunk_name(chunk, prints)
         if store.exists(name):
-            with local_copy(self.work, name) as path:
-                if path is not None:
-                    samples = _valid_samples(path)
-                    if samples is not None:
-                        return BuiltChunk(chunk, name, samples, len(chunk.names))
+            local = store.local_path(name)
+            path = local if local is not None else self._download(name)
+            samples = _valid_samples(path)
+            if samples is not None:
+                copy = None if local is not None else path
+                return BuiltChunk(chunk, name, samples, len(chunk.names), copy)
+            if local is None:
+                os.remove(path)
         return self._build(chunk, name)
+
+    def _temp(self) -> str:
+        if self.tmp_dir is not None:
+            os.makedirs(self.tmp_dir, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="stoker-chunk-", suffix=".sqlite", dir=self.tmp_dir)
+        os.close(fd)
+        return path
+
+    def _download(self, name: str) -> str:
+        path = self._temp()
+        with open(path, "wb") as f:
+            f.write(self.work.store.read_bytes(name))
+        return path
 
     def chunk_name(self, chunk: Chunk, prints: list[dict[str, object]]) -> str:
         seed = [CHUNK_VERSION, self.sample_index, chunk.first_shard_id, list(chunk.names), prints]
@@ -131,10 +154,10 @@ class ChunkBuilder:
             os.makedirs(os.path.dirname(local), exist_ok=True)
             path = local
         else:
-            fd, path = tempfile.mkstemp(prefix="stoker-chunk-", suffix=".sqlite")
-            os.close(fd)
+            path = self._temp()
             os.remove(path)  # sqlite makes it
         samples = resumed = 0
+        published = False
         try:
             db = sqlite3.connect(path, isolation_level=None)
             try:
@@ -155,12 +178,11 @@ class ChunkBuilder:
                 with open(path, "rb") as f:
                     store.write_bytes(tmp, f.read())
             store.publish(tmp, name)
+            published = True
         finally:
-            if local is None and os.path.exists(path):
+            if not published and os.path.exists(path):
                 os.remove(path)
-            elif local is not None and os.path.exists(local):
-                os.remove(local)  # not published: a failure
-        return BuiltChunk(chunk, name, samples, resumed)
+        return BuiltChunk(chunk, name, samples, resumed, None if local is not None else path)
 
     def _add(self, db: sqlite3.Connection, shard_id: int, shard: ShardIndex) -> None:
         if self.sample_index:
@@ -218,26 +240,24 @@ def read_summaries(path: str) -> list[ShardSummary]:
     ]
 
 
-class local_copy:
-    """``with local_copy(work, name) as path``: a local file path of the work file ``name``
-    (the file itself, or a temporary download from a remote store); None if it is gone."""
+@contextlib.contextmanager
+def open_chunk(work: PrepareWork, built: BuiltChunk) -> Iterator[str]:
+    """``with open_chunk(work, built) as path``: a local path of the chunk file, its temporary
+    copy (removed at the end) where the store is remote."""
+    try:
+        path = built.local or work.store.local_path(built.name)
+        if path is None or not os.path.exists(path):
+            raise StokerError(
+                f"the chunk file {built.name} is gone.",
+                path=work.store.url(built.name),
+                hint="Is another prepare of the same dataset running? Run it again.",
+            )
+        yield path
+    finally:
+        discard_copy(built)
 
-    def __init__(self, work: PrepareWork, name: str, tmp_dir: str | None = None) -> None:
-        self.work, self.name, self.tmp_dir = work, name, tmp_dir
-        self._tmp: str | None = None
 
-    def __enter__(self) -> str | None:
-        store = self.work.store
-        local = store.local_path(self.name)
-        if local is not None:
-            return local if os.path.exists(local) else None
-        if not store.exists(self.name):
-            return None
-        fd, self._tmp = tempfile.mkstemp(prefix="stoker-chunk-", suffix=".sqlite", dir=self.tmp_dir)
-        with os.fdopen(fd, "wb") as f:
-            f.write(store.read_bytes(self.name))
-        return self._tmp
-
-    def __exit__(self, *exc: object) -> None:
-        if self._tmp is not None and os.path.exists(self._tmp):
-            os.remove(self._tmp)
+def discard_copy(built: BuiltChunk) -> None:
+    """Remove the local temporary copy of a chunk file, if it has one."""
+    if built.local is not None and os.path.exists(built.local):
+        os.remove(built.local)

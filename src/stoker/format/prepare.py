@@ -30,7 +30,7 @@ from stoker.format.fingerprints import FINGERPRINTS, encode_fingerprints
 from stoker.format.index_chunks import (
     ChunkBuilder,
     ShardSummary,
-    local_copy,
+    open_chunk,
     plan_chunks,
     read_summaries,
 )
@@ -460,16 +460,11 @@ def _index_into(
     writer = _open_writer(pending, tmp_dir)
     bar = Progress(len(pending.shards), "Indexing shards", enabled=progress)
     chunks = plan_chunks(pending.shards)
-    builder = ChunkBuilder(pending.work, pending.sample_index)
+    builder = ChunkBuilder(pending.work, pending.sample_index, tmp_dir)
     clock = _Clock(pending.timings)
     try:
         for built in clock.timed("wait", ordered_map(builder, chunks, num_workers, len(chunks))):
-            with local_copy(pending.work, built.name, tmp_dir) as path:
-                if path is None:
-                    raise StokerError(
-                        f"internal: the chunk file {built.name} vanished while merging.",
-                        hint="Is another prepare of the same dataset running? Run it again.",
-                    )
+            with open_chunk(pending.work, built) as path:
                 if writer is not None:
                     with clock("rows"):
                         writer.add_chunk(path)

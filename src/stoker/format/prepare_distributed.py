@@ -27,7 +27,7 @@ from stoker.format.distributed import (
     on_main_rank,
     run_step,
 )
-from stoker.format.index_chunks import ChunkBuilder, plan_chunks
+from stoker.format.index_chunks import ChunkBuilder, discard_copy, plan_chunks
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import PrepareReport, prepare_dataset, remove_stale_tmp, select_shards
 from stoker.format.prepare_work import PrepareWork
@@ -73,6 +73,7 @@ def scan_distributed(
         bar = Progress(len(mine), "Indexing shards", world=world, enabled=progress)
         builder = ChunkBuilder(work, sample_index)
         for built in ordered_map(builder, chunks, num_workers, len(chunks)):
+            discard_copy(built)  # rank 0 reads it from the store
             samples += built.samples
             resumed += built.resumed
             bar.update(len(built.chunk.names), samples=built.samples)
