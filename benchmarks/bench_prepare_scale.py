@@ -19,7 +19,8 @@ extrapolation to 10^9 samples on 64 cores of 8 machines. ``--ranks N`` then runs
 as N gloo ranks on this machine (``torch.multiprocessing``, ``--workers`` processes each, default
 1) and prints the split (scan) and merge times next to the single-process ones.
 
-Run: ``python benchmarks/bench_prepare_scale.py --samples 1e6 --workers 2 [--ranks 2]``;
+Run: ``python benchmarks/bench_prepare_scale.py --samples 1e6 --workers 2 [--ranks 2]`` (or
+``--quick``: 10^5 samples, 2 workers, 2 ranks, under a minute);
 ``--root DIR`` keeps the data there (``--reuse`` skips writing it when it is there).
 """
 
@@ -191,8 +192,10 @@ def single(root: str, workers: int | None) -> dict[str, Any]:
     for _ in ordered_map(builder, chunks, workers, len(chunks)):
         pass  # what every rank of a distributed prepare does for its chunks
     c1, t1 = cpu_seconds(), time.perf_counter()
+    print(f"scan done in {t1 - t0:.1f} s", flush=True)
     pending = index_shards(root, num_workers=workers)  # finds every chunk built: merges
     c2, t2 = cpu_seconds(), time.perf_counter()
+    print(f"merge done in {t2 - t1:.1f} s: {pending.timings}", flush=True)
     with pending:
         report = pending.publish(split_ratio=[("train", 1.0)])
     c3, t3 = cpu_seconds(), time.perf_counter()
@@ -308,7 +311,10 @@ def main() -> None:
     parser.add_argument("--root", help="where the data goes (default: a temporary folder)")
     parser.add_argument("--reuse", action="store_true", help="keep shards found in --root")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--quick", action="store_true", help="10^5 samples, 2 workers, 2 ranks")
     args = parser.parse_args()
+    if args.quick:
+        args.samples, args.workers, args.ranks = 1e5, args.workers or 2, args.ranks or 2
     samples = int(args.samples)
     cores = args.workers or os.cpu_count() or 1
     tmp = None if args.root else tempfile.mkdtemp(prefix="bench-prepare-")
