@@ -5,10 +5,10 @@ result is kept in the work folder (:mod:`stoker.format.prepare_work`) as soon as
 the index rows of each chunk of consecutive shards in a chunk file
 (:mod:`stoker.format.index_chunks`), so a re-run after a crash skips finished work. The main
 process merges the chunks into ``index.sqlite`` (rows copied by SQLite, indexes built once) and
-writes the ``.tar.idx`` files, all under temporary names. Nothing is published until everything succeeded,
-and ``.info.json`` (the "prepared" marker) comes last, so an interrupted or failed prepare leaves
-the dataset as it was. ``index.uuid`` is derived from the indexed content, so the same shards give
-the same bytes.
+writes the ``.tar.idx`` files, all under temporary names. Nothing is published until everything
+succeeded, and ``.info.json`` (the "prepared" marker) comes last, so an interrupted or failed
+prepare leaves the dataset as it was. ``index.uuid`` is derived from the indexed content, so the
+same shards give the same bytes.
 """
 
 from __future__ import annotations
