@@ -120,9 +120,12 @@ def test_failure_midway_leaves_dataset_unchanged(
     before = snapshot(dataset_dir)
     with pytest.raises(FormatError, match="not a tar archive"):
         prepare_dataset(str(dataset_dir), split_ratio="1,1,1", overwrite=True, num_workers=1)
-    # the published dataset is as it was; the finished first shard is kept for the next run
+    # the published dataset is as it was; the finished first shard (its result and its chunk
+    # of the index) is kept for the next run
     assert published(snapshot(dataset_dir)) == before
-    assert len(snapshot(dataset_dir)) - len(before) == 1
+    kept = sorted(set(snapshot(dataset_dir)) - set(before))
+    assert len(kept) == 2 and all(".nv-meta/.stoker-work/" in name for name in kept)
+    assert [name.split("/")[2] for name in kept] == ["chunks", "shard"]
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

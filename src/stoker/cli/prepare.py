@@ -213,6 +213,7 @@ def command(
                 num_workers=num_workers,
                 progress=options.progress,
                 also=None if media is None else partial(_media_step, media),
+                sample_index=options.sample_index,
             )
             report = on_main_rank(world, run)
         report.resumed_shards = resumed

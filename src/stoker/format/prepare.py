@@ -1,32 +1,43 @@
 """``prepare``: index the shards of a dataset and write its ``.nv-meta`` files atomically.
 
 Shards are scanned in parallel processes (headers only, one sequential pass each); each shard's
-result is kept in the work folder (:mod:`stoker.format.prepare_work`) as soon as it is done, so a
-re-run after a crash skips finished shards. The main process writes ``.tar.idx`` files and
-``index.sqlite`` in bulk under temporary names. Nothing is published until everything succeeded,
-and ``.info.json`` (the "prepared" marker) comes last, so an interrupted or failed prepare leaves
-the dataset as it was. ``index.uuid`` is derived from the indexed content, so the same shards give
-the same bytes.
+result is kept in the work folder (:mod:`stoker.format.prepare_work`) as soon as it is done, and
+the index rows of each chunk of consecutive shards in a chunk file
+(:mod:`stoker.format.index_chunks`), so a re-run after a crash skips finished work. The main
+process merges the chunks into ``index.sqlite`` (rows copied by SQLite, indexes built once) and
+writes the ``.tar.idx`` files, all under temporary names. Nothing is published until everything
+succeeded, and ``.info.json`` (the "prepared" marker) comes last, so an interrupted or failed
+prepare leaves the dataset as it was. ``index.uuid`` is derived from the indexed content, so the
+same shards give the same bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
 from stoker.format.dataset_config import parse_dataset_config
 from stoker.format.fingerprints import FINGERPRINTS, encode_fingerprints
+from stoker.format.index_chunks import (
+    ChunkBuilder,
+    ShardSummary,
+    open_chunk,
+    plan_chunks,
+    read_summaries,
+)
 from stoker.format.meta import (
     DEFAULT_DATASET_YAML,
     DEFAULT_SPLIT_CONFIG,
@@ -41,17 +52,18 @@ from stoker.format.meta import (
 )
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare_work import PrepareWork
-from stoker.format.progress import Progress
+from stoker.format.progress import Progress, format_seconds
 from stoker.format.shard_scan import MAX_PARTS_REPORTED
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
 from stoker.format.splits import split_by_ratio as split_by_ratio
 from stoker.format.sqlite_index import DuplicateKeyError, SqliteIndexWriter
-from stoker.format.tar_index import encode_offsets, tar_index_name
+from stoker.format.tar_index import tar_index_name
 from stoker.storage import Store, open_store
 
 TMP_MARK = ".stoker-tmp-"
+T = TypeVar("T")
 SHARD_SUFFIXES = (".tar", ".tgz")
 
 
@@ -125,6 +137,9 @@ class PendingPrepare:
         self.resumed = 0
         self._token = uuid.uuid4().hex[:12]
         self._tmp: dict[str, str] = {}  # final name -> temporary name
+        #: ``.tar.idx`` files written under temporary names: those of the first N shards (named
+        #: by :meth:`tar_index_tmp`, not kept in ``_tmp``: 10^6 shards would cost ~200 MB).
+        self._tar_indexes_written = 0
         self._start = time.perf_counter()
         self._sqlite_tmp: str | None = None
         self.work = PrepareWork(store)
@@ -136,11 +151,22 @@ class PendingPrepare:
         self._new_meta_dir = meta_dir if meta_dir and not os.path.isdir(meta_dir) else None
         #: Set when the user gave up (at a question): the work folder goes too.
         self.abandoned = False
+        #: Seconds of each merge step (``wait`` for chunk files, ``rows``, ``shards``:
+        #: ``.tar.idx`` files and summaries, ``indexes``), for benchmarks.
+        self.timings: dict[str, float] = dict.fromkeys(("wait", "rows", "shards", "indexes"), 0.0)
 
     def tmp_name(self, final: str) -> str:
         tmp = f"{final}{TMP_MARK}{self._token}"
         self._tmp[final] = tmp
         return tmp
+
+    def tar_index_tmp(self, shard: str) -> str:
+        """The temporary name of the ``.tar.idx`` file of ``shard``."""
+        return f"{tar_index_name(shard)}{TMP_MARK}{self._token}"
+
+    def _written_tar_indexes(self) -> Iterator[tuple[str, str]]:
+        for shard in self.shards[: self._tar_indexes_written]:
+            yield tar_index_name(shard), self.tar_index_tmp(shard)
 
     def index_db_path(self) -> str:
         """The local path of the ``index.sqlite`` being built (e.g. to add media metadata)."""
@@ -170,6 +196,9 @@ class PendingPrepare:
 
     def discard(self) -> None:
         """Remove all temporary files (nothing of the dataset changes)."""
+        for _, tmp in self._written_tar_indexes():
+            self.store.remove(tmp)
+        self._tar_indexes_written = 0
         for tmp in self._tmp.values():
             self.store.remove(tmp)
         self._tmp.clear()
@@ -239,6 +268,9 @@ class PendingPrepare:
         self.store.write_bytes(self.tmp_name(INDEX_UUID), index_uuid.encode())
         prints = encode_fingerprints(self.fingerprints, index_uuid)
         self.store.write_bytes(self.tmp_name(FINGERPRINTS), prints)
+        for final, tmp in self._written_tar_indexes():
+            self.store.publish(tmp, final)
+        self._tar_indexes_written = 0
         ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
         for final in ordered:
             self.store.publish(self._tmp[final], final)
@@ -428,27 +460,32 @@ def _open_writer(pending: PendingPrepare, tmp_dir: str | None = None) -> SqliteI
 def _index_into(
     pending: PendingPrepare, num_workers: int | None, progress: bool, tmp_dir: str | None = None
 ) -> None:
-    store = pending.store
+    """Build every chunk file in worker processes (or find it built), then merge them in order."""
     writer = _open_writer(pending, tmp_dir)
     bar = Progress(len(pending.shards), "Indexing shards", enabled=progress)
+    bar_open = True
+    chunks = plan_chunks(pending.shards)
+    builder = ChunkBuilder(pending.work, pending.sample_index, tmp_dir)
+    clock = _Clock(pending.timings)
     try:
-        for shard_id, shard in enumerate(
-            ordered_map(pending.work.scan, pending.shards, num_workers, len(pending.shards))
-        ):
-            if writer is not None:
-                writer.add_shard(shard_id, shard.keys, shard.offsets, shard.parts)
-            offsets = encode_offsets(shard.offsets)
-            store.write_bytes(pending.tmp_name(tar_index_name(shard.name)), offsets)
-            _hash_shard(pending.digest, shard.name, shard.keys, offsets)
-            pending.counts[shard.name] = len(shard.keys)
-            pending.fingerprints[shard.name] = shard.fingerprint
-            pending.bytes += shard.size
-            pending.part_names |= shard.part_names
-            pending.resumed += shard.resumed
-            bar.update(samples=len(shard.keys))
+        for built in clock.timed("wait", ordered_map(builder, chunks, num_workers, len(chunks))):
+            with open_chunk(pending.work, built) as path:
+                if writer is not None:
+                    with clock("rows"):
+                        writer.add_chunk(path)
+                with clock("shards"):
+                    summaries = read_summaries(path)
+            with clock("shards"):
+                resumed = built.resumed == len(built.chunk.names)
+                for shard in summaries:
+                    _merge_shard(pending, shard, resumed)
+            bar.update(len(summaries), samples=built.samples)
+        bar.close()
+        bar_open = False
         if writer is not None:
             try:
-                writer.close()
+                with clock("indexes"), index_build_note(sum(pending.counts.values()), progress):
+                    writer.close()
             except DuplicateKeyError as e:
                 raise _duplicate_error(pending, e) from None
     except BaseException:
@@ -456,15 +493,69 @@ def _index_into(
             writer.abort()
         raise
     finally:
-        bar.close()
+        if bar_open:
+            bar.close()
     if pending.tar_index_only:
         _check_counts_unchanged(pending)
 
 
-def _hash_shard(digest: Any, name: str, keys: list[str], offsets: bytes) -> None:
-    digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
-    digest.update("\0".join(keys).encode("utf-8", "surrogateescape") + b"\0")
-    digest.update(offsets)
+@contextlib.contextmanager
+def index_build_note(samples: int, progress: bool) -> Iterator[None]:
+    """Plain lines around the index sorts, the longest silent step of a large prepare (~30
+    minutes at 10^9 samples): when it started, for how many rows, and when it ended."""
+    start = time.monotonic()
+    if progress:
+        print(
+            f"Building the indexes of index.sqlite ({samples} samples; sorts on one process, "
+            "no progress until done)",
+            file=sys.stderr,
+            flush=True,
+        )
+    yield
+    if progress:
+        took = format_seconds(time.monotonic() - start)
+        print(f"Building the indexes of index.sqlite - done in {took}", file=sys.stderr, flush=True)
+
+
+class _Clock:
+    """Adds the seconds of ``with clock(step)`` blocks (and of waits for ``timed`` items) up."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self._step = ""
+        self._start = 0.0
+
+    def __call__(self, step: str) -> _Clock:
+        self._step = step
+        return self
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds[self._step] += time.perf_counter() - self._start
+
+    def timed(self, step: str, items: Iterator[T]) -> Iterator[T]:
+        while True:
+            start = time.perf_counter()
+            item = next(items, None)
+            self.seconds[step] += time.perf_counter() - start
+            if item is None:
+                return
+            yield item
+
+
+def _merge_shard(pending: PendingPrepare, shard: ShardSummary, chunk_resumed: bool) -> None:
+    if pending.shards[pending._tar_indexes_written] != shard.name:
+        raise StokerError(f"internal: shard {shard.name!r} merged out of order.")
+    pending.store.write_bytes(pending.tar_index_tmp(shard.name), shard.tar_idx)
+    pending._tar_indexes_written += 1
+    pending.digest.update(shard.digest)
+    pending.counts[shard.name] = shard.samples
+    pending.fingerprints[shard.name] = shard.fingerprint
+    pending.bytes += shard.size
+    pending.part_names.update(shard.part_names)
+    pending.resumed += chunk_resumed or shard.resumed
 
 
 def _duplicate_error(pending: PendingPrepare, e: DuplicateKeyError) -> StokerError:

@@ -1,5 +1,6 @@
-"""Distributed ``prepare``: every rank indexes its share of the shards into the work folder, then
-rank 0 builds and publishes the dataset from those results, as a single-process run would.
+"""Distributed ``prepare``: every rank indexes its share of the shards into the work folder, with
+the index rows of its chunks of shards (:mod:`stoker.format.index_chunks`), then rank 0 merges the
+chunks and publishes the dataset, as a single-process run would.
 
 A rank that dies can be started again alone with the same command (or all ranks can): the shards
 it finished are kept in the work folder and not read again.
@@ -26,11 +27,11 @@ from stoker.format.distributed import (
     on_main_rank,
     run_step,
 )
+from stoker.format.index_chunks import ChunkBuilder, discard_copy, plan_chunks
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import PrepareReport, prepare_dataset, remove_stale_tmp, select_shards
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress, summary_line
-from stoker.format.shard_scan import ShardIndex
 from stoker.storage import open_store
 
 
@@ -44,12 +45,15 @@ def scan_distributed(
     num_workers: int | None = None,
     progress: bool = False,
     also: Callable[[PrepareWork], Callable[[str], object]] | None = None,
+    sample_index: bool = True,
 ) -> int:
-    """Phase 1 on every rank: index this rank's shards into the work folder; returns how many
-    shards (of all ranks) were resumed from an earlier run rather than read.
+    """Phase 1 on every rank: index this rank's chunks of shards into the work folder (each
+    shard's result, and the chunk file of the index rows); returns how many shards (of all
+    ranks) were resumed from an earlier run rather than read.
 
-    ``also(work)`` gives a further per-shard step run over the same shards (e.g. probing media
-    into the work folder). Raises on every rank if any rank failed.
+    Rank ``r`` of ``N`` takes chunks ``r, r+N, ...`` of :func:`~stoker.format.index_chunks.
+    plan_chunks`. ``also(work)`` gives a further per-shard step run over the same shards (e.g.
+    probing media into the work folder). Raises on every rank if any rank failed.
     """
     store = open_store(path)
 
@@ -60,23 +64,24 @@ def scan_distributed(
         return names
 
     names = run_step(world, check)
-    mine = assign_shards(names, world.rank, world.size)
+    chunks = assign_shards(plan_chunks(names), world.rank, world.size)
+    mine = [name for chunk in chunks for name in chunk.names]
     work = PrepareWork(store)
 
     def scan() -> tuple[int, int]:
         samples = resumed = 0
-        steps: list[tuple[str, Callable[[str], object]]] = [("Indexing", work.scan)]
+        bar = Progress(len(mine), "Indexing shards", world=world, enabled=progress)
+        builder = ChunkBuilder(work, sample_index)
+        for built in ordered_map(builder, chunks, num_workers, len(chunks)):
+            discard_copy(built)  # rank 0 reads it from the store
+            samples += built.samples
+            resumed += built.resumed
+            bar.update(len(built.chunk.names), samples=built.samples)
+        bar.close()
         if also is not None:
-            steps.append(("Probing media of", also(work)))
-        for what, step in steps:
-            bar = Progress(len(mine), f"{what} shards", world=world, enabled=progress)
-            for result in ordered_map(step, mine, num_workers, len(mine)):
-                if isinstance(result, ShardIndex):
-                    samples += len(result.keys)
-                    resumed += result.resumed
-                    bar.update(samples=len(result.keys))
-                else:
-                    bar.update()
+            bar = Progress(len(mine), "Probing media of shards", world=world, enabled=progress)
+            for _ in ordered_map(also(work), mine, num_workers, len(mine)):
+                bar.update()
             bar.close()
         return samples, resumed
 
@@ -111,6 +116,7 @@ def prepare_dataset_distributed(
             overwrite=overwrite,
             num_workers=num_workers,
             progress=progress,
+            sample_index=publish.get("sample_index", True),
         )
         report = on_main_rank(
             world,

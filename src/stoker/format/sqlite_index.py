@@ -49,8 +49,9 @@ _SAMPLES_BULK_DDL = SAMPLES_DDL.replace(f"{_KEY_COLUMN} UNIQUE,", f"{_KEY_COLUMN
 _KEY_INDEX = "stoker_samples_key_build"
 _AUTOINDEX = "sqlite_autoindex_samples_1"
 #: Pragmas of the build: no journal (the file is temporary until published), no fsync, a 128 MiB
-#: page cache (bounds the index sorts' memory too; more spills to temporary files), and up to 4
-#: helper threads for those sorts. None of them changes the bytes of the file.
+#: page cache (bounds the index sorts' memory too: each sort thread keeps at most that much in
+#: memory and spills the rest to temporary files), and up to 4 helper threads for those sorts.
+#: None of them changes the bytes of the file.
 BUILD_PRAGMAS = (
     "journal_mode=OFF",
     "synchronous=OFF",
@@ -58,6 +59,8 @@ BUILD_PRAGMAS = (
     "cache_size=-131072",
     "threads=4",
 )
+#: Pragmas of a chunk file (:mod:`stoker.format.index_chunks`): rows only, written once.
+CHUNK_PRAGMAS = ("journal_mode=OFF", "synchronous=OFF", "cache_size=-16384")
 
 
 class DuplicateKeyError(Exception):
@@ -71,10 +74,41 @@ class DuplicateKeyError(Exception):
         self.second_shard_id = second_shard_id
 
 
+def create_row_tables(db: sqlite3.Connection) -> None:
+    """The two tables of the index as the build fills them: no indexes, no UNIQUE key."""
+    db.execute(_SAMPLES_BULK_DDL)
+    db.execute(PARTS_DDL)
+
+
+def insert_shard_rows(
+    db: sqlite3.Connection,
+    shard_id: int,
+    keys: Sequence[str],
+    offsets: Sequence[int],
+    parts: Iterable[tuple[int, str, int, int]],
+) -> None:
+    """Append one shard's rows: sample keys, N+1 sample offsets and (sample, part, offset,
+    size) rows."""
+    rows = zip(
+        [shard_id] * len(keys),
+        keys,
+        range(len(keys)),
+        offsets[:-1],
+        [b - a for a, b in itertools.pairwise(offsets)],
+        strict=True,
+    )
+    db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", rows)
+    db.executemany(
+        "INSERT INTO sample_parts VALUES (?, ?, ?, ?, ?)", ((shard_id, *row) for row in parts)
+    )
+
+
 class SqliteIndexWriter:
     """Writes a new index file in bulk.
 
-    Rows are appended in shard order to tables without indexes; :meth:`close` then builds the
+    Rows are appended in shard order to tables without indexes, either shard by shard
+    (:meth:`add_shard`) or a whole chunk file at a time (:meth:`add_chunk`: SQLite copies the
+    rows, no Python per row); :meth:`close` then builds the
     key index and the secondary indexes once each (sorted builds, bounded memory), which scales
     to 10^9 rows where inserting into a key index row by row does not (random keys touch a
     random page of an index far larger than memory for every row). The result is the same
@@ -92,8 +126,26 @@ class SqliteIndexWriter:
         for pragma in BUILD_PRAGMAS:
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute("BEGIN")
-        self._db.execute(_SAMPLES_BULK_DDL)
-        self._db.execute(PARTS_DDL)
+        create_row_tables(self._db)
+
+    def _begin(self) -> None:
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN")
+
+    def add_chunk(self, chunk_path: str) -> None:
+        """Append every row of a chunk file (made with :func:`create_row_tables` and
+        :func:`insert_shard_rows`), in its order, after the rows added so far."""
+        if self._db.in_transaction:
+            self._db.execute("COMMIT")
+        self._db.execute("ATTACH DATABASE ? AS chunk", (chunk_path,))
+        try:
+            self._db.execute("BEGIN")
+            # the same columns and constraints: SQLite copies the records as they are
+            self._db.execute("INSERT INTO main.samples SELECT * FROM chunk.samples")
+            self._db.execute("INSERT INTO main.sample_parts SELECT * FROM chunk.sample_parts")
+            self._db.execute("COMMIT")
+        finally:
+            self._db.execute("DETACH DATABASE chunk")
 
     def add_shard(
         self,
@@ -103,23 +155,13 @@ class SqliteIndexWriter:
         parts: Iterable[tuple[int, str, int, int]],
     ) -> None:
         """Add one shard: sample keys, N+1 sample offsets and (sample, part, offset, size) rows."""
-        rows = zip(
-            [shard_id] * len(keys),
-            keys,
-            range(len(keys)),
-            offsets[:-1],
-            [b - a for a, b in itertools.pairwise(offsets)],
-            strict=True,
-        )
-        self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", rows)
-        self._db.executemany(
-            "INSERT INTO sample_parts VALUES (?, ?, ?, ?, ?)",
-            ((shard_id, *row) for row in parts),
-        )
+        self._begin()
+        insert_shard_rows(self._db, shard_id, keys, offsets, parts)
 
     def close(self) -> None:
         """Build the key index (raising :class:`DuplicateKeyError` if a key occurs twice) and
         the secondary indexes, and commit."""
+        self._begin()
         try:
             self._db.execute(f"CREATE UNIQUE INDEX {_KEY_INDEX} ON samples(sample_key)")
         except sqlite3.IntegrityError:
