@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import SampleError
+from stoker.media.container import import_av
 from stoker.media.limits import AVLimits
 from stoker.media.probe import StreamIndex
 from stoker.media.video_reader import read_frames
@@ -83,9 +84,14 @@ def decode_spans(
     filled = [np.zeros(len(out), np.bool_) for out in outs]
     rows = _rows_by_pts(index, spans)
     resize = {"width": width, "height": height} if size is not None else {}
+    # One reformatter for all frames: it keeps its swscale context (frame.to_ndarray would
+    # set up a new one per frame, ~40 % of a 224 px conversion).
+    reformatter = import_av().video.reformatter.VideoReformatter()
     with contextlib.closing(read_frames(container, index, sorted(rows), limits)) as frames:
         for pts, frame in frames:
-            rgb = frame.to_ndarray(format="rgb24", interpolation="BILINEAR", **resize)
+            rgb = reformatter.reformat(
+                frame, format="rgb24", interpolation="BILINEAR", **resize
+            ).to_ndarray()
             for clip, row in rows[pts]:
                 outs[clip][row] = rgb
                 filled[clip][row] = True
