@@ -98,8 +98,8 @@ class _GroupReader:
         """Packets in decode order from the keyframe at ``keyframe`` (or before it) on."""
         packets = self._seek(keyframe)
         head = next(packets, None)
-        if head is not None and head.size and (head.pts is None or head.pts > first):
-            packets.close()  # the seek overshot the wanted frames: start from the top
+        if head is not None and head.size and not _starts_before(head, first):
+            packets.close()  # the seek missed the keyframe: start from the top
             packets = self._seek(int(self._index.pts[0]))
             head = next(packets, None)
         try:
@@ -113,6 +113,11 @@ class _GroupReader:
         self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
         self._skip = None  # a seek flushes the decoder; set skip_frame again before feeding
         return self._container.demux(self._stream)  # type: ignore[no-any-return]
+
+
+def _starts_before(packet: Any, first: int) -> bool:
+    """Whether decoding can start at ``packet`` to reach the frame at ``first``."""
+    return bool(packet.is_keyframe) and packet.pts is not None and packet.pts <= first
 
 
 def _taken(frames: list[Any], pending: set[int]) -> Iterator[tuple[int, Any]]:
