@@ -172,8 +172,11 @@ def tree_cpu_s() -> float:
 def child_main(spec: dict[str, Any]) -> None:
     import torch
 
+    source = None
     if spec["tool"] != "energon":
-        import stoker.api  # noqa: F401  (imports outside the timing)
+        import stoker.api  # imports outside the timing
+
+        source = str(Path(stoker.api.__file__).parent)
     start = time.perf_counter()
     loader = iter(open_loader(spec["tool"], Path(spec["path"])))
     batch = next(loader)
@@ -186,7 +189,7 @@ def child_main(spec: dict[str, Any]) -> None:
         assert batch.video.dtype == torch.uint8
         clips += batch.video.shape[0]
     seconds, cpu = time.perf_counter() - start, tree_cpu_s() - cpu
-    result = {"clips_per_s": clips / seconds, "cpu_ms_per_clip": 1e3 * cpu / clips}
+    result = {"clips_per_s": clips / seconds, "cpu_ms_per_clip": 1e3 * cpu / clips, "src": source}
     print(RESULT + json.dumps({**result, "first_batch_s": first}), flush=True)
     os._exit(0)  # skip loader teardown: not part of the measurement
 
@@ -196,7 +199,9 @@ def child_main(spec: dict[str, Any]) -> None:
 
 def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
+    # The stoker sources first: the child must not import an installed copy instead.
+    path = os.pathsep.join([spec["src"], str(REPO)])
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": path}
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
@@ -221,7 +226,7 @@ def print_table(results: dict[str, list[dict[str, Any]]]) -> None:
         )
     if "stoker" not in results:
         return
-    for other in ("decode-all", "energon"):
+    for other in ("decode-all", "energon", "stoker-base"):
         if other in results:
             speed = med("stoker", "clips_per_s") / med(other, "clips_per_s")
             cpu = med(other, "cpu_ms_per_clip") / med("stoker", "cpu_ms_per_clip")
@@ -237,6 +242,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="runs per tool (3)")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    parser.add_argument(
+        "--base-src",
+        type=Path,
+        help="also run 'stoker-base': stoker imported from this src/ folder (an A/B of versions)",
+    )
     parser.add_argument(
         "--phases",
         action="store_true",
@@ -272,13 +282,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{batches} timed batches of {BATCH} clips of {FRAMES}x{SIZE[0]}x{SIZE[1]}",
         flush=True,
     )
+    if args.base_src:
+        tools.append("stoker-base")
+    sources = {"stoker-base": str(args.base_src)} if args.base_src else {}
     results: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
     for _ in range(repeats):
         for tool in tools:
-            result = run_child({"tool": tool, "path": str(path), "batches": batches}, args.timeout)
+            spec = {"tool": tool, "path": str(path), "batches": batches}
+            spec["src"] = sources.get(tool, str(REPO / "src"))
+            result = run_child(spec, args.timeout)
             print(
                 f"  {tool:<12} {result['clips_per_s']:8.1f} clips/s "
-                f"{result['cpu_ms_per_clip']:8.1f} CPU ms/clip",
+                f"{result['cpu_ms_per_clip']:8.1f} CPU ms/clip"
+                + (f"  (stoker from {result['src']})" if result["src"] else ""),
                 flush=True,
             )
             results[tool].append(result)
