@@ -76,9 +76,8 @@ def decode_spans(
     stream = container.streams.video[0]
     width, height = size or (stream.codec_context.width, stream.codec_context.height)
     for span in spans:
-        frames = span.last - span.first + 1
         seconds = float((index.pts[span.last] - index.pts[span.first]) * index.time_base)
-        limits.check_clip(frames, seconds, width, height)
+        limits.check_clip(span.last - span.first + 1, seconds, width, height)
     limits.check_bytes(sum((s.last - s.first + 1) * width * height * 3 for s in spans))
     outs = [np.empty((s.last - s.first + 1, height, width, 3), np.uint8) for s in spans]
     filled = [np.zeros(len(out), np.bool_) for out in outs]

@@ -39,7 +39,7 @@ SKIP_NONREF_CODECS = frozenset({"h264", "hevc"})
 
 def read_frames(
     container: InputContainer, index: StreamIndex, wanted: Sequence[int], limits: AVLimits
-) -> Iterator[tuple[int, Any]]:
+) -> Generator[tuple[int, Any], None, None]:
     """``(pts, frame)`` for each pts in ``wanted`` (sorted, unique, all in ``index``).
 
     A frame the file does not decode (corrupt data) is missing from the output; the caller
@@ -112,7 +112,8 @@ class _GroupReader:
     def _seek(self, pts: int) -> Generator[Any, None, None]:
         self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
         self._skip = None  # a seek flushes the decoder; set skip_frame again before feeding
-        return self._container.demux(self._stream)  # type: ignore[no-any-return]
+        packets: Any = self._container.demux(self._stream)  # a generator: it has close()
+        return packets  # type: ignore[no-any-return]
 
 
 def _starts_before(packet: Any, first: int) -> bool:
