@@ -14,12 +14,15 @@ spread uniformly over the video:
   not seeking;
 * ``energon``: the same ``get_single_frames_uniform`` call through ``megatron.energon`` 7.4.1.
 
-Measured: clips/s over ``--batches`` batches after the first, and the wall time per run.
+Measured over ``--batches`` batches after the first: clips/s, and CPU ms per clip of the whole
+process tree (loader and workers, user + system; steadier than clips/s on a busy machine), and
+the wall time per run.
 
 Usage::
 
     python benchmarks/bench_av.py --quick      # ~1 minute on 2 cores once the data exists
     python benchmarks/bench_av.py              # full run
+    python benchmarks/bench_av.py --phases     # per-clip CPU by phase, in one process
 """
 
 from __future__ import annotations
@@ -151,24 +154,43 @@ def open_loader(tool: str, path: Path) -> Any:
     return lib.get_loader(dataset)
 
 
+def tree_cpu_s() -> float:
+    """User + system CPU seconds of this process and its live children (the workers)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def child_main(spec: dict[str, Any]) -> None:
     import torch
 
+    source = None
     if spec["tool"] != "energon":
-        import stoker.api  # noqa: F401  (imports outside the timing)
+        import stoker.api  # imports outside the timing
+
+        source = str(Path(stoker.api.__file__).parent)
     start = time.perf_counter()
     loader = iter(open_loader(spec["tool"], Path(spec["path"])))
     batch = next(loader)
     first = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), tree_cpu_s()
     clips = 0
     for _ in range(spec["batches"]):
         batch = next(loader)
         assert batch.video.shape[1:] == (FRAMES, 3, SIZE[1], SIZE[0]), batch.video.shape
         assert batch.video.dtype == torch.uint8
         clips += batch.video.shape[0]
-    seconds = time.perf_counter() - start
-    print(RESULT + json.dumps({"clips_per_s": clips / seconds, "first_batch_s": first}), flush=True)
+    seconds, cpu = time.perf_counter() - start, tree_cpu_s() - cpu
+    result = {"clips_per_s": clips / seconds, "cpu_ms_per_clip": 1e3 * cpu / clips, "src": source}
+    print(RESULT + json.dumps({**result, "first_batch_s": first}), flush=True)
     os._exit(0)  # skip loader teardown: not part of the measurement
 
 
@@ -177,7 +199,9 @@ def child_main(spec: dict[str, Any]) -> None:
 
 def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
+    # The stoker sources first: the child must not import an installed copy instead.
+    path = os.pathsep.join([spec["src"], str(REPO)])
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": path}
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
@@ -190,16 +214,23 @@ def print_table(results: dict[str, list[dict[str, Any]]]) -> None:
     def med(tool: str, key: str) -> float:
         return statistics.median(r[key] for r in results[tool])
 
-    print(f"{'tool':<12} {'runs':>4} {'clips/s':>9} {'first batch s':>14} {'wall s':>7}")
+    print(
+        f"{'tool':<12} {'runs':>4} {'clips/s':>9} {'CPU ms/clip':>12} {'first batch s':>14} "
+        f"{'wall s':>7}"
+    )
     for tool, runs in results.items():
         print(
             f"{tool:<12} {len(runs):>4} {med(tool, 'clips_per_s'):>9.1f} "
-            f"{med(tool, 'first_batch_s'):>14.2f} {med(tool, 'wall_s'):>7.1f}"
+            f"{med(tool, 'cpu_ms_per_clip'):>12.1f} {med(tool, 'first_batch_s'):>14.2f} "
+            f"{med(tool, 'wall_s'):>7.1f}"
         )
-    stoker = med("stoker", "clips_per_s") if "stoker" in results else None
-    for other in ("decode-all", "energon"):
-        if stoker is not None and other in results:
-            print(f"stoker / {other}: {stoker / med(other, 'clips_per_s'):.2f}x")
+    if "stoker" not in results:
+        return
+    for other in ("decode-all", "energon", "stoker-base"):
+        if other in results:
+            speed = med("stoker", "clips_per_s") / med(other, "clips_per_s")
+            cpu = med(other, "cpu_ms_per_clip") / med("stoker", "cpu_ms_per_clip")
+            print(f"stoker / {other}: {speed:.2f}x clips/s, {cpu:.2f}x clips per CPU second")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -211,6 +242,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="runs per tool (3)")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    parser.add_argument(
+        "--base-src",
+        type=Path,
+        help="also run 'stoker-base': stoker imported from this src/ folder (an A/B of versions)",
+    )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="instead: where one clip's CPU time goes, in one process (see _av_phases.py)",
+    )
+    parser.add_argument("--phase-videos", type=int, default=8, help="videos for --phases (8)")
+    parser.add_argument("--phase-repeats", type=int, default=3, help="runs per video (3)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -226,6 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         tools.remove("energon")
     seconds = 3.0 if args.quick else 10.0
     path = ensure_videos(args.data_dir, args.videos or (6 if args.quick else 32), seconds)
+    if args.phases:
+        import _av_phases
+
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {path.name}", flush=True)
+        _av_phases.run(path, args.phase_videos, args.phase_repeats)
+        return 0
     batches = args.batches or (3 if args.quick else 20)
     repeats = args.repeats or (1 if args.quick else 3)
     print(
@@ -233,11 +282,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{batches} timed batches of {BATCH} clips of {FRAMES}x{SIZE[0]}x{SIZE[1]}",
         flush=True,
     )
+    if args.base_src:
+        tools.append("stoker-base")
+    sources = {"stoker-base": str(args.base_src)} if args.base_src else {}
     results: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
     for _ in range(repeats):
         for tool in tools:
-            result = run_child({"tool": tool, "path": str(path), "batches": batches}, args.timeout)
-            print(f"  {tool:<12} {result['clips_per_s']:8.1f} clips/s", flush=True)
+            spec = {"tool": tool, "path": str(path), "batches": batches}
+            spec["src"] = sources.get(tool, str(REPO / "src"))
+            result = run_child(spec, args.timeout)
+            print(
+                f"  {tool:<12} {result['clips_per_s']:8.1f} clips/s "
+                f"{result['cpu_ms_per_clip']:8.1f} CPU ms/clip"
+                + (f"  (stoker from {result['src']})" if result["src"] else ""),
+                flush=True,
+            )
             results[tool].append(result)
     print()
     print_table(results)

@@ -133,3 +133,53 @@ def make_vidqa_dataset(root: Path, per_shard: int = 3, corrupt: Sequence[str] = 
         dataset_yaml=make_dataset_yaml("VidQASample", field_map),
     )
     return keys
+
+
+#: (codec, options) of :func:`make_textured_video`: B-frames that other frames refer to
+#: (b-pyramid) and ones nothing refers to, short groups of pictures, scene-cut keyframes.
+TEXTURED_CODECS: dict[str, tuple[str, dict[str, str]]] = {
+    "h264": ("libx264", {"g": "12", "bf": "3", "b-pyramid": "normal", "preset": "veryfast"}),
+    "hevc": ("libx265", {"x265-params": "keyint=12:bframes=3:b-pyramid=1:log-level=error"}),
+    "vp9": ("libvpx-vp9", {"g": "12", "deadline": "realtime", "cpu-used": "8"}),
+}
+
+
+def make_textured_video(
+    codec: str = "h264", *, frames: int = 48, size: tuple[int, int] = (96, 64), fmt: str = "mp4"
+) -> bytes:
+    """A lossy video of a moving noise texture: a frame decoded from wrong references shows.
+
+    Every frame differs from its neighbours, so a test can compare decoded pixels exactly with
+    a plain decode of every frame.
+    """
+    name, options = TEXTURED_CODECS[codec]
+    rng = np.random.default_rng(7)
+    noise = rng.integers(0, 64, (size[1], size[0] * 3, 3), dtype=np.uint8)
+    texture = noise + np.linspace(0, 191, size[0] * 3, dtype=np.uint8)[None, :, None]
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt) as out:
+        stream = out.add_stream(name, rate=30, options=options)
+        stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
+        for k in range(frames):
+            shift = 2 * k % (size[0] * 2)
+            image = np.ascontiguousarray(texture[:, shift : shift + size[0]])
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts = k
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return buf.getvalue()
+
+
+def decode_every_frame(
+    data: bytes, size: tuple[int, int] | None = None
+) -> list[np.ndarray[Any, Any]]:
+    """Every frame of ``data``'s first video as RGB, by a plain PyAV decode (the reference).
+
+    Resized, when ``size`` (width, height) is given, with swscale's bilinear filter.
+    """
+    resize = {} if size is None else {"width": size[0], "height": size[1]}
+    with av.open(io.BytesIO(data)) as container:
+        return [
+            frame.to_ndarray(format="rgb24", interpolation="BILINEAR", **resize)
+            for frame in container.decode(video=0)
+        ]

@@ -229,7 +229,7 @@ class AVDecoder:
         if self._held is not None and self._index is not None:
             yield self._held, *self._index
             return
-        with open_container(self.stream, self.threads) as container:
+        with open_container(self.stream, self.threads, probe_decode=False) as container:
             if self._index is None:
                 self._index = index_streams(container)
                 self._metadata = av_metadata(container, *self._index)

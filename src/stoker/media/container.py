@@ -34,19 +34,23 @@ def import_av() -> ModuleType:
     return require("av", "reading video and audio")
 
 
-def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:
+def open_input(
+    source: bytes | BinaryIO, threads: int = 0, *, probe_decode: bool = True
+) -> InputContainer:
     """An open input container over ``source``; the caller closes it.
 
     Args:
         threads: Codec threads per stream; 0 (default) decodes in the calling thread only.
+        probe_decode: Let FFmpeg decode the first frames while opening, as it does by default,
+            to learn the pixel format. With False (what :class:`AVDecoder` uses) nothing is
+            decoded while opening where the container gives the frame size (mp4, mkv, webm,
+            avi...), which saves one keyframe decode per call; if it does not, the file is
+            opened again the usual way.
     """
-    av = import_av()
-    stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
-    stream.seek(0)
-    try:
-        container: InputContainer = av.open(stream, "r")
-    except (av.FFmpegError, ValueError, OSError) as e:
-        raise SampleError(f"cannot open the media: {_reason(e)}", hint=BAD_MEDIA_HINT) from e
+    container = _open(source, {} if probe_decode else _NO_PROBE_DECODE)
+    if not probe_decode and any(not s.codec_context.width for s in _decodable_videos(container)):
+        container.close()
+        container = _open(source, {})
     for s in container.streams:
         codec = s.codec_context
         if codec is not None:
@@ -55,11 +59,33 @@ def open_input(source: bytes | BinaryIO, threads: int = 0) -> InputContainer:
     return container
 
 
+#: Codec options for FFmpeg's stream probing only: decode nothing (the decoders used later are
+#: opened without them).
+_NO_PROBE_DECODE = {"skip_frame": "all"}
+
+
+def _open(source: bytes | BinaryIO, options: dict[str, str]) -> InputContainer:
+    av = import_av()
+    stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    stream.seek(0)
+    try:
+        container: InputContainer = av.open(stream, "r", options=options)
+    except (av.FFmpegError, ValueError, OSError) as e:
+        raise SampleError(f"cannot open the media: {_reason(e)}", hint=BAD_MEDIA_HINT) from e
+    return container
+
+
+def _decodable_videos(container: InputContainer) -> list[Any]:
+    return [s for s in container.streams.video if s.codec_context is not None]
+
+
 @contextlib.contextmanager
-def open_container(source: bytes | BinaryIO, threads: int = 0) -> Iterator[InputContainer]:
+def open_container(
+    source: bytes | BinaryIO, threads: int = 0, *, probe_decode: bool = True
+) -> Iterator[InputContainer]:
     """:func:`open_input` as a context manager; FFmpeg errors inside become :class:`SampleError`."""
     av = import_av()
-    container = open_input(source, threads)
+    container = open_input(source, threads, probe_decode=probe_decode)
     try:
         yield container
     except av.FFmpegError as e:

@@ -173,7 +173,7 @@ def av_file_metadata(data: bytes) -> MediaMetadata:
     from stoker.media.container import open_container
     from stoker.media.probe import av_metadata, count_audio_samples, index_streams
 
-    with open_container(data) as container:
+    with open_container(data, probe_decode=False) as container:
         meta = av_metadata(container, *index_streams(container))
         if meta.audio_sample_rate is not None:  # decoded and counted, as Energon stores it
             meta.audio_num_samples, seconds = count_audio_samples(container)

@@ -159,5 +159,7 @@ def get_single_frames_uniform(
         av_decoder, 0, num_frames, request_video=True, video_out_frame_size=video_out_frame_size
     )
     clips, times = data.video_clips or [], data.video_timestamps or []
-    frames = torch.cat(clips, dim=0)
+    # Joined by numpy: one thread, whatever torch's thread settings are (torch.cat may spin
+    # up its thread pool for a few MB).
+    frames = torch.from_numpy(np.concatenate([clip.numpy() for clip in clips]))
     return (frames, [start for start, _ in times]) if return_timestamps else frames
