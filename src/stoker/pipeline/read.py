@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -31,9 +30,9 @@ _MAX_OPEN = 256
 _COALESCE_GAP = 1 << 16
 
 
-@dataclass(frozen=True)
-class RawSample:
-    """The undecoded parts of one sample and where they came from."""
+class RawSample(NamedTuple):
+    """The undecoded parts of one sample and where they came from (a named tuple: one is made
+    per sample)."""
 
     key: str
     parts: dict[str, bytes]
@@ -43,7 +42,8 @@ class RawSample:
 
     @property
     def file_names(self) -> tuple[str, ...]:
-        return tuple(f"{self.key}.{part}" for part in self.parts)
+        key = self.key
+        return tuple(f"{key}.{part}" for part in self.parts)
 
 
 class _LRU(OrderedDict[str, object]):
@@ -120,9 +120,13 @@ class ShardReader:
 
     def read(self, shard_id: int, index: int) -> RawSample:
         """The parts of sample ``index`` of shard ``shard_id``."""
-        start, end = self.byte_range(shard_id, index)
-        data = self._read(shard_id, start, end)
         shard = self.shards[shard_id]
+        offsets = self._offsets.get(shard)
+        if offsets is None or not 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+            start, end = self.byte_range(shard_id, index)
+        else:
+            start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+        data = self._read(shard_id, start, end)
         if len(data) != end - start:
             raise CorruptShardError(
                 f"the shard ended early: expected {end - start} bytes of sample {index}.",

@@ -134,11 +134,12 @@ class SampleBuilder:
         if self.join is not None:
             sample = self._join(self.join, sample, raw.key, ref, restore_key)
         if self.kitchen is not None and isinstance(sample, CrudeSample):
-            CLOCK.start(COOK)
+            clock = CLOCK
+            clock.start(COOK)
             try:
                 return self.kitchen.cook(sample)
             finally:
-                CLOCK.stop()
+                clock.stop()
         return sample
 
     @staticmethod
@@ -179,6 +180,11 @@ class Kitchen:
         self.source = source
         self.task_encoder = task_encoder
         self.cookers: tuple[Cooker[Any], ...] = tuple(task_encoder.cookers)
+        #: The first cooker where it matches every sample (no ``has_subflavors``).
+        first = self.cookers[0] if self.cookers else None
+        self._always = first if isinstance(first, Cooker) and not first.has_subflavors else None
+        #: (need_primary, need_cache) of each cooker used, by its id (read once).
+        self._needs: dict[int, tuple[bool, bool]] = {}
         self.decoder = decoder
         self._aux: dict[str, FileStore] | None = None
         self._primary: FileStore | None = None
@@ -187,11 +193,14 @@ class Kitchen:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
         key = sample.get("__key__")
         try:
-            cooker = select_cooker(self.cookers, sample.get("__subflavors__"))
-            aux: dict[str, Any] = dict(self.aux())
-            if cooker.need_primary:
+            cooker = self._always or select_cooker(self.cookers, sample.get("__subflavors__"))
+            needs = self._needs.get(id(cooker))
+            if needs is None:
+                needs = self._needs[id(cooker)] = (cooker.need_primary, cooker.need_cache)
+            aux: dict[str, Any] = dict(self.aux()) if self.source.aux else {}
+            if needs[0]:
                 aux["primary"] = PrimaryFileStore(self.primary(), str(key))
-            if cooker.need_cache:
+            if needs[1]:
                 aux["cache"] = current_cache_pool()
             return self.task_encoder.cook_crude_sample(sample, cooker, aux)
         except SkipSample:
