@@ -96,6 +96,10 @@ class SampleBuilder:
             self.part_filter = load_part_filter(
                 source.root, config.part_filter, source.trust_sample_loader
             )
+        #: Crude samples (no sample type): built here without :func:`build_sample`.
+        self.crude = config.is_crude
+        #: The sample's subflavors: the dataset.yaml's, overridden by the metadataset's.
+        self.subflavors = {**config.subflavors, **(source.subflavors or {})}
         self.kitchen: Kitchen | None = None
         if task_encoder is not None and task_encoder.cookers:
             self.kitchen = Kitchen(source, task_encoder, decoder)
@@ -122,15 +126,20 @@ class SampleBuilder:
             ),
         )
         restore_key = ("Webdataset", source.path, ref)
-        sample = build_sample(
-            source.config,
-            decoded,
-            key=raw.key,
-            restore_key=restore_key,
-            subflavors=source.subflavors,
-            sources=sources,
-            sample_loader=self.sample_loader,
-        )
+        if self.crude:  # as build_sample makes it, without its other cases
+            sample = CrudeSample(decoded)
+            sample["__key__"], sample["__restore_key__"] = raw.key, restore_key
+            sample["__subflavors__"], sample["__sources__"] = self.subflavors.copy(), sources
+        else:
+            sample = build_sample(
+                source.config,
+                decoded,
+                key=raw.key,
+                restore_key=restore_key,
+                subflavors=source.subflavors,
+                sources=sources,
+                sample_loader=self.sample_loader,
+            )
         if self.join is not None:
             sample = self._join(self.join, sample, raw.key, ref, restore_key)
         if self.kitchen is not None and isinstance(sample, CrudeSample):
