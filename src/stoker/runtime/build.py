@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
 from stoker.model.cooking import Cooker, select_cooker
-from stoker.model.samples import CrudeSample, Sample, SourceInfo
+from stoker.model.samples import CrudeSample, Sample, source_info
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import RawSample
@@ -117,14 +117,7 @@ class SampleBuilder:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
         decoded = self.decoder.decode(raw.key, parts) if self.decoder is not None else dict(parts)
         source = self.source
-        sources = (
-            SourceInfo(
-                dataset_path=source.path,
-                index=ref,
-                shard_name=raw.shard,
-                file_names=raw.file_names,
-            ),
-        )
+        sources = (source_info(source.path, ref, raw.shard, raw.file_names),)
         restore_key = ("Webdataset", source.path, ref)
         if self.crude:  # as build_sample makes it, without its other cases
             sample = CrudeSample(decoded)

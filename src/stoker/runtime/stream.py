@@ -40,6 +40,7 @@ from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
+from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
 from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
@@ -131,7 +132,7 @@ class SampleStream(RefSource):
                 outputs = encode(d, shard_id, index, ref, calls)
                 for used, output in enumerate(outputs, start=1):
                     if used > skip:
-                        self.position = Position(tuple(counts), used)
+                        self.position = make_position(tuple(counts), used)
                         yield output, self.position, (d, counts[d], used - 1)
                 skip = 0
                 counts[d] += 1
