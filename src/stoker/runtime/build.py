@@ -109,6 +109,13 @@ class SampleBuilder:
                 Partners(source.join, lambda s: SampleBuilder(s, decoder).build),
                 resolve_joiner(source.join.joiner, source.join.names, config.sample_type),
             )
+        #: Whether user code (a sample loader, part filter, joiner or cooker) runs per sample.
+        self.user_code = bool(
+            self.sample_loader is not None
+            or self.join is not None
+            or self.kitchen is not None
+            or (config.field_map is None and config.part_filter is not None)
+        )
 
     def build(self, raw: RawSample, ref: int) -> Any:
         """The sample (typed, cooked or crude) for ``raw``, global sample ``ref`` of the split."""
@@ -187,6 +194,8 @@ class Kitchen:
         self._always = first if isinstance(first, Cooker) and not first.has_subflavors else None
         #: (need_primary, need_cache) of each cooker used, by its id (read once).
         self._needs: dict[int, tuple[bool, bool]] = {}
+        #: The task encoder's cook_crude_sample (bound once).
+        self.cook_crude = task_encoder.cook_crude_sample
         self.decoder = decoder
         self._aux: dict[str, FileStore] | None = None
         self._primary: FileStore | None = None
@@ -204,7 +213,7 @@ class Kitchen:
                 aux["primary"] = PrimaryFileStore(self.primary(), str(key))
             if needs[1]:
                 aux["cache"] = current_cache_pool()
-            return self.task_encoder.cook_crude_sample(sample, cooker, aux)
+            return self.cook_crude(sample, cooker, aux)
         except SkipSample:
             raise
         except SampleError as e:

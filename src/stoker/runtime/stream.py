@@ -238,8 +238,12 @@ class SampleStream(RefSource):
         raw: RawSample | None = None
         sample_index = self.slots.sample_index(calls)
         clock = CLOCK
+        hook = self.direct_hook
+        # The hook indices are set where user code runs on the sample (hooks, cookers, ...).
+        indexed = hook is not _IDENTITY or io.builder.user_code
         try:
-            hook_index.push(self.slots.batch_index(), sample_index)
+            if indexed:
+                hook_index.push(self.slots.batch_index(), sample_index)
             try:
                 clock.start(READ)
                 try:
@@ -249,7 +253,6 @@ class SampleStream(RefSource):
                 finally:
                     clock.stop()
                 key = restore_key_of(sample)
-                hook = self.direct_hook
                 if hook is None:  # a chain of hooks: each output made as it is taken
                     outputs = iter_encoded(
                         self.spec.task_encoder, sample, tracker=tracker, hooks=self.hooks
@@ -270,7 +273,8 @@ class SampleStream(RefSource):
                         return (encoded_key(result, key, sample_index, 0),)
                     outputs = hook_items(result, sample, stage=_ENCODE, tracker=tracker)
             finally:
-                hook_index.pop()
+                if indexed:
+                    hook_index.pop()
         except Exception as e:
             self._failed(e, tracker, d, shard_id, index, raw)
             return ()
