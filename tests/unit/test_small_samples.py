@@ -47,6 +47,17 @@ def test_blocks_find_ranges_inside_kept_blocks_only() -> None:
     assert blocks.take("a", 0, 1) is None  # hints older than the last KEEP_HINTS are gone
 
 
+def test_blocks_serve_runs_from_the_last_block_and_forget_it_with_its_hint() -> None:
+    blocks = LocalBlocks()
+    blocks.add({"a": [(0, 8, b"abcdefgh")], "b": [(0, 2, b"xy")]})
+    assert [blocks.take("a", i, i + 2) for i in (0, 2, 4, 6)] == [b"ab", b"cd", b"ef", b"gh"]
+    assert blocks.take("b", 0, 2) == b"xy" and blocks.take("a", 6, 9) is None
+    assert blocks.take("a", 1, 2) == b"b"  # back to another block than the last
+    for _ in range(KEEP_HINTS):
+        blocks.add({})
+    assert blocks.take("a", 1, 2) is None  # not served from the remembered block
+
+
 def test_hinted_lines_are_read_ahead_in_one_block(jsonl: Path) -> None:
     expected = [s.parts["json"] for s in map(reader_of(jsonl).read, [0] * 50, range(50))]
     reader = reader_of(jsonl)

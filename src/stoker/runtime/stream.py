@@ -224,17 +224,16 @@ class SampleStream(RefSource):
         with the hook indices of the batch being built then, as in Energon.
         """
         tracker = tracker or self.tracker
-        source, io = self.spec.sources[d], self.io[d]
-        if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read again
-            tracker.record(
-                REST_OF_SHARD, source=source.path, key=f"{source.shards[shard_id]}#{index}"
-            )
-            return ()
-        if (d, shard_id) in self.unreachable:
-            tracker.skipped_unread(
-                STORAGE, source=source.path, key=f"{source.shards[shard_id]}#{index}"
-            )
-            return ()
+        if self.corrupt or self.unreachable:
+            source = self.spec.sources[d]
+            where = f"{source.shards[shard_id]}#{index}"
+            if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read
+                tracker.record(REST_OF_SHARD, source=source.path, key=where)
+                return ()
+            if (d, shard_id) in self.unreachable:
+                tracker.skipped_unread(STORAGE, source=source.path, key=where)
+                return ()
+        io = self.io[d]
         raw: RawSample | None = None
         sample_index = self.slots.sample_index(calls)
         clock = CLOCK
