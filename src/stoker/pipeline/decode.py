@@ -108,7 +108,7 @@ class SampleDecoder:
             fn = _DECODERS.get(name)
             if plain and fn in _PLAIN:  # json/txt/cls parts: one call, no wrapping
                 try:
-                    out[name] = fn(name, data, self)  # type: ignore[misc]
+                    out[name] = fn(name, data, self)
                     continue
                 except Exception:
                     pass  # decoded again below, which reports the failure as every decode does
@@ -234,7 +234,7 @@ def _json(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     return json.loads(data)  # other encodings, whitespace, and the errors as json reports them
 
 
-_scan_json = json.JSONDecoder().scan_once
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 #: Decoders of small text parts, pure functions of their bytes (the fast path of decode_part).

@@ -37,7 +37,7 @@ class RawSample(NamedTuple):
     key: str
     parts: dict[str, bytes]
     shard: str
-    index: int
+    index: int  # type: ignore[assignment]  # the field hides tuple.index, as intended
     offset: int
 
     @property

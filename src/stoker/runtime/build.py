@@ -127,7 +127,7 @@ class SampleBuilder:
         sources = (source_info(source.path, ref, raw.shard, raw.file_names),)
         restore_key = ("Webdataset", source.path, ref)
         if self.crude:  # as build_sample makes it, without its other cases
-            sample = CrudeSample(decoded)
+            sample: Any = CrudeSample(decoded)
             sample["__key__"], sample["__restore_key__"] = raw.key, restore_key
             sample["__subflavors__"], sample["__sources__"] = self.subflavors.copy(), sources
         else:
