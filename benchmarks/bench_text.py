@@ -149,6 +149,10 @@ def print_table(
                 if name == "energon" and workload == "jsonl":
                     goal = " (target >= 10x)"
                 print(f"{workload} W={workers}: stoker / {name} = {stoker / value:.2f}x{goal}")
+    cpu_med = {key: statistics.median(values) for key, values in cpu.items()}
+    if cpu_med.get(("stoker", 0)) and cpu_med.get(("bare", 0)):  # steadier on a busy machine
+        ratio = cpu_med[("bare", 0)] / cpu_med[("stoker", 0)]
+        print(f"{workload} W=0: bare CPU us / stoker CPU us = {ratio:.2f}")
     if ("stoker", 0) in med and ("stoker", 2) in med:
         print(f"stoker W=2 / W=0: {med[('stoker', 2)] / med[('stoker', 0)]:.2f}x (target >= 1.7x)")
 
