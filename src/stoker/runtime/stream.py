@@ -348,7 +348,7 @@ def direct_hook(task_encoder: TaskEncoder[Any, Any, Any, Any], hooks: Sequence[s
     if list(hooks) != [_ENCODE]:
         return None
     method = getattr(type(task_encoder), _ENCODE, None)
-    if _ENCODE not in vars(task_encoder) and (
+    if _ENCODE not in getattr(task_encoder, "__dict__", {}) and (
         method is TaskEncoder.encode_sample
         or (
             method is DefaultTaskEncoder.encode_sample
