@@ -223,7 +223,7 @@ def run_bare(workload: str, workers: int, path: Path, repeat: int) -> dict[str, 
     fn = bare_jsonl if workload == "jsonl" else bare_tiny
     fn(str(path), 0, 1)  # warm the page cache and the imports
     parts = max(1, workers)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if parts == 1:
         count = sum(fn(str(path), 0, 1) for _ in range(repeat))
     else:
@@ -233,7 +233,9 @@ def run_bare(workload: str, workers: int, path: Path, repeat: int) -> dict[str, 
             ]
             count = sum(job.result() for job in jobs)
     seconds = time.perf_counter() - start
+    # CPU per sample of the one-process loop (its pool's workers are not measured: 0)
+    cpu_us = (time.process_time() - cpu) / count * 1e6 if parts == 1 else 0.0
     return {
-        "samples_per_s": count / seconds, "first_batch_s": 0.0, "cpu_us": 0.0,
+        "samples_per_s": count / seconds, "first_batch_s": 0.0, "cpu_us": cpu_us,
         "main_cpu_us_per_batch": 0.0, "main_core_share": 0.0,
     }  # fmt: skip

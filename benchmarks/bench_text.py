@@ -12,6 +12,11 @@ Usage::
     python benchmarks/bench_text.py --workloads jsonl --tools stoker,bare --repeats 5
     python benchmarks/bench_text.py --quick --tools stoker  # one short run each: W=2 / W=0 ratios
     python benchmarks/bench_text.py --profile jsonl         # cProfile of stoker W=0 only
+    # A/B against another stoker tree (e.g. `git worktree add /tmp/base <commit>`), alternating:
+    python benchmarks/bench_text.py --tools base,stoker --baseline-src /tmp/base/src --workers 0
+
+``CPU us`` is the CPU time (user + system) per sample of the loader's processes, which a busy
+machine blurs less than samples/s. The last lines print the ratios the targets are stated in.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from _text import WORKLOADS, ensure_jsonl, ensure_tiny, open_loader, run_bare, r
 REPO = Path(__file__).resolve().parent.parent
 RESULT = "BENCH-RESULT "
 TOOLS = ("stoker", "energon", "webdataset", "bare")
+#: ``--tools base``: stoker from ``--baseline-src`` (its ``src`` folder), for A/B runs.
+BASE = "base"
 
 
 def child_main(spec: dict[str, Any]) -> None:
@@ -42,13 +49,19 @@ def child_main(spec: dict[str, Any]) -> None:
     if tool == "bare":
         result = run_bare(workload, workers, path, spec["bare_repeat"])
     else:
-        result = run_loader(tool, workload, workers, path, spec["batches"])
+        result = run_loader(
+            "stoker" if tool == BASE else tool, workload, workers, path, spec["batches"]
+        )
     print(RESULT + json.dumps(result), flush=True)
 
 
-def in_subprocess(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+def in_subprocess(spec: dict[str, Any], timeout: float, base_src: Path | None) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if spec["tool"] == BASE and base_src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(base_src), env.get("PYTHONPATH", "")])
+    elif spec["tool"] == "stoker":
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
     proc = subprocess.run(cmd, capture_output=True, cwd=REPO, env=env, timeout=timeout)
     lines = [line for line in proc.stdout.decode().splitlines() if line.startswith(RESULT)]
     if proc.returncode != 0 or not lines:
@@ -90,6 +103,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="one run of 20 000 samples per configuration"
     )
+    parser.add_argument(
+        "--baseline-src", type=Path, help="the src folder of the stoker that --tools base runs"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -123,8 +139,25 @@ def print_table(
             f"{tool:<11} {workers:>2} {count:>4} {value:>10,.0f} {cpu_us:>7.1f} "
             f"{ratio:>12} {of_bare:>7}"
         )
+    targets = {"jsonl": ("bare", 0.5), "tiny": ("energon", 10.0)}
+    other, target = targets[workload]
+    for workers in sorted({w for _, w in med}):
+        stoker = med.get(("stoker", workers))
+        if stoker is None:
+            continue
+        for name in ("bare", "energon", BASE):
+            value = med.get((name, workers))
+            if value:
+                goal = f" (target >= {target:g}x)" if name == other else ""
+                if name == "energon" and workload == "jsonl":
+                    goal = " (target >= 10x)"
+                print(f"{workload} W={workers}: stoker / {name} = {stoker / value:.2f}x{goal}")
+    cpu_med = {key: statistics.median(values) for key, values in cpu.items()}
+    if cpu_med.get(("stoker", 0)) and cpu_med.get(("bare", 0)):  # steadier on a busy machine
+        ratio = cpu_med[("bare", 0)] / cpu_med[("stoker", 0)]
+        print(f"{workload} W=0: bare CPU us / stoker CPU us = {ratio:.2f}")
     if ("stoker", 0) in med and ("stoker", 2) in med:
-        print(f"stoker W=2 / W=0: {med[('stoker', 2)] / med[('stoker', 0)]:.2f}x")
+        print(f"stoker W=2 / W=0: {med[('stoker', 2)] / med[('stoker', 0)]:.2f}x (target >= 1.7x)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         profile(dataset_path(args.profile, args.data_dir), args.profile, 100, args.top)
         return 0
     tools = [t for t in args.tools.split(",") if t]
+    if BASE in tools and args.baseline_src is None:
+        print("--tools base needs --baseline-src: skipping it", flush=True)
+        tools.remove(BASE)
     if "energon" in tools and not has_module("megatron.energon"):
         print("megatron-energon is not installed: skipping it", flush=True)
         tools.remove("energon")
@@ -160,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                         "batches": max(1, args.samples // batch), "bare_repeat": 3,
                     }  # fmt: skip
                     start = time.perf_counter()
-                    result = in_subprocess(spec, args.timeout)
+                    result = in_subprocess(spec, args.timeout, args.baseline_src)
                     runs.setdefault((tool, w), []).append(result["samples_per_s"])
                     cpu.setdefault((tool, w), []).append(result["cpu_us"])
                     print(

@@ -47,6 +47,17 @@ def test_blocks_find_ranges_inside_kept_blocks_only() -> None:
     assert blocks.take("a", 0, 1) is None  # hints older than the last KEEP_HINTS are gone
 
 
+def test_blocks_serve_runs_from_the_last_block_and_forget_it_with_its_hint() -> None:
+    blocks = LocalBlocks()
+    blocks.add({"a": [(0, 8, b"abcdefgh")], "b": [(0, 2, b"xy")]})
+    assert [blocks.take("a", i, i + 2) for i in (0, 2, 4, 6)] == [b"ab", b"cd", b"ef", b"gh"]
+    assert blocks.take("b", 0, 2) == b"xy" and blocks.take("a", 6, 9) is None
+    assert blocks.take("a", 1, 2) == b"b"  # back to another block than the last
+    for _ in range(KEEP_HINTS):
+        blocks.add({})
+    assert blocks.take("a", 1, 2) is None  # not served from the remembered block
+
+
 def test_hinted_lines_are_read_ahead_in_one_block(jsonl: Path) -> None:
     expected = [s.parts["json"] for s in map(reader_of(jsonl).read, [0] * 50, range(50))]
     reader = reader_of(jsonl)
@@ -100,3 +111,39 @@ def test_a_re_registered_text_decoder_is_used(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(decode_module, "_DECODERS", dict(decode_module._DECODERS))
     register_decoder("txt", lambda ext, data, decoder: data.upper())
     assert SampleDecoder().decode_part("k", "txt", b"ab") == b"AB"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"a": "\xc3\xa9"}', b' {"a": 1}\n', b'\xef\xbb\xbf{"a": 1}', '{"a": 1}'.encode("utf-16"),
+     b"NaN", b"[1.5, 2e3, null]", b'"\xff"'],
+)  # fmt: skip
+def test_json_parts_decode_as_json_loads_does(data: bytes) -> None:
+    try:
+        expected: object = json.loads(data)
+    except ValueError as e:  # the same failure, as a SampleError naming the part
+        with pytest.raises(SampleError, match=type(e).__name__):
+            SampleDecoder().decode("k", {"json": data})
+        return
+    got = SampleDecoder().decode("k", {"json": data})["json"]
+    assert got == expected or (got != got and expected != expected)  # NaN
+
+
+def test_json_with_extra_data_fails_as_before() -> None:
+    with pytest.raises(SampleError, match="Extra data"):
+        SampleDecoder().decode("k", {"json": b"[1, 2] x"})
+
+
+def test_fast_made_source_infos_and_positions_equal_constructed_ones() -> None:
+    from stoker.model.samples import source_info
+    from stoker.pipeline.refs import Position, position
+
+    info = SourceInfo(dataset_path="/d", index=7, shard_name="s.tar", file_names=("7.txt",))
+    fast = source_info("/d", 7, "s.tar", ("7.txt",))
+    assert fast == info and hash(fast) == hash(info) and repr(fast) == repr(info)
+    assert pickle.loads(pickle.dumps(fast)) == info
+    with pytest.raises(AttributeError):
+        fast.index = 8  # type: ignore[misc]  # still frozen
+    made = position((3, 1), 2)
+    assert made == Position((3, 1), 2) and hash(made) == hash(Position((3, 1), 2))
+    assert made.to_list() == [3, 1, 2]

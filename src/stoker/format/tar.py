@@ -101,7 +101,7 @@ def _byte_sum(block: bytes) -> int:
     return (zlib.adler32(block[:256]) & 0xFFFF) + (zlib.adler32(block[256:]) & 0xFFFF) - 2
 
 
-def _checksum_ok(header: bytes) -> bool:
+def checksum_ok(header: bytes) -> bool:
     """The header's checksum field matches its bytes (unsigned sum, or the signed sum some old
     tar programs wrote, as Python's ``tarfile`` accepts)."""
     stored = header[148:156].split(b"\0", 1)[0].strip()
@@ -166,7 +166,7 @@ def _check_start(first: bytes, path: str) -> None:
             hint="Decompress it (`gunzip -c x.tar.gz > x.tar`) or re-shard the data with "
             "`stoker pack`.",
         )
-    if len(first) < BLOCK or not _checksum_ok(first[:BLOCK]):
+    if len(first) < BLOCK or not checksum_ok(first[:BLOCK]):
         raise FormatError(
             "not a tar archive (the first header is invalid).",
             path=path,
@@ -217,7 +217,7 @@ def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> 
         if header.count(0) == BLOCK:  # end-of-archive marker
             scan.end = pos
             return
-        if not _checksum_ok(header):
+        if not checksum_ok(header):
             stored = header[148:156].split(b"\0", 1)[0].strip()
             raise _bad_header(
                 "checksum", f"{stored[:8]!r} does not match the header's bytes.", path, pos

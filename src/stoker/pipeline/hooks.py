@@ -67,22 +67,56 @@ def _then(hook: Any, values: Iterator[Any], stage: str, tracker: ErrorTracker | 
         yield from iter_hook(hook, value, stage=stage, tracker=tracker)
 
 
+#: What :func:`call_hook` returns when the hook skipped its sample (:class:`SkipSample`).
+NO_OUTPUT: Any = object()
+
+
 def iter_hook(
     hook: Any, value: Any, *, stage: str, tracker: ErrorTracker | None = None
 ) -> Iterator[Any]:
     """Call ``hook(value)`` and iterate its output(s); see :func:`iter_encoded`."""
+    result = call_hook(hook, value, stage=stage, tracker=tracker)
+    if inspect.isgenerator(result):
+        yield from hook_items(result, value, stage=stage, tracker=tracker)
+    elif result is not NO_OUTPUT:
+        yield result
+
+
+def call_hook(hook: Any, value: Any, *, stage: str, tracker: ErrorTracker | None = None) -> Any:
+    """``hook(value)``: its result (a generator as it is, see :func:`hook_items`), or
+    :data:`NO_OUTPUT` where the hook raised :class:`SkipSample` (counted by ``tracker``).
+
+    Example:
+        >>> call_hook(str.lower, "S", stage="encode_sample")
+        's'
+    """
     try:
-        result = hook(value)
-        if inspect.isgenerator(result):
-            yield from result
-        else:
-            yield result
+        return hook(value)
     except SkipSample:
         if tracker is not None:
             tracker.skip(value, stage)
-    except (NotImplementedError, StokerError) as e:
-        if not isinstance(e, SampleError):
-            raise
-        raise wrap_failure(e, value, stage)  # noqa: B904 (wrap_failure sets the cause)
+        return NO_OUTPUT
     except Exception as e:
-        raise wrap_failure(e, value, stage)  # noqa: B904 (wrap_failure sets the cause)
+        raise _failure(e, value, stage)  # noqa: B904 (wrap_failure sets the cause)
+
+
+def hook_items(
+    items: Iterator[Any], value: Any, *, stage: str, tracker: ErrorTracker | None = None
+) -> Iterator[Any]:
+    """The items of a generator hook's ``items`` (made on ``value``), each made as it is
+    taken; :class:`SkipSample` ends them (counted), other failures name the sample."""
+    try:
+        yield from items
+    except SkipSample:
+        if tracker is not None:
+            tracker.skip(value, stage)
+    except Exception as e:
+        raise _failure(e, value, stage)  # noqa: B904 (wrap_failure sets the cause)
+
+
+def _failure(error: Exception, value: Any, stage: str) -> Exception:
+    """What a hook's failure raises: a configuration error (not a :class:`SampleError`) as it
+    is, anything else as a :class:`SampleError` naming the sample and the hook."""
+    if isinstance(error, (NotImplementedError, StokerError)) and not isinstance(error, SampleError):
+        return error
+    return wrap_failure(error, value, stage)

@@ -34,13 +34,19 @@ class LocalBlocks:
 
     def __init__(self) -> None:
         self._hints: collections.deque[dict[str, _Blocks]] = collections.deque(maxlen=KEEP_HINTS)
+        #: The block the last take found: (shard, start, end, bytes); the next is often there.
+        self._last: tuple[str, int, int, bytes] | None = None
 
     def add(self, blocks: dict[str, list[tuple[int, int, bytes]]]) -> None:
         """Keep the blocks of one hint (each shard's sorted by start); drops the oldest hint."""
         self._hints.append({name: ([b[0] for b in bs], bs) for name, bs in blocks.items()})
+        self._last = None
 
     def take(self, name: str, start: int, end: int) -> bytes | None:
         """Bytes ``[start, end)`` of shard ``name`` if a kept block holds all of them."""
+        last = self._last
+        if last is not None and last[0] == name and last[1] <= start and end <= last[2]:
+            return last[3][start - last[1] : end - last[1]]
         for hint in reversed(self._hints):
             found = hint.get(name)
             if found is None:
@@ -50,8 +56,10 @@ class LocalBlocks:
             if i >= 0:
                 block_start, block_end, data = blocks[i]
                 if end <= block_end and len(data) == block_end - block_start:
+                    self._last = (name, block_start, block_end, data)
                     return data[start - block_start : end - block_start]
         return None
 
     def clear(self) -> None:
         self._hints.clear()
+        self._last = None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
 from stoker.model.cooking import Cooker, select_cooker
-from stoker.model.samples import CrudeSample, Sample, SourceInfo
+from stoker.model.samples import CrudeSample, Sample, source_info
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import RawSample
@@ -96,6 +96,10 @@ class SampleBuilder:
             self.part_filter = load_part_filter(
                 source.root, config.part_filter, source.trust_sample_loader
             )
+        #: Crude samples (no sample type): built here without :func:`build_sample`.
+        self.crude = config.is_crude
+        #: The sample's subflavors: the dataset.yaml's, overridden by the metadataset's.
+        self.subflavors = {**config.subflavors, **(source.subflavors or {})}
         self.kitchen: Kitchen | None = None
         if task_encoder is not None and task_encoder.cookers:
             self.kitchen = Kitchen(source, task_encoder, decoder)
@@ -105,6 +109,13 @@ class SampleBuilder:
                 Partners(source.join, lambda s: SampleBuilder(s, decoder).build),
                 resolve_joiner(source.join.joiner, source.join.names, config.sample_type),
             )
+        #: Whether user code (a sample loader, part filter, joiner or cooker) runs per sample.
+        self.user_code = bool(
+            self.sample_loader is not None
+            or self.join is not None
+            or self.kitchen is not None
+            or (config.field_map is None and config.part_filter is not None)
+        )
 
     def build(self, raw: RawSample, ref: int) -> Any:
         """The sample (typed, cooked or crude) for ``raw``, global sample ``ref`` of the split."""
@@ -113,32 +124,31 @@ class SampleBuilder:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
         decoded = self.decoder.decode(raw.key, parts) if self.decoder is not None else dict(parts)
         source = self.source
-        sources = (
-            SourceInfo(
-                dataset_path=source.path,
-                index=ref,
-                shard_name=raw.shard,
-                file_names=raw.file_names,
-            ),
-        )
+        sources = (source_info(source.path, ref, raw.shard, raw.file_names),)
         restore_key = ("Webdataset", source.path, ref)
-        sample = build_sample(
-            source.config,
-            decoded,
-            key=raw.key,
-            restore_key=restore_key,
-            subflavors=source.subflavors,
-            sources=sources,
-            sample_loader=self.sample_loader,
-        )
+        if self.crude:  # as build_sample makes it, without its other cases
+            sample: Any = CrudeSample(decoded)
+            sample["__key__"], sample["__restore_key__"] = raw.key, restore_key
+            sample["__subflavors__"], sample["__sources__"] = self.subflavors.copy(), sources
+        else:
+            sample = build_sample(
+                source.config,
+                decoded,
+                key=raw.key,
+                restore_key=restore_key,
+                subflavors=source.subflavors,
+                sources=sources,
+                sample_loader=self.sample_loader,
+            )
         if self.join is not None:
             sample = self._join(self.join, sample, raw.key, ref, restore_key)
         if self.kitchen is not None and isinstance(sample, CrudeSample):
-            CLOCK.start(COOK)
+            clock = CLOCK
+            clock.start(COOK)
             try:
                 return self.kitchen.cook(sample)
             finally:
-                CLOCK.stop()
+                clock.stop()
         return sample
 
     @staticmethod
@@ -179,6 +189,13 @@ class Kitchen:
         self.source = source
         self.task_encoder = task_encoder
         self.cookers: tuple[Cooker[Any], ...] = tuple(task_encoder.cookers)
+        #: The first cooker where it matches every sample (no ``has_subflavors``).
+        first = self.cookers[0] if self.cookers else None
+        self._always = first if isinstance(first, Cooker) and not first.has_subflavors else None
+        #: (need_primary, need_cache) of each cooker used, by its id (read once).
+        self._needs: dict[int, tuple[bool, bool]] = {}
+        #: The task encoder's cook_crude_sample (bound once).
+        self.cook_crude = task_encoder.cook_crude_sample
         self.decoder = decoder
         self._aux: dict[str, FileStore] | None = None
         self._primary: FileStore | None = None
@@ -187,13 +204,16 @@ class Kitchen:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
         key = sample.get("__key__")
         try:
-            cooker = select_cooker(self.cookers, sample.get("__subflavors__"))
-            aux: dict[str, Any] = dict(self.aux())
-            if cooker.need_primary:
+            cooker = self._always or select_cooker(self.cookers, sample.get("__subflavors__"))
+            needs = self._needs.get(id(cooker))
+            if needs is None:
+                needs = self._needs[id(cooker)] = (cooker.need_primary, cooker.need_cache)
+            aux: dict[str, Any] = dict(self.aux()) if self.source.aux else {}
+            if needs[0]:
                 aux["primary"] = PrimaryFileStore(self.primary(), str(key))
-            if cooker.need_cache:
+            if needs[1]:
                 aux["cache"] = current_cache_pool()
-            return self.task_encoder.cook_crude_sample(sample, cooker, aux)
+            return self.cook_crude(sample, cooker, aux)
         except SkipSample:
             raise
         except SampleError as e:

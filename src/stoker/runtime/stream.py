@@ -14,24 +14,33 @@ next to the position, and a restored stage re-reads only those (:meth:`SampleStr
 
 from __future__ import annotations
 
+import inspect
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import StokerError
-from stoker.model.task import ErrorTracker, TaskEncoder, iter_encoded, sample_hooks
+from stoker.model.task import (
+    DefaultTaskEncoder,
+    ErrorTracker,
+    TaskEncoder,
+    iter_encoded,
+    sample_hooks,
+)
 from stoker.pipeline import hook_index
-from stoker.pipeline.batching import BatchMaker, FixedBatcher, restore_key_of, set_restore_key
+from stoker.pipeline.batching import BatchMaker, FixedBatcher, restore_key_of
 from stoker.pipeline.errors import ErrorPolicy, SkipSample, scope_of
 from stoker.pipeline.group import Grouper
 from stoker.pipeline.hook_index import BatchSlots
+from stoker.pipeline.hooks import NO_OUTPUT, call_hook, hook_items
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
+from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
 from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
@@ -88,6 +97,8 @@ class SampleStream(RefSource):
         #: Where this stream's batches fall on the rank (for the hooks' batch/sample indices).
         self.slots = BatchSlots()
         self.hooks = sample_hooks(spec.task_encoder, packing=spec.packing_buffer_size is not None)
+        #: The one per-sample hook, called directly (None: a chain of hooks).
+        self.direct_hook = direct_hook(spec.task_encoder, self.hooks)
         #: (dataset, shard) found damaged in this pass (a :class:`CorruptShardError` that was
         #: skipped): the rest of its samples are skipped unread, each counted.
         self.corrupt: set[tuple[int, int]] = set()
@@ -106,7 +117,9 @@ class SampleStream(RefSource):
     def _run(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Encoded samples with the position after each and its reference."""
         counts, skip = list(self.start.counts), self.start.skip
+        calls = sum(counts)  # the stream's encode_sample calls so far (sum of the counts)
         block = self._next_block(counts, _FIRST_BLOCK)
+        encode = self._encode
         while block is not None:
             choices, refs = block
             # Locate (and so prefetch) the next block before reading this one: its reads overlap.
@@ -116,13 +129,14 @@ class SampleStream(RefSource):
             for d in choices.tolist():
                 ref, shard_id, index = refs[d][taken[d]]
                 taken[d] += 1
-                outputs = self._encode(d, shard_id, index, ref, calls=sum(counts))
+                outputs = encode(d, shard_id, index, ref, calls)
                 for used, output in enumerate(outputs, start=1):
                     if used > skip:
-                        self.position = Position(tuple(counts), used)
+                        self.position = make_position(tuple(counts), used)
                         yield output, self.position, (d, counts[d], used - 1)
                 skip = 0
                 counts[d] += 1
+                calls += 1
 
     def _next_block(
         self, counts: list[int], size: int
@@ -202,42 +216,82 @@ class SampleStream(RefSource):
         ref: int,
         calls: int,
         tracker: ErrorTracker | None = None,
-    ) -> Iterator[Any]:
+    ) -> Iterable[Any]:
         """The encoded outputs of one reference, the stream's ``calls``-th.
 
-        Outputs are made as they are taken (a generator hook runs on as its outputs are
-        batched), each with the hook indices of the batch being built then, as in Energon.
+        A hook that returns one output is run here (the outputs come as a tuple); a generator
+        hook's outputs are made as they are taken (it runs on as its outputs are batched), each
+        with the hook indices of the batch being built then, as in Energon.
         """
         tracker = tracker or self.tracker
-        source, io = self.spec.sources[d], self.io[d]
-        if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read again
-            tracker.record(
-                REST_OF_SHARD, source=source.path, key=f"{source.shards[shard_id]}#{index}"
-            )
-            return
-        if (d, shard_id) in self.unreachable:
-            tracker.skipped_unread(
-                STORAGE, source=source.path, key=f"{source.shards[shard_id]}#{index}"
-            )
-            return
+        if self.corrupt or self.unreachable:
+            source = self.spec.sources[d]
+            where = f"{source.shards[shard_id]}#{index}"
+            if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read
+                tracker.record(REST_OF_SHARD, source=source.path, key=where)
+                return ()
+            if (d, shard_id) in self.unreachable:
+                tracker.skipped_unread(STORAGE, source=source.path, key=where)
+                return ()
+        io = self.io[d]
         raw: RawSample | None = None
         sample_index = self.slots.sample_index(calls)
+        clock = CLOCK
+        hook = self.direct_hook
+        # The hook indices are set where user code runs on the sample (hooks, cookers, ...).
+        indexed = hook is not _IDENTITY or io.builder.user_code
         try:
-            hook_index.push(self.slots.batch_index(), sample_index)
+            if indexed:
+                hook_index.push(self.slots.batch_index(), sample_index)
             try:
-                CLOCK.start(READ)
+                clock.start(READ)
                 try:
                     raw = io.reader.read(shard_id, index)
-                    CLOCK.switch(DECODE)
+                    clock.switch(DECODE)
                     sample = io.builder.build(raw, ref)
                 finally:
-                    CLOCK.stop()
+                    clock.stop()
                 key = restore_key_of(sample)
-                outputs = iter_encoded(
-                    self.spec.task_encoder, sample, tracker=tracker, hooks=self.hooks
-                )
+                if hook is None:  # a chain of hooks: each output made as it is taken
+                    outputs = iter_encoded(
+                        self.spec.task_encoder, sample, tracker=tracker, hooks=self.hooks
+                    )
+                elif hook is _IDENTITY:
+                    tracker.succeeded()
+                    return (encoded_key(sample, key, sample_index, 0),)
+                else:
+                    clock.start(ENCODE_SAMPLE)
+                    try:
+                        result = call_hook(hook, sample, stage=_ENCODE, tracker=tracker)
+                    finally:
+                        clock.stop()
+                    if not inspect.isgenerator(result):
+                        tracker.succeeded()
+                        if result is NO_OUTPUT:  # the hook skipped the sample (counted)
+                            return ()
+                        return (encoded_key(result, key, sample_index, 0),)
+                    outputs = hook_items(result, sample, stage=_ENCODE, tracker=tracker)
             finally:
-                hook_index.pop()
+                if indexed:
+                    hook_index.pop()
+        except Exception as e:
+            self._failed(e, tracker, d, shard_id, index, raw)
+            return ()
+        return self._taken(outputs, key, sample_index, tracker, d, shard_id, index, raw)
+
+    def _taken(
+        self,
+        outputs: Iterator[Any],
+        key: Any,
+        sample_index: int,
+        tracker: ErrorTracker,
+        d: int,
+        shard_id: int,
+        index: int,
+        raw: RawSample | None,
+    ) -> Iterator[Any]:
+        """The outputs of a generator hook (or chain of hooks), each made as it is taken."""
+        try:
             for made in itertools.count():
                 hook_index.push(self.slots.batch_index(), sample_index)
                 CLOCK.start(ENCODE_SAMPLE)
@@ -249,26 +303,60 @@ class SampleStream(RefSource):
                 if output is _END:
                     break
                 yield encoded_key(output, key, sample_index, made)
-        except SkipSample:  # e.g. raised by a cooker: a deliberate skip, not a failure
-            tracker.skip(describe(source, raw, shard_id, index), "cooking", source=source.path)
-            return
         except Exception as e:
-            if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
-                e.path = f"{source.root}/{source.shards[shard_id]}"
-                e.offset = raw.offset if raw is not None else None
-            name = raw.key if raw is not None else f"{source.shards[shard_id]}#{index}"
-            where = describe(source, raw, shard_id, index)
-            tracker.failed(e, where, source=source.path, key=name)  # raises unless skipped
-            if scope_of(e) == "shard":
-                self.corrupt.add((d, shard_id))
-            elif scope_of(e) == "storage":
-                self.unreachable.add((d, shard_id))
+            self._failed(e, tracker, d, shard_id, index, raw)
             return
         tracker.succeeded()
+
+    def _failed(
+        self,
+        e: Exception,
+        tracker: ErrorTracker,
+        d: int,
+        shard_id: int,
+        index: int,
+        raw: RawSample | None,
+    ) -> None:
+        """Count (or raise) a failure of the reference at ``index`` of shard ``shard_id``."""
+        source = self.spec.sources[d]
+        if isinstance(e, SkipSample):  # e.g. raised by a cooker: a deliberate skip
+            tracker.skip(describe(source, raw, shard_id, index), "cooking", source=source.path)
+            return
+        if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
+            e.path = f"{source.root}/{source.shards[shard_id]}"
+            e.offset = raw.offset if raw is not None else None
+        name = raw.key if raw is not None else f"{source.shards[shard_id]}#{index}"
+        where = describe(source, raw, shard_id, index)
+        tracker.failed(e, where, source=source.path, key=name)  # raises unless skipped
+        if scope_of(e) == "shard":
+            self.corrupt.add((d, shard_id))
+        elif scope_of(e) == "storage":
+            self.unreachable.add((d, shard_id))
 
 
 #: Marks the end of a hook's outputs.
 _END: Any = object()
+#: :func:`direct_hook` of a task encoder whose ``encode_sample`` returns its sample unchanged.
+_IDENTITY: Any = object()
+_ENCODE = "encode_sample"
+
+
+def direct_hook(task_encoder: TaskEncoder[Any, Any, Any, Any], hooks: Sequence[str]) -> Any:
+    """The task encoder's one per-sample hook (``encode_sample``) where ``hooks`` is just that
+    hook, or ``_IDENTITY`` where it is the default one that returns its sample unchanged; None
+    for a chain of hooks."""
+    if list(hooks) != [_ENCODE]:
+        return None
+    method = getattr(type(task_encoder), _ENCODE, None)
+    if _ENCODE not in getattr(task_encoder, "__dict__", {}) and (
+        method is TaskEncoder.encode_sample
+        or (
+            method is DefaultTaskEncoder.encode_sample
+            and getattr(task_encoder, "_encoded_sample_type", _IDENTITY) is None
+        )
+    ):
+        return _IDENTITY
+    return task_encoder.encode_sample
 
 
 def encoded_key(output: Any, key: Any, sample_index: int, made: int) -> Any:
@@ -281,10 +369,19 @@ def encoded_key(output: Any, key: Any, sample_index: int, made: int) -> Any:
         >>> encoded_key({"__restore_key__": ("Webdataset", "/d", 7)}, ("Webdataset", "/d", 7), 3, 1)
         {'__restore_key__': ('Webdataset', '/d', 7, 3, 1)}
     """
-    if isinstance(key, tuple) and len(key) == 3:
-        current = restore_key_of(output)
-        if isinstance(current, tuple) and current[:3] == key:
-            set_restore_key(output, (*key, sample_index, made))
+    if not isinstance(key, tuple) or len(key) != 3:
+        return output
+    if isinstance(output, dict):
+        current = output.get("__restore_key__")
+        if current is key or (isinstance(current, tuple) and current[:3] == key):
+            output["__restore_key__"] = (*key, sample_index, made)
+        return output
+    current = getattr(output, "__restore_key__", None)
+    if current is key or (isinstance(current, tuple) and current[:3] == key):
+        try:  # noqa: SIM105 (per sample: suppress() costs more)
+            output.__restore_key__ = (*key, sample_index, made)
+        except (AttributeError, TypeError):  # frozen: left as it is
+            pass
     return output
 
 
