@@ -200,7 +200,7 @@ def child_main(spec: dict[str, Any]) -> None:
 def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
     # The stoker sources first: the child must not import an installed copy instead.
-    path = os.pathsep.join([spec["src"], str(REPO)])
+    path = os.pathsep.join([spec["src"], str(REPO), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": path}
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)

@@ -92,7 +92,7 @@ def in_subprocess(
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
     env = _quiet_env()
     if src is not None:
-        env["PYTHONPATH"] = str(src.resolve())
+        env["PYTHONPATH"] = os.pathsep.join([str(src.resolve()), env.get("PYTHONPATH", "")])
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env)
     with TreeMemoryPoller(proc.pid, poll) as poller:
