@@ -243,3 +243,20 @@ def write_tiny_shards(folder: Path, shards: int, per_shard: int) -> None:
     writer = TinyShardWriter(per_shard)
     for shard in range(shards):
         (folder / f"tiny_{shard:05d}.tar").write_bytes(writer.shard_bytes(shard))
+
+
+def tree_cpu_s(*, children: bool = True) -> float:
+    """CPU seconds (user + system) of this process and its live children (the workers): per
+    sample, the cost that a busy shared machine does not blur as much as throughput.
+    ``children=False``: this process only (the training process's share)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *(me.children(recursive=True) if children else [])]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue  # exited between listing and reading
+        total += times.user + times.system
+    return total

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _data import tree_cpu_s
+
 BATCH = 32
 SHUFFLE_BUFFER = 100
 MAX_SAMPLES_PER_SEQUENCE = 100
@@ -113,21 +115,6 @@ def check_batch(batch: Any, config: Config) -> str:
     if images.dtype != dtype or images.ndim != 4 or images.shape[:2] != (BATCH, 3):
         raise RuntimeError(f"{config.label}: unexpected batch {images.dtype} {tuple(images.shape)}")
     return f"{images.dtype} {tuple(images.shape)}"
-
-
-def tree_cpu_s() -> float:
-    """User + system CPU seconds of this process and its live descendants (the workers)."""
-    import psutil
-
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue  # exited between listing and reading
-        total += times.user + times.system
-    return total
 
 
 def run_loader(config: Config, path: Path, batches: int) -> dict[str, Any]:

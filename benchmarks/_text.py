@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from _data import Dataset, DatasetSpec, ensure_dataset
+from _data import Dataset, DatasetSpec, ensure_dataset, tree_cpu_s
 
 WORKLOADS = {"jsonl": 256, "tiny": 32}  # workload -> batch size
 SHUFFLE_BUFFER = 100
@@ -162,23 +162,6 @@ def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int)
         "samples_per_s": batches * size / seconds, "first_batch_s": first_s, "cpu_us": cpu_us,
         "main_cpu_us_per_batch": main_us, "main_core_share": main_us * batches / 1e6 / seconds,
     }  # fmt: skip
-
-
-def tree_cpu_s(*, children: bool = True) -> float:
-    """CPU seconds (user + system) of this process and its live children (the workers): per
-    sample, the cost that a busy shared machine does not blur as much as throughput.
-    ``children=False``: this process only (the training process's share)."""
-    import psutil
-
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *(me.children(recursive=True) if children else [])]:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
 
 
 # --- bare loops ----------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _data import COMPLETE, has_module
+from _data import COMPLETE, has_module, tree_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT = "BENCH-RESULT "
@@ -152,21 +152,6 @@ def open_loader(tool: str, path: Path) -> Any:
         task_encoder=ClipEncoder(),
     )
     return lib.get_loader(dataset)
-
-
-def tree_cpu_s() -> float:
-    """User + system CPU seconds of this process and its live children (the workers)."""
-    import psutil
-
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
 
 
 def child_main(spec: dict[str, Any]) -> None:
