@@ -12,12 +12,15 @@ import json
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+
+from stoker.runtime.loader import Loader
 
 from tests.integration._images import (
     FIELD_MAP,
@@ -311,6 +314,19 @@ def prepared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return root
+
+
+@pytest.fixture(autouse=True)
+def _tutorials_end_with_their_test() -> Iterator[None]:
+    """Each tutorial's module leaves ``sys.modules`` when its test ends, and the loaders it left
+    open are closed: its workers and their shared memory are not carried into later tests."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("tutorial_"):
+            for value in sys.modules.pop(name).__dict__.values():
+                if isinstance(value, Loader):
+                    value.close()
 
 
 def run_tutorial(code: str, path: Path, **names: Any) -> dict[str, Any]:

@@ -28,7 +28,12 @@ TEXT_TYPE = [name for _, name in SAMPLE_TYPE_MENU].index("TextSample")
 def spawn(*args: str) -> pexpect.spawn:
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     child = pexpect.spawn(
-        sys.executable, ["-m", "stoker.cli.main", *args], env=env, encoding="utf-8", timeout=60
+        sys.executable,
+        ["-m", "stoker.cli.main", *args],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        use_poll=True,  # select() refuses descriptors above 1024
     )
     child.setwinsize(40, 200)
     return child
