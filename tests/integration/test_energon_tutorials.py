@@ -21,7 +21,6 @@ import pytest
 import torch
 
 from stoker.runtime.loader import Loader
-
 from tests.integration._images import (
     FIELD_MAP,
     SIZE,
