@@ -61,7 +61,8 @@ def texts(root: Path, shards: int = 4, per_shard: int = 2500) -> Path:
     return root
 
 
-def cpu_us(path: Path, stats: bool, encoder: Any, batch: int) -> float:
+def one_pass(path: Path, encoder: Any, batch: int, stats: bool = True) -> int:
+    """Samples in one pass over the train split in this process (W=0)."""
     dataset = get_train_dataset(
         str(path),
         worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
@@ -71,9 +72,13 @@ def cpu_us(path: Path, stats: bool, encoder: Any, batch: int) -> float:
         max_samples_per_sequence=None,
         repeat=False,
     )
-    start = time.process_time()
     with get_loader(dataset, options=LoaderOptions(stats=stats)) as loader:
-        samples = sum(len(b.__key__) for b in loader)
+        return sum(len(b.__key__) for b in loader)
+
+
+def cpu_us(path: Path, stats: bool, encoder: Any, batch: int) -> float:
+    start = time.process_time()
+    samples = one_pass(path, encoder, batch, stats)
     return (time.process_time() - start) / samples * 1e6
 
 
@@ -94,17 +99,7 @@ def clock_calls(path: Path, encoder: Any, batch: int) -> float:
     for name, fn in originals.items():
         setattr(CLOCK, name, counted(fn))
     try:
-        dataset = get_train_dataset(
-            str(path),
-            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
-            batch_size=batch,
-            task_encoder=encoder,
-            shuffle_buffer_size=None,
-            max_samples_per_sequence=None,
-            repeat=False,
-        )
-        with get_loader(dataset) as loader:
-            samples = sum(len(b.__key__) for b in loader)
+        samples = one_pass(path, encoder, batch)
     finally:
         for name in originals:
             delattr(CLOCK, name)

@@ -6,6 +6,7 @@ import io
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,20 @@ def make_dataset(root: Path, shards: int = 3, per_shard: int = 4) -> Path:
     """A folder of ``shards`` tar files with ``per_shard`` text samples each (not prepared)."""
     for s in range(shards):
         write_shard(root / f"shard_{s:03d}.tar", text_samples(f"s{s}_", per_shard))
+    return root
+
+
+def make_val_texts(
+    root: Path, shards: int = 3, per_shard: int = 4, dataset_yaml: dict[str, Any] | None = None
+) -> Path:
+    """:func:`make_dataset`, prepared: every shard in the val split, loaded as ``TextSample``s
+    of the ``txt`` parts unless ``dataset_yaml`` says otherwise."""
+    from stoker.format.dataset_config import make_dataset_yaml
+    from stoker.format.prepare import prepare_dataset
+
+    make_dataset(root, shards=shards, per_shard=per_shard)
+    yaml = dataset_yaml or make_dataset_yaml("TextSample", {"text": "txt"})
+    prepare_dataset(str(root), split_parts=[("val", "shard_*")], dataset_yaml=yaml)
     return root
 
 

@@ -12,6 +12,7 @@ import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 
 from stoker.format.dataset_config import make_dataset_yaml
@@ -63,6 +64,33 @@ def write_image_shards(
         write_shard(root / f"{stem}.tar", samples)
         keys[stem] = [key for key, _ in samples]
     return keys
+
+
+def noise_jpeg(seed: int, size: tuple[int, int], quality: int = 90) -> bytes:
+    """A JPEG of random pixels, ``size`` = (width, height)."""
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+def make_noise_jpeg_dataset(
+    root: Path, sizes: Sequence[tuple[int, int]], quality: int = 90, shards: int = 2
+) -> Path:
+    """A prepared ``CaptioningSample`` dataset, one train split: in each of ``shards`` shards,
+    one noise JPEG of each of ``sizes`` (keys ``s{shard}_{i}``) with the caption ``x``."""
+    for shard in range(shards):
+        samples: list[Sample] = [
+            (f"s{shard}_{i}", {"jpg": noise_jpeg(10 * shard + i, size, quality), "txt": b"x"})
+            for i, size in enumerate(sizes)
+        ]
+        write_shard(root / f"shard{shard}.tar", samples)
+    prepare_dataset(
+        str(root),
+        split_parts=[("train", ".*")],
+        dataset_yaml=make_dataset_yaml("CaptioningSample", FIELD_MAP),
+    )
+    return root
 
 
 def make_image_dataset(

@@ -32,7 +32,7 @@ from stoker.errors import ConfigError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.tar_index import load_offsets
 from stoker.pipeline.skips import CORRUPT_SHARD, REST_OF_SHARD, STORAGE
-from tests.conftest import make_dataset
+from tests.conftest import make_dataset, make_val_texts
 
 SHARDS, PER_SHARD = 3, 6
 KEYS = [f"s{s}_{i:05d}" for s in range(SHARDS) for i in range(PER_SHARD)]
@@ -40,9 +40,7 @@ TEXT = make_dataset_yaml("TextSample", {"text": "txt"})
 
 
 def prepared(root: Path, dataset_yaml: dict[str, Any] = TEXT) -> Path:
-    make_dataset(root, shards=SHARDS, per_shard=PER_SHARD)
-    prepare_dataset(str(root), split_parts=[("val", "shard_*")], dataset_yaml=dataset_yaml)
-    return root
+    return make_val_texts(root, SHARDS, PER_SHARD, dataset_yaml)
 
 
 def config(workers: int) -> WorkerConfig:

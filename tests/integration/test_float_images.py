@@ -8,48 +8,24 @@ exactly those of the unfused path: same values, zero padding, float32, in worker
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from stoker import DefaultTaskEncoder, SampleDecoder, WorkerConfig, get_loader, get_val_dataset
-from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.prepare import prepare_dataset
 from stoker.media.image import JpegImage
 from stoker.runtime.build import SampleBuilder
-from tests.conftest import write_shard
+from tests.integration._images import make_noise_jpeg_dataset
 
 #: (width, height) of sample i: every batch pads some images in both dimensions.
 SIZES = [(9, 7), (5, 11), (12, 4), (8, 8), (3, 6), (10, 10), (7, 2), (6, 9)]
 
 
-def noise_jpeg(i: int, size: tuple[int, int]) -> bytes:
-    pixels = np.random.default_rng(i).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="JPEG", quality=90)
-    return out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def dataset_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("float") / "ds"
-    for shard in range(2):
-        samples = [
-            (f"s{shard}_{i}", {"jpg": noise_jpeg(10 * shard + i, size), "txt": b"x"})
-            for i, size in enumerate(SIZES)
-        ]
-        write_shard(root / f"shard{shard}.tar", samples)
-    prepare_dataset(
-        str(root),
-        split_parts=[("train", ".*")],
-        dataset_yaml=make_dataset_yaml("CaptioningSample", {"image": "jpg", "caption": "txt"}),
-    )
-    return root
+    return make_noise_jpeg_dataset(tmp_path_factory.mktemp("float") / "ds", SIZES)
 
 
 class Fused(DefaultTaskEncoder[Any, Any, Any, Any]):

@@ -9,14 +9,11 @@ fail per sample.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from stoker import (
     DefaultTaskEncoder,
@@ -33,6 +30,7 @@ from stoker.media.image import JpegImage
 from stoker.pipeline.batch import batch_pad_stack
 from stoker.pipeline.transport import MIN_SLOT_BYTES
 from tests.conftest import write_shard
+from tests.integration._images import make_noise_jpeg_dataset, noise_jpeg
 
 #: (width, height): batches of 4 are over MIN_SLOT_BYTES as uint8, so they use slots.
 SIZES = [(420, 300), (260, 410), (400, 390), (300, 280), (330, 200), (410, 350)]
@@ -40,28 +38,12 @@ BATCH = 4
 
 
 def photo(i: int, size: tuple[int, int]) -> bytes:
-    rng = np.random.default_rng(i)
-    pixels = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, format="JPEG", quality=80)
-    return out.getvalue()
+    return noise_jpeg(i, size, quality=80)
 
 
 @pytest.fixture(scope="module")
 def dataset_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("jpeg") / "ds"
-    for shard in range(2):
-        samples = [
-            (f"s{shard}_{i}", {"jpg": photo(10 * shard + i, size), "txt": b"x"})
-            for i, size in enumerate(SIZES)
-        ]
-        write_shard(root / f"shard{shard}.tar", samples)
-    prepare_dataset(
-        str(root),
-        split_parts=[("train", ".*")],
-        dataset_yaml=make_dataset_yaml("CaptioningSample", {"image": "jpg", "caption": "txt"}),
-    )
-    return root
+    return make_noise_jpeg_dataset(tmp_path_factory.mktemp("jpeg") / "ds", SIZES, quality=80)
 
 
 def encoders(mode: str) -> tuple[Any, Any]:

@@ -20,25 +20,19 @@ from stoker import (
     get_loader,
     get_train_dataset,
     get_val_dataset,
-    prepare_dataset,
-    stateless,
 )
-from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.jsonl import prepare_jsonl
 from stoker.preview.bench_measure import read_stats
 from stoker.storage.options import LoaderOptions
-from tests.conftest import make_dataset
+from tests.conftest import make_val_texts
+from tests.integration._blends import Source, jsonl_blend
 
 SHARDS, PER_SHARD = 3, 8
-TEXT = make_dataset_yaml("TextSample", {"text": "txt"})
 
 
 @pytest.fixture(scope="module")
 def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("stats") / "ds"
-    make_dataset(root, shards=SHARDS, per_shard=PER_SHARD)
-    prepare_dataset(str(root), split_parts=[("val", "shard_*")], dataset_yaml=TEXT)
-    return root
+    return make_val_texts(root, SHARDS, PER_SHARD)
 
 
 def config(workers: int) -> WorkerConfig:
@@ -156,28 +150,11 @@ def test_reset_starts_a_new_window_and_flat_names(texts: Path) -> None:
     assert json.dumps(dataclasses.asdict(second))  # plain data
 
 
-V2 = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
-
-
-class Source(DefaultTaskEncoder):  # type: ignore[type-arg]
-    @stateless
-    def encode_sample(self, sample: Any) -> str:
-        return str(sample["json"]["src"])
-
-    def batch(self, samples: list[Any]) -> list[str]:
-        return samples
-
-
 @pytest.mark.parametrize("workers", [0, 2])
 def test_realised_blend_shares_meet_the_weights(tmp_path: Path, workers: int) -> None:
-    for name in ("a", "b"):
-        lines = [json.dumps({"src": name, "i": i}) + "\n" for i in range(50)]
-        (tmp_path / f"{name}.jsonl").write_text("".join(lines))
-        prepare_jsonl(str(tmp_path / f"{name}.jsonl"))
-    path = tmp_path / "blend.yaml"
-    path.write_text(V2 + "    blend:\n"
-                    "      - {path: a.jsonl, weight: 5}\n"
-                    "      - {path: b.jsonl, weight: 2}\n")  # fmt: skip
+    path = jsonl_blend(tmp_path, {"a": 50, "b": 50}, "blend.yaml", "    blend:\n"
+                       "      - {path: a.jsonl, weight: 5}\n"
+                       "      - {path: b.jsonl, weight: 2}\n")  # fmt: skip
     dataset = get_train_dataset(
         str(path), worker_config=config(workers), batch_size=10, shuffle_buffer_size=None,
         max_samples_per_sequence=None, task_encoder=Source(),

@@ -3,41 +3,24 @@
 from __future__ import annotations
 
 import collections
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stoker import DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset, stateless
-from stoker.format.jsonl import prepare_jsonl
+from stoker import WorkerConfig, get_loader, get_train_dataset
 from tests.contract.contract import roundtrip
+from tests.integration._blends import Source, jsonl_blend
 
-V2 = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
 SIZES = {"a": 30, "b": 18}
-
-
-class Source(DefaultTaskEncoder):  # type: ignore[type-arg]
-    @stateless
-    def encode_sample(self, sample: Any) -> str:
-        return str(sample["json"]["src"])
-
-    def batch(self, samples: list[Any]) -> list[str]:
-        return samples
 
 
 @pytest.fixture(scope="module")
 def blend(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("per_pass")
-    for name, n in SIZES.items():
-        lines = [json.dumps({"src": name, "i": i}) + "\n" for i in range(n)]
-        (root / f"{name}.jsonl").write_text("".join(lines))
-        prepare_jsonl(str(root / f"{name}.jsonl"))
-    path = root / "epochized.yaml"
-    path.write_text(V2 + "    blend_epochized:\n"
-                    "      - {path: a.jsonl, repetitions: 1}\n"
-                    "      - {path: b.jsonl, repetitions: 1}\n")  # fmt: skip
-    return path
+    return jsonl_blend(tmp_path_factory.mktemp("per_pass"), SIZES, "epochized.yaml",
+                       "    blend_epochized:\n"
+                       "      - {path: a.jsonl, repetitions: 1}\n"
+                       "      - {path: b.jsonl, repetitions: 1}\n")  # fmt: skip
 
 
 def loader(path: Path, workers: int) -> Any:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from stoker import WorkerConfig, get_loader, get_savable_loader, get_val_dataset, prepare_dataset
+from stoker import WorkerConfig, get_loader, get_savable_loader, get_val_dataset
 from stoker.errors import ConfigError
-from stoker.format.dataset_config import make_dataset_yaml
 from stoker.runtime.stats_log import interval_line
 from stoker.runtime.stats_view import LoaderStats
-from tests.conftest import make_dataset
+from tests.conftest import make_val_texts
 
 SHARDS, PER_SHARD = 3, 8
 LINE = re.compile(r"^stoker: [\d,]+ samples/s \(([\d,]+) samples\), waited \d+% of the last ")
@@ -25,13 +24,7 @@ LINE = re.compile(r"^stoker: [\d,]+ samples/s \(([\d,]+) samples\), waited \d+% 
 @pytest.fixture(scope="module")
 def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("statslog") / "ds"
-    make_dataset(root, shards=SHARDS, per_shard=PER_SHARD)
-    prepare_dataset(
-        str(root),
-        split_parts=[("val", "shard_*")],
-        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
-    )
-    return root
+    return make_val_texts(root, SHARDS, PER_SHARD)
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stoker import WorkerConfig, get_loader, get_val_dataset, prepare_dataset
+from stoker import WorkerConfig, get_loader, get_val_dataset
 from stoker.cli.analyze_debug import command as analyze_debug
 from stoker.cli.energon_tools import analyze_debug_command
 from stoker.errors import ConfigError
-from stoker.format.dataset_config import make_dataset_yaml
-from tests.conftest import make_dataset
+from tests.conftest import make_val_texts
 
 SHARDS, PER_SHARD = 3, 8
 
@@ -23,13 +22,7 @@ SHARDS, PER_SHARD = 3, 8
 @pytest.fixture(scope="module")
 def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("debuglog") / "ds"
-    make_dataset(root, shards=SHARDS, per_shard=PER_SHARD)
-    prepare_dataset(
-        str(root),
-        split_parts=[("val", "shard_*")],
-        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
-    )
-    return root
+    return make_val_texts(root, SHARDS, PER_SHARD)
 
 
 def load(texts: Path, workers: int, debug: Path) -> list[list[str]]:
