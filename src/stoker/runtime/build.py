@@ -51,9 +51,8 @@ def fuses_float_images(
     from stoker.model.task import DefaultTaskEncoder
 
     hooks = ("encode_sample", "preencode_sample", "postencode_sample", "batch")
-    default_hooks = isinstance(task_encoder, DefaultTaskEncoder) and all(
-        getattr(type(task_encoder), hook) is getattr(DefaultTaskEncoder, hook)
-        and hook not in vars(task_encoder)
+    default_hooks = isinstance(task_encoder, DefaultTaskEncoder) and not any(
+        task_encoder._is_overridden(getattr(task_encoder, hook), (DefaultTaskEncoder,))
         for hook in hooks
     )
     plain = default_hooks and not task_encoder.cookers

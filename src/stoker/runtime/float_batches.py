@@ -26,10 +26,8 @@ def keeps_encode_batch(task_encoder: Any) -> bool:
     """Whether ``task_encoder`` batches are encoded by ``DefaultTaskEncoder.encode_batch``."""
     from stoker.model.task import DefaultTaskEncoder
 
-    return (
-        isinstance(task_encoder, DefaultTaskEncoder)
-        and type(task_encoder).encode_batch is DefaultTaskEncoder.encode_batch
-        and "encode_batch" not in vars(task_encoder)
+    return isinstance(task_encoder, DefaultTaskEncoder) and not task_encoder._is_overridden(
+        task_encoder.encode_batch, (DefaultTaskEncoder,)
     )
 
 

@@ -347,11 +347,10 @@ def direct_hook(task_encoder: TaskEncoder[Any, Any, Any, Any], hooks: Sequence[s
     for a chain of hooks."""
     if list(hooks) != [_ENCODE]:
         return None
-    method = getattr(type(task_encoder), _ENCODE, None)
-    if _ENCODE not in getattr(task_encoder, "__dict__", {}) and (
-        method is TaskEncoder.encode_sample
+    if isinstance(task_encoder, TaskEncoder) and (
+        not task_encoder._is_overridden(task_encoder.encode_sample)
         or (
-            method is DefaultTaskEncoder.encode_sample
+            not task_encoder._is_overridden(task_encoder.encode_sample, (DefaultTaskEncoder,))
             and getattr(task_encoder, "_encoded_sample_type", _IDENTITY) is None
         )
     ):
