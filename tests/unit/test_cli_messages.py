@@ -16,7 +16,7 @@ from PIL import Image
 
 from stoker.cli.main import cli
 from stoker.errors import ConfigError, MissingDependencyError, did_you_mean, require
-from stoker.format.progress import progress_bar
+from stoker.format.progress import Progress, track
 from stoker.pipeline.decode import SampleDecoder
 from tests.conftest import make_dataset
 
@@ -146,13 +146,20 @@ def test_doctor_lists_backends_and_extras() -> None:
 def test_progress_off_a_terminal_is_plain_lines(capfd: pytest.CaptureFixture[str]) -> None:
     os.environ["STOKER_PROGRESS_INTERVAL"] = "0"
     try:
-        with progress_bar(total=3, desc="Indexing shards", unit="shard") as bar:
+        with Progress(3, "Indexing shards") as bar:
             for _ in range(3):
                 bar.update(1)
+        assert list(track(range(2), desc="Joining", unit="join")) == [0, 1]
+        with Progress(None, "Decoding train", unit="sample") as counter:
+            counter.update(5)
     finally:
         del os.environ["STOKER_PROGRESS_INTERVAL"]
     err = capfd.readouterr().err
     assert "\r" not in err and "\x1b[" not in err
     lines = err.splitlines()
-    assert lines[-1].startswith("Indexing shards: 100%") and "3/3" in lines[-1]
-    assert all(line.startswith("Indexing shards:") for line in lines)
+    shards = [line for line in lines if line.startswith("Indexing shards: ")]
+    assert shards[0].startswith("Indexing shards: 1/3 (33%), ") and "ETA " in shards[0]
+    assert shards[-1].startswith("Indexing shards: 3/3 (100%)") and "done in" in shards[-1]
+    assert [line for line in lines if "Joining" in line][-1].startswith("Joining: 2/2 (100%)")
+    assert lines[-1].startswith("Decoding train: 5, ") and "sample/s - done in" in lines[-1]
+    assert len(shards) + 3 + 2 == len(lines)

@@ -1,25 +1,28 @@
-"""Progress of long jobs (prepare, pack): a tqdm bar on a terminal, plain lines in logs.
+"""Progress of long jobs (prepare, pack, lint, probes): a bar on a terminal, plain lines in logs.
 
 Where stderr is not a terminal (a cluster job's log file), progress is a line every
 ``STOKER_PROGRESS_INTERVAL`` seconds (default 30) with the rank, counts, rate and ETA, and never
 a carriage return or escape code.
 
-:class:`Progress` counts shards (with a rank label under ``--distributed``);
-:func:`progress_bar` wraps an iterable or a count as a tqdm object.
+:class:`Progress` counts done items (shards, files, samples; with a rank label under
+``--distributed``); :func:`track` wraps an iterable in one.
 
 Example:
     >>> bar = Progress(10, "Indexing shards", enabled=False)
     >>> bar.update(samples=100)
     >>> bar.close()
-    >>> with progress_bar(total=3, desc="Packing", unit="sample", disable=True) as counter:
-    ...     _ = counter.update(3)
+    >>> with Progress(3, "Packing", unit="sample", enabled=False) as counter:
+    ...     counter.update(3)
+    >>> list(track("ab", desc="Joining", unit="join", enabled=False))
+    ['a', 'b']
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -34,11 +37,11 @@ DEFAULT_INTERVAL_S = 30.0
 
 
 class Progress:
-    """Counts done items of ``total``; shows them as a bar or as log lines."""
+    """Counts done items of ``total`` (``None``: unknown); shows them as a bar or as log lines."""
 
     def __init__(
         self,
-        total: int,
+        total: int | None,
         desc: str,
         *,
         world: World | None = None,
@@ -71,9 +74,11 @@ class Progress:
         """``rank 1/4: Indexing shards: 120/400 (30%), 11.2 shard/s, ETA 25s``."""
         elapsed = max(time.monotonic() - self._start, 1e-9)
         rate = self.done / elapsed
+        samples = f", {self.samples} samples" if self.samples else ""
+        if self.total is None:
+            return f"{self.label}{self.desc}: {self.done}{samples}, {rate:.1f} {self.unit}/s"
         left = (self.total - self.done) / rate if rate else float("inf")
         pct = 100 * self.done // max(self.total, 1)
-        samples = f", {self.samples} samples" if self.samples else ""
         return (
             f"{self.label}{self.desc}: {self.done}/{self.total} ({pct}%){samples}, "
             f"{rate:.1f} {self.unit}/s, ETA {format_seconds(left)}"
@@ -85,6 +90,30 @@ class Progress:
         elif self.enabled:
             elapsed = time.monotonic() - self._start
             print(f"{self.line()} - done in {format_seconds(elapsed)}", file=sys.stderr, flush=True)
+            self.enabled = False  # closed: a second close prints nothing
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def track(
+    items: Iterable[T], *, desc: str, unit: str, total: int | None = None, enabled: bool = True
+) -> Iterator[T]:
+    """Yields ``items``, counting each in a :class:`Progress` (``total``: ``len(items)`` if any)."""
+    if total is None and isinstance(items, Sequence):
+        total = len(items)
+    with Progress(total, desc, unit=unit, enabled=enabled) as bar:
+        for item in items:
+            yield item
+            bar.update()
 
 
 def summary_line(per_rank: Sequence[tuple[int, int, float]], total_shards: int) -> str:
@@ -110,56 +139,3 @@ def format_seconds(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-class _Sink:
-    """Swallows tqdm's own terminal control output (``\\r``, clearing, trailing newlines)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-
-class PlainLineProgress(tqdm):  # type: ignore[type-arg]
-    """A tqdm that prints whole lines (no ``\\r``, no cursor moves) at most every interval."""
-
-    def __init__(self, *args: Any, out: Any, **kwargs: Any) -> None:
-        self._out = out
-        super().__init__(*args, file=_Sink(), **kwargs)  # type: ignore[call-overload]
-
-    def display(self, msg: str | None = None, pos: int | None = None) -> None:
-        text = self.__str__() if msg is None else msg
-        if not text.strip():
-            return  # tqdm clears a bar with an empty message: nothing to clear in a log
-        self._out.write(text.rstrip() + "\n")
-        self._out.flush()
-
-
-def progress_bar(
-    iterable: Iterable[T] | None = None,
-    *,
-    total: int | None = None,
-    desc: str,
-    unit: str,
-    disable: bool = False,
-) -> tqdm[Any]:
-    """A progress bar on stderr: a live bar on a terminal, periodic plain lines elsewhere."""
-    if disable:
-        return tqdm(iterable, total=total, desc=desc, unit=unit, disable=True)
-    if sys.stderr.isatty():
-        return tqdm(iterable, total=total, desc=desc, unit=unit, dynamic_ncols=True)
-    interval = env_seconds(PROGRESS_INTERVAL_ENV, DEFAULT_INTERVAL_S)
-    return PlainLineProgress(
-        iterable,
-        total=total,
-        desc=desc,
-        unit=unit,
-        out=sys.stderr,
-        ascii=True,
-        ncols=100,
-        mininterval=interval,
-        maxinterval=interval,
-        miniters=0,
-    )

@@ -26,7 +26,7 @@ from stoker.format.media_metadata import MediaMetadataWriter
 from stoker.format.meta import INDEX_SQLITE, META_DIR
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import TMP_MARK
-from stoker.format.progress import progress_bar
+from stoker.format.progress import Progress
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
 from stoker.media.metadata import serialize_media_metadata
 from stoker.media.prepare import MAX_FAILURES_LISTED, MediaReport
@@ -91,7 +91,7 @@ def prepare_folder_media(
         fd, local = tempfile.mkstemp(prefix="stoker-media-", suffix=".sqlite")
         os.close(fd)
     writer = MediaMetadataWriter(local)
-    bar = progress_bar(total=len(names), desc="Probing media", unit="file", disable=not progress)
+    bar = Progress(len(names), "Probing media", unit="file", enabled=progress)
     try:
         probes = ordered_map(partial(probe_file, store, media), names, num_workers, len(names))
         for name, result in zip(names, probes, strict=True):

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from stoker.errors import SampleError, StokerError
 from stoker.format.dataset_config import read_dataset_config
 from stoker.format.lint.report import MAX_REPORTED, Finding
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG, read_split_config
 from stoker.format.parallel import ordered_map
+from stoker.format.progress import Progress
 from stoker.media.av_decoder import AVDecoder
 from stoker.pipeline.decode import SampleDecoder
 from stoker.preview.verify import Problem, build_or_problem
@@ -70,8 +70,7 @@ def decode_samples(
     """
     report = DecodeReport()
     tasks = _tasks(path, split_parts, split_config, dataset_config, trust_sample_loader, report)
-    bar = tqdm(total=len(tasks), desc="Decoding samples", unit="shard", disable=not progress)
-    with bar:
+    with Progress(len(tasks), "Decoding samples", enabled=progress) as bar:
         for checked, failed, findings in ordered_map(_decode_shard, tasks, num_workers, len(tasks)):
             report.checked += checked
             report.failed += failed

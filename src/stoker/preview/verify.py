@@ -1,12 +1,7 @@
-"""Decode every sample of a split, as the loader would, and report the ones that fail.
+"""Build the samples of a split as the loader would; a sample that fails becomes a :class:`Problem`.
 
-This is what Energon's ``lint --split-parts`` does (it loads each listed split); ``stoker lint``
-runs it for the split parts named with ``--split-parts``, after its structural checks.
-
-Example:
-    >>> checked, findings = verify_split("/data/coco-wds", split_part="val")  # doctest: +SKIP
-    >>> checked, [f.message for f in findings]  # doctest: +SKIP
-    (5000, [])
+``stoker preview`` shows them (:func:`iter_built`); ``stoker lint``'s sample check
+(:mod:`stoker.preview.lint_decode`) builds each with :func:`build_or_problem`.
 """
 
 from __future__ import annotations
@@ -15,9 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stoker.errors import SampleError, StokerError
-from stoker.format.lint.report import MAX_REPORTED, Finding
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
-from stoker.format.progress import progress_bar
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
@@ -65,38 +58,6 @@ def iter_built(
             position += len(refs)
     finally:
         reader.close()
-
-
-def verify_split(
-    path: str,
-    *,
-    split_part: str,
-    split_config: str = DEFAULT_SPLIT_CONFIG,
-    dataset_config: str = DEFAULT_DATASET_YAML,
-    trust_sample_loader: bool = False,
-    progress: bool = False,
-) -> tuple[int, list[Finding]]:
-    """``(samples checked, one finding per sample that fails to decode or map)``.
-
-    Dataset-level problems (config, storage) raise; at most :data:`MAX_REPORTED` samples are
-    listed, but all are counted in the first value.
-    """
-    checked = 0
-    findings: list[Finding] = []
-    samples = iter_built(
-        path,
-        split_part=split_part,
-        split_config=split_config,
-        dataset_config=dataset_config,
-        trust_sample_loader=trust_sample_loader,
-    )
-    with progress_bar(desc=f"Decoding {split_part}", unit="sample", disable=not progress) as bar:
-        for raw, sample in samples:
-            if isinstance(sample, Problem) and len(findings) < MAX_REPORTED:
-                findings.append(Finding("error", sample, raw.shard, raw.key, raw.offset))
-            checked += 1
-            bar.update()
-    return checked, findings
 
 
 class Problem(str):

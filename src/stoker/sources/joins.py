@@ -30,7 +30,7 @@ import numpy as np
 from stoker.errors import ConfigError
 from stoker.format import join_index as ji
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG, read_info
-from stoker.format.progress import progress_bar
+from stoker.format.progress import track
 from stoker.metadataset import flatten, load_metadataset
 from stoker.metadataset.flatten import Leaf
 from stoker.metadataset.nodes import JoinNode, ObjectRef
@@ -112,7 +112,7 @@ def prepare_joins(
     options: dict[str, Any] = {"allowed_modules": allowed_modules}
     reports = [
         prepare_join(leaf, split, DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG, options)
-        for split, leaf in progress_bar(joins, desc="Joining", unit="join", disable=not progress)
+        for split, leaf in track(joins, desc="Joining", unit="join", enabled=progress)
     ]
     if os.path.isfile(path):  # indexes of joins no longer in the YAML are stale: remove them
         for stale in set(ji.cached_indexes(path)) - {r.path for r in reports}:

@@ -19,7 +19,7 @@ from stoker.format.lint.offsets import index_scan_problem, index_structure_probl
 from stoker.format.lint.report import REINDEX, REPREPARE, Finding, LintReport, capped
 from stoker.format.meta import DatasetInfo
 from stoker.format.parallel import ordered_map
-from stoker.format.progress import progress_bar
+from stoker.format.progress import Progress
 from stoker.format.shard_scan import ShardIndex, scan_shard
 from stoker.format.tar_index import decode_offsets, tar_index_name
 from stoker.storage import Store
@@ -48,9 +48,7 @@ def check_shards(
             hint = "Restore the shard, or remove it from the dataset and prepare again."
             report.findings.append(Finding("error", "the shard does not exist.", name, hint=hint))
     scans: dict[str, ShardIndex] = {}
-    with progress_bar(
-        total=len(tasks), desc="Checking shards", unit="shard", disable=not progress
-    ) as bar:
+    with Progress(len(tasks), "Checking shards", enabled=progress) as bar:
         for check in ordered_map(partial(check_shard, store), tasks, num_workers, len(tasks)):
             report.findings.extend(check.findings)
             if check.scan is not None:
