@@ -240,7 +240,11 @@ def test_duplicates_skips_and_unannounced_reads() -> None:
     assert reader.read(1, 9).parts == expected[4]
     assert reader.read(1, 5).parts == expected[2]
     assert reader.read(2, 7).parts == expected[3]
-    assert reader.read(0, 1).parts == expected[0]  # a third read: directly
+    # A third read: from shard 0's request, which still waits for a read (of the skipped
+    # (0, 2)); then it is let go, and a fourth read is direct.
+    assert reader.read(0, 1).parts == expected[0]
+    assert len(store.reads) == 3 + 1
+    assert reader.read(0, 1).parts == expected[0]
     assert len(store.reads) == 3 + 2
 
 
@@ -352,16 +356,20 @@ def test_split_head_keeps_every_sample_once_per_mention() -> None:
     assert split_head(request, 100) == [request]
 
 
-def test_only_the_first_cold_request_is_small() -> None:
+def test_cold_requests_grow_with_their_lead() -> None:
     store = make_store(shards=1, per_shard=40, size=100_000)  # ~4 MB in one shard
     ahead = Prefetcher(store, threads=2)
     reader = ShardReader(store, shard_names(store))
     reader._ahead = ahead
-    reader.prefetch(*refs([(0, i) for i in range(30)]))  # nothing coming yet: first <= 1 MiB
+    reader.prefetch(*refs([(0, i) for i in range(30)]))  # nothing coming yet: cold
     reader.prefetch(*refs([(0, i) for i in range(30, 40)]))  # warm: one request
-    assert ahead.requests == 2 + 1  # ten samples of ~100 kB, then the other twenty in one
-    assert sorted(size for _, _, size in store.reads)[0] <= FIRST_REQUEST
     assert all(reader.read(0, i).key == f"s0_{i:05d}" for i in range(40))
+    assert ahead.requests == len(store.reads) == 6  # nothing read directly
+    sample = int(reader.offsets(0)[1])  # each sample's bytes (header, data, padding)
+    # 2 samples (<= FIRST_REQUEST), then requests about as large as what is read before them
+    # (2, 4, 8 samples), then the other 14 in one; then the warm one.
+    assert [size // sample for _, _, size in sorted(store.reads)] == [2, 2, 4, 8, 14, 10]
+    assert min(size for _, _, size in store.reads) <= FIRST_REQUEST
     reader.close()
 
 

@@ -25,7 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from stoker.pipeline.prefetch_plan import (
@@ -35,7 +35,6 @@ from stoker.pipeline.prefetch_plan import (
     Request,
     SampleKey,
     plan_requests,
-    split_head,
 )
 from stoker.storage import Store
 from stoker.storage.options import current
@@ -45,7 +44,6 @@ _STALE_READS = 1024
 
 T = TypeVar("T")
 R = TypeVar("R")
-_Key = tuple[int, str, int, int]  # reader, shard, start, end
 
 
 @dataclass(eq=False)
@@ -58,13 +56,15 @@ class _Chunk:
     touched: int = 0  # the read tick of the last use
     future: Future[bytes] | None = None
     dropped: bool = False
-    keys: set[_Key] = field(default_factory=set)
 
 
-@dataclass(eq=False)
-class _Slot:
-    chunk: _Chunk
-    count: int = 0  # reads of this sample still expected
+def _covering(chunks: list[_Chunk], start: int, end: int) -> _Chunk | None:
+    """The first of ``chunks`` (requests of one reader and shard) that holds ``[start, end)``."""
+    for chunk in chunks:
+        request = chunk.request
+        if request.start <= start and end <= request.end:
+            return chunk
+    return None
 
 
 class ReadAhead:
@@ -83,7 +83,6 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._stores: dict[int, Store] = {}
-        self._slots: dict[_Key, _Slot] = {}
         self._queues: dict[int, deque[_Chunk]] = {}  # per reader, in its order
         self._turns: deque[int] = deque()  # readers with queued requests, whose turn is next
         self._live: set[_Chunk] = set()
@@ -137,68 +136,57 @@ class ReadAhead:
             if reader not in self._stores:
                 return  # forgotten, or announced in another process
             fresh: list[SampleKey] = []
-            for name, start, end in samples:
-                key = (reader, name, start, end)
-                slot = self._slots.get(key)
-                if slot is None:  # inside a range already coming (read to fill a gap)?
-                    chunk = self._covering(key)
-                    if chunk is not None:
-                        slot = self._slots[key] = _Slot(chunk)
-                        chunk.keys.add(key)
-                if slot is not None:  # already coming: one more read of it
-                    slot.count += 1
-                    slot.chunk.wanted += 1
-                else:
-                    fresh.append((name, start, end))
+            by_name = self._by_name
+            for sample in samples:
+                chunks = by_name.get((reader, sample[0]))
+                if chunks:  # inside a range already coming (read to fill a gap)?
+                    chunk = _covering(chunks, sample[1], sample[2])
+                    if chunk is not None:  # one more read of it
+                        chunk.wanted += 1
+                        continue
+                fresh.append(sample)
             self._queue(reader, fresh)
             self._pump()
 
     def _queue(self, reader: int, fresh: list[SampleKey]) -> None:
         cap = min(self.cap, self.request_cap)
-        requests = plan_requests(fresh, gap=self.gap, cap=cap)
         queue = self._queues.setdefault(reader, deque())
-        if requests and not queue and not any(c.reader == reader for c in self._live):
-            # Cold (nothing coming): the first request is small, so that the first samples
-            # arrive sooner; the others are full size (each request costs CPU on both ends).
-            requests[:1] = split_head(requests[0], FIRST_REQUEST)
+        ramp = 0
+        if fresh and not queue and not any(c.reader == reader for c in self._live):
+            # Cold (nothing coming): the requests needed first are small, so that the first
+            # samples arrive soon; later ones grow with their lead up to full size (each
+            # request costs CPU on both ends).
+            ramp = max(1, sum(end - start for _, start, end in fresh) // len(fresh))
+        requests = plan_requests(fresh, gap=self.gap, cap=cap, ramp=ramp, first=FIRST_REQUEST)
         for request in requests:
-            chunk = _Chunk(reader, request, touched=self._tick)
+            chunk = _Chunk(reader, request, wanted=len(request.samples), touched=self._tick)
             self._by_name.setdefault((reader, request.name), []).append(chunk)
-            for start, end in request.samples:
-                key = (reader, request.name, start, end)
-                slot = self._slots.get(key)
-                if slot is None:
-                    slot = self._slots[key] = _Slot(chunk)
-                    chunk.keys.add(key)
-                slot.count += 1
-                slot.chunk.wanted += 1
             queue.append(chunk)
         if requests and reader not in self._turns:
             self._turns.appendleft(reader)  # not served lately: its turn comes first
 
     def take(self, reader: int, name: str, start: int, end: int) -> bytes | None:
-        """The bytes ``[start, end)`` of ``name`` if ``reader`` announced them (waiting for
-        them), else None: the caller reads them directly.
+        """The bytes ``[start, end)`` of ``name`` if ``reader`` announced a request that holds
+        them (waiting for it), else None: the caller reads them directly.
+
+        A request is let go when as many reads as it was announced for took from it (a read
+        of bytes that lie in it counts, announced or not).
 
         Raises:
             StorageError: the request that fetched them failed (as ``read_range`` raises).
         """
         if not self.enabled:
             return None
-        self._own()
-        key = (reader, name, start, end)
+        if os.getpid() != self._pid:
+            self._reset()
         with self._lock:
             self._tick += 1
-            slot = self._slots.get(key)
-            if slot is None:
+            chunks = self._by_name.get((reader, name))
+            chunk = _covering(chunks, start, end) if chunks else None
+            if chunk is None:
                 TAKEN["misses"] += 1
                 return None
             TAKEN["hits"] += 1
-            chunk = slot.chunk
-            slot.count -= 1
-            if slot.count == 0:
-                del self._slots[key]
-                chunk.keys.discard(key)
             chunk.wanted -= 1
             chunk.touched = self._tick
             if chunk.future is None:  # needed now: fetch it even over the budget
@@ -255,13 +243,6 @@ class ReadAhead:
         self.peak_bytes = max(self.peak_bytes, self._held)
         self.requests += 1
 
-    def _covering(self, key: _Key) -> _Chunk | None:
-        reader, name, start, end = key
-        for chunk in self._by_name.get((reader, name), ()):
-            if chunk.request.start <= start and end <= chunk.request.end:
-                return chunk
-        return None
-
     def _drop(self, chunk: _Chunk) -> None:
         chunk.dropped = True
         chunks = self._by_name.get((chunk.reader, chunk.request.name))
@@ -269,9 +250,6 @@ class ReadAhead:
             chunks.remove(chunk)
             if not chunks:
                 del self._by_name[(chunk.reader, chunk.request.name)]
-        for key in chunk.keys:
-            self._slots.pop(key, None)
-        chunk.keys.clear()
         if chunk in self._live:
             self._live.discard(chunk)
             self._held -= chunk.request.size
@@ -301,7 +279,7 @@ class ReadAhead:
 
     def _evict_stale(self) -> bool:
         """Drop received requests nobody read for long (their readers went away)."""
-        limit = max(_STALE_READS, 4 * len(self._slots))
+        limit = max(_STALE_READS, 4 * sum(c.wanted for c in self._live))
         if self._tick - self._last_scan < 64:
             return False
         self._last_scan = self._tick
