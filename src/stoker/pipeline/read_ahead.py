@@ -14,6 +14,11 @@ waits for room. Merged requests are at most a quarter of the budget per reader (
 adds at most a quarter of the budget: the bytes held stay under 1.25 budgets (plus samples larger
 than a request, one per reader).
 
+Within the budget, a process fetches only as far ahead as keeps its readers from waiting: its
+*lead* starts at :data:`FIRST_LEAD` bytes and doubles whenever a read has to wait for its
+request. Fetching everything the budget allows at once would make the first samples wait for
+(and share the CPU with) the transfer of all the others; on a fast store the lead stays small.
+
 The pool and the buffers belong to one process: a forked child starts afresh.
 """
 
@@ -41,6 +46,9 @@ from stoker.storage.options import current
 
 #: A received request untouched for this many reads (at least) may be dropped to make room.
 _STALE_READS = 1024
+#: The bytes a process reads ahead at first (in flight or received, not yet read); doubled each
+#: time a read has to wait for its request, up to the budget.
+FIRST_LEAD = 8 << 20
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -88,6 +96,8 @@ class ReadAhead:
         self._live: set[_Chunk] = set()
         self._by_name: dict[tuple[int, str], list[_Chunk]] = {}  # chunks not dropped
         self._held = 0
+        #: How far ahead the readers fetch: what keeps them from waiting, within the budget.
+        self.lead = min(self.budget, FIRST_LEAD)
         self._tick = 0
         self._last_scan = 0
         #: Requests submitted, and the most bytes held at once (for tests and benchmarks).
@@ -192,8 +202,12 @@ class ReadAhead:
             if chunk.future is None:  # needed now: fetch it even over the budget
                 self._submit(chunk)
             future = chunk.future
+            waits = not future.done() and self.lead < self.budget
+            if waits:  # not far enough ahead: fetch further from now on
+                self.lead = min(self.budget, 2 * self.lead)
             if chunk.wanted <= 0:
                 self._drop(chunk)
+            if waits or chunk.dropped:
                 self._pump()
         assert future is not None
         data = future.result()
@@ -266,13 +280,15 @@ class ReadAhead:
         return None
 
     def _pump(self) -> None:
-        """Submit queued requests, the readers taking turns, while the budget allows (at least
-        one in flight)."""
+        """Submit queued requests, the readers taking turns, while the lead and the budget
+        allow (at least one in flight)."""
         while (chunk := self._next_queued()) is not None:
             if self._held and self._held + chunk.request.size > self.budget:
                 if not self._evict_stale():
                     return
                 continue
+            if self._held and self._held + chunk.request.size > self.lead:
+                return  # far enough ahead: more is fetched as the readers take
             self._queues[chunk.reader].popleft()
             self._submit(chunk)
             self._turns.rotate(-1)
