@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 REMOTE_GAP = 1 << 20
 #: The largest request made by merging ranges (one sample larger than this is one request).
 MAX_REQUEST = 8 << 20
-#: The largest request that starts a cold read-ahead (nothing buffered or coming yet: its first
-#: samples are awaited). Later requests of that plan may grow with their lead, see
-#: :func:`plan_requests`.
-FIRST_REQUEST = 256 << 10
+#: The largest first request when nothing is buffered yet (the first samples are awaited).
+FIRST_REQUEST = 1 << 20
 
 SampleKey = tuple[str, int, int]
 
@@ -38,23 +36,11 @@ class Request:
         return self.end - self.start
 
 
-def plan_requests(
-    samples: Sequence[SampleKey], *, gap: int, cap: int, ramp: int = 0, first: int = 0
-) -> list[Request]:
+def plan_requests(samples: Sequence[SampleKey], *, gap: int, cap: int) -> list[Request]:
     """Coalesced requests for ``samples`` (shard, start, end) in read order, by first need.
 
     Ranges of one shard are merged when the hole between them is at most ``gap`` bytes and the
     merged request stays within ``cap`` bytes. A sample listed twice is in one request twice.
-
-    With ``ramp`` (bytes per sample, for a cold start), a request whose first sample is the
-    ``n``-th needed is at most ``max(first, n * ramp)`` bytes: the requests needed first are
-    small and arrive soon, and each later one is about as large as what is read before it is
-    needed (so it arrives in time, with few requests overall).
-
-    Example:
-        >>> [(r.start, r.end) for r in plan_requests(
-        ...     [("a", i * 10, i * 10 + 10) for i in range(8)], gap=0, cap=100, ramp=10, first=20)]
-        [(0, 20), (20, 40), (40, 80)]
     """
     by_name: dict[str, list[tuple[int, int, int]]] = {}
     for position, (name, start, end) in enumerate(samples):
@@ -63,20 +49,17 @@ def plan_requests(
     for name, items in by_name.items():
         items.sort()
         current: Request | None = None
-        limit = cap
         for start, end, position in items:
             if (
                 current is not None
                 and start - current.end <= gap
-                and max(end, current.end) - current.start <= limit
+                and max(end, current.end) - current.start <= cap
             ):
                 current.end = max(current.end, end)
                 current.first = min(current.first, position)
             else:
                 current = Request(name, start, end, position)
                 requests.append(current)
-                if ramp:
-                    limit = min(cap, max(first, position * ramp))
             current.samples.append((start, end))
     requests.sort(key=lambda r: r.first)
     return requests

@@ -15,9 +15,10 @@ adds at most a quarter of the budget: the bytes held stay under 1.25 budgets (pl
 than a request, one per reader).
 
 Within the budget, a process fetches only as far ahead as keeps its readers from waiting: its
-*lead* starts at :data:`FIRST_LEAD` bytes and doubles whenever a read has to wait for its
-request. Fetching everything the budget allows at once would make the first samples wait for
-(and share the CPU with) the transfer of all the others; on a fast store the lead stays small.
+*lead* starts at :data:`FIRST_LEAD` bytes and doubles whenever a read has to wait for a request
+that was submitted many reads before, or that the lead had held back. Fetching all that the
+budget allows at once would make the first samples wait for (and share the CPU with) the
+transfer of all the others; on a fast store the lead stays small.
 
 The pool and the buffers belong to one process: a forked child starts afresh.
 """
@@ -40,6 +41,7 @@ from stoker.pipeline.prefetch_plan import (
     Request,
     SampleKey,
     plan_requests,
+    split_head,
 )
 from stoker.storage import Store
 from stoker.storage.options import current
@@ -47,8 +49,11 @@ from stoker.storage.options import current
 #: A received request untouched for this many reads (at least) may be dropped to make room.
 _STALE_READS = 1024
 #: The bytes a process reads ahead at first (in flight or received, not yet read); doubled each
-#: time a read has to wait for its request, up to the budget.
+#: time a read has to wait for a request submitted long before, up to the budget.
 FIRST_LEAD = 8 << 20
+#: Reads between a request's submission (or a cold start) and a wait for it after which the wait
+#: means the lead is too short (sooner, nothing could have been there yet).
+_HEAD_START = 64
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,6 +67,7 @@ class _Chunk:
     request: Request
     wanted: int = 0  # reads of its samples still expected
     touched: int = 0  # the read tick of the last use
+    submitted: int = 0  # the read tick when it was submitted
     future: Future[bytes] | None = None
     dropped: bool = False
 
@@ -99,6 +105,7 @@ class ReadAhead:
         #: How far ahead the readers fetch: what keeps them from waiting, within the budget.
         self.lead = min(self.budget, FIRST_LEAD)
         self._tick = 0
+        self._cold = 0  # the tick of the last cold start
         self._last_scan = 0
         #: Requests submitted, and the most bytes held at once (for tests and benchmarks).
         self.requests = 0
@@ -160,14 +167,14 @@ class ReadAhead:
 
     def _queue(self, reader: int, fresh: list[SampleKey]) -> None:
         cap = min(self.cap, self.request_cap)
+        requests = plan_requests(fresh, gap=self.gap, cap=cap)
         queue = self._queues.setdefault(reader, deque())
-        ramp = 0
-        if fresh and not queue and not any(c.reader == reader for c in self._live):
-            # Cold (nothing coming): the requests needed first are small, so that the first
-            # samples arrive soon; later ones grow with their lead up to full size (each
-            # request costs CPU on both ends).
-            ramp = max(1, sum(end - start for _, start, end in fresh) // len(fresh))
-        requests = plan_requests(fresh, gap=self.gap, cap=cap, ramp=ramp, first=FIRST_REQUEST)
+        if requests and not queue and not any(c.reader == reader for c in self._live):
+            # Cold (nothing coming): the first request is small, so that the first samples
+            # arrive sooner; the others are full size (each request costs CPU on both ends).
+            requests[:1] = split_head(requests[0], FIRST_REQUEST)
+            if not self._live:  # the process's first reads: waits are no sign of a short lead
+                self._cold = self._tick
         for request in requests:
             chunk = _Chunk(reader, request, wanted=len(request.samples), touched=self._tick)
             self._by_name.setdefault((reader, request.name), []).append(chunk)
@@ -199,11 +206,18 @@ class ReadAhead:
             TAKEN["hits"] += 1
             chunk.wanted -= 1
             chunk.touched = self._tick
+            # Needed before it was fetched, or submitted reads ago (not just now, as at a cold
+            # start) and still not here: the lead is too short for this store and this
+            # reading order, so fetch further from now on.
+            waits = self._tick - self._cold >= _HEAD_START and (
+                chunk.future is None
+                or (not chunk.future.done() and self._tick - chunk.submitted >= _HEAD_START)
+            )
             if chunk.future is None:  # needed now: fetch it even over the budget
                 self._submit(chunk)
             future = chunk.future
-            waits = not future.done() and self.lead < self.budget
-            if waits:  # not far enough ahead: fetch further from now on
+            waits = waits and self.lead < self.budget
+            if waits:
                 self.lead = min(self.budget, 2 * self.lead)
             if chunk.wanted <= 0:
                 self._drop(chunk)
@@ -252,6 +266,7 @@ class ReadAhead:
             store.read_range, request.name, request.start, request.size
         )
         chunk.touched = self._tick
+        chunk.submitted = self._tick
         self._live.add(chunk)
         self._held += request.size
         self.peak_bytes = max(self.peak_bytes, self._held)
