@@ -14,11 +14,12 @@ waits for room. Merged requests are at most a quarter of the budget per reader (
 adds at most a quarter of the budget: the bytes held stay under 1.25 budgets (plus samples larger
 than a request, one per reader).
 
-Within the budget, a process fetches only as far ahead as keeps its readers from waiting: its
-*lead* starts at :data:`FIRST_LEAD` bytes and doubles whenever a read has to wait for a request
-that was submitted many reads before, or that the lead had held back. Fetching all that the
-budget allows at once would make the first samples wait for (and share the CPU with) the
-transfer of all the others; on a fast store the lead stays small.
+Within the budget, a process fetches only as far ahead as keeps its readers from waiting: the
+requests no read took from yet add up to at most its *lead*, which starts at
+:data:`FIRST_LEAD` bytes and doubles whenever a read has to wait for a request that was
+submitted many reads before, or that the lead had held back. Fetching all that the budget
+allows at once would make the first samples wait for (and share the CPU with) the transfer of
+all the others; on a fast store the lead stays small.
 
 The pool and the buffers belong to one process: a forked child starts afresh.
 """
@@ -48,8 +49,9 @@ from stoker.storage.options import current
 
 #: A received request untouched for this many reads (at least) may be dropped to make room.
 _STALE_READS = 1024
-#: The bytes a process reads ahead at first (in flight or received, not yet read); doubled each
-#: time a read has to wait for a request submitted long before, up to the budget.
+#: The bytes a process reads ahead at first (requests in flight or received that no read took
+#: from yet); doubled each time a read has to wait for a request submitted long before, up to
+#: the budget.
 FIRST_LEAD = 8 << 20
 #: Reads between a request's submission (or a cold start) and a wait for it after which the wait
 #: means the lead is too short (sooner, nothing could have been there yet).
@@ -68,6 +70,7 @@ class _Chunk:
     wanted: int = 0  # reads of its samples still expected
     touched: int = 0  # the read tick of the last use
     submitted: int = 0  # the read tick when it was submitted
+    used: bool = False  # a read took from it
     future: Future[bytes] | None = None
     dropped: bool = False
 
@@ -104,6 +107,7 @@ class ReadAhead:
         self._held = 0
         #: How far ahead the readers fetch: what keeps them from waiting, within the budget.
         self.lead = min(self.budget, FIRST_LEAD)
+        self._ahead = 0  # bytes of submitted requests no read took from yet
         self._tick = 0
         self._cold = 0  # the tick of the last cold start
         self._last_scan = 0
@@ -209,19 +213,24 @@ class ReadAhead:
             # Needed before it was fetched, or submitted reads ago (not just now, as at a cold
             # start) and still not here: the lead is too short for this store and this
             # reading order, so fetch further from now on.
-            waits = self._tick - self._cold >= _HEAD_START and (
+            short = self._tick - self._cold >= _HEAD_START and (
                 chunk.future is None
                 or (not chunk.future.done() and self._tick - chunk.submitted >= _HEAD_START)
             )
+            pump = chunk.wanted <= 0
             if chunk.future is None:  # needed now: fetch it even over the budget
+                chunk.used = True
                 self._submit(chunk)
+            elif not chunk.used:  # no longer ahead of the readers: room to fetch the next
+                chunk.used = pump = True
+                self._ahead -= chunk.request.size
             future = chunk.future
-            waits = waits and self.lead < self.budget
-            if waits:
+            if short and self.lead < self.budget:
                 self.lead = min(self.budget, 2 * self.lead)
+                pump = True
             if chunk.wanted <= 0:
                 self._drop(chunk)
-            if waits or chunk.dropped:
+            if pump:
                 self._pump()
         assert future is not None
         data = future.result()
@@ -267,6 +276,8 @@ class ReadAhead:
         )
         chunk.touched = self._tick
         chunk.submitted = self._tick
+        if not chunk.used:
+            self._ahead += request.size
         self._live.add(chunk)
         self._held += request.size
         self.peak_bytes = max(self.peak_bytes, self._held)
@@ -282,6 +293,8 @@ class ReadAhead:
         if chunk in self._live:
             self._live.discard(chunk)
             self._held -= chunk.request.size
+            if not chunk.used:
+                self._ahead -= chunk.request.size
 
     def _next_queued(self) -> _Chunk | None:
         """The next request to fetch: the head of the queue of the reader whose turn it is."""
@@ -302,8 +315,8 @@ class ReadAhead:
                 if not self._evict_stale():
                     return
                 continue
-            if self._held and self._held + chunk.request.size > self.lead:
-                return  # far enough ahead: more is fetched as the readers take
+            if self._ahead and self._ahead + chunk.request.size > self.lead:
+                return  # far enough ahead: more is fetched as the readers go on
             self._queues[chunk.reader].popleft()
             self._submit(chunk)
             self._turns.rotate(-1)
