@@ -71,6 +71,7 @@ class _Chunk:
     touched: int = 0  # the read tick of the last use
     submitted: int = 0  # the read tick when it was submitted
     used: bool = False  # a read took from it
+    urgent: bool = False  # needed by the first reads of a cold start: fetched whatever the lead
     future: Future[bytes] | None = None
     dropped: bool = False
 
@@ -173,14 +174,17 @@ class ReadAhead:
         cap = min(self.cap, self.request_cap)
         requests = plan_requests(fresh, gap=self.gap, cap=cap)
         queue = self._queues.setdefault(reader, deque())
-        if requests and not queue and not any(c.reader == reader for c in self._live):
-            # Cold (nothing coming): the first request is small, so that the first samples
-            # arrive sooner; the others are full size (each request costs CPU on both ends).
+        cold = bool(requests) and not queue and not any(c.reader == reader for c in self._live)
+        if cold:
+            # Nothing coming: the first request is small, so that the first samples arrive
+            # sooner; the others are full size (each request costs CPU on both ends).
             requests[:1] = split_head(requests[0], FIRST_REQUEST)
             if not self._live:  # the process's first reads: waits are no sign of a short lead
                 self._cold = self._tick
         for request in requests:
             chunk = _Chunk(reader, request, wanted=len(request.samples), touched=self._tick)
+            # What the first reads need is fetched at once, in parallel, whatever the lead.
+            chunk.urgent = cold and request.first < _HEAD_START
             self._by_name.setdefault((reader, request.name), []).append(chunk)
             queue.append(chunk)
         if requests and reader not in self._turns:
@@ -315,7 +319,7 @@ class ReadAhead:
                 if not self._evict_stale():
                     return
                 continue
-            if self._ahead and self._ahead + chunk.request.size > self.lead:
+            if self._ahead and self._ahead + chunk.request.size > self.lead and not chunk.urgent:
                 return  # far enough ahead: more is fetched as the readers go on
             self._queues[chunk.reader].popleft()
             self._submit(chunk)
