@@ -11,9 +11,10 @@ requests included) and after the first batch ("steady"), the seconds to the firs
 milliseconds per sample of the loader's processes (the main process and its dataloader workers,
 from psutil) and of the weed server. On a machine shared with other work, wall-clock rates vary
 from run to run; CPU time per sample does much less, and ``--repeat`` takes the best of several
-epochs. For S3 at W=0 (requests are counted per process, in :data:`stoker.storage.s3.STATS`, so
-only the in-process run sees them all): the requests per sample by operation, the bytes received
-per byte of sample data used, the mean GET size, and the CPU milliseconds per request of the
+epochs. For S3 at every W, from one more epoch with ``LoaderOptions(stats=True)`` (whose
+statistics add up the requests each worker counted in :data:`stoker.storage.s3.STATS`): the
+requests per sample (all processes), the bytes received per byte of sample data used and the mean
+request size; at W=0 also the requests by operation and the CPU milliseconds per request of the
 loader and of the server. Loopback answers in 1-2 ms where remote S3 takes tens of ms, so these
 figures are an upper bound.
 
@@ -36,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from stoker import WorkerConfig, get_loader, get_train_dataset
+from stoker import LoaderOptions, WorkerConfig, get_loader, get_train_dataset
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
 from stoker.storage.s3 import STATS
@@ -99,8 +100,11 @@ def cpu_seconds(process: psutil.Process, children: bool) -> float:
     return t.user + t.system + (t.children_user + t.children_system if children else 0.0)
 
 
-def one_epoch(path: str, workers: int, server: psutil.Process) -> Epoch:
-    """One shuffled epoch, worker start-up included."""
+def one_epoch(
+    path: str, workers: int, server: psutil.Process, counts: dict[str, float] | None = None
+) -> Epoch:
+    """One shuffled epoch, worker start-up included; with ``counts``, the loader's storage
+    counters (of all its processes) are put there."""
     config = WorkerConfig(rank=0, world_size=1, num_workers=workers)
     dataset = get_train_dataset(
         path, worker_config=config, batch_size=32, shuffle_buffer_size=100,
@@ -110,11 +114,14 @@ def one_epoch(path: str, workers: int, server: psutil.Process) -> Epoch:
     cpu, server_cpu = cpu_seconds(me, True), cpu_seconds(server, False)
     start = time.perf_counter()
     samples, first, first_samples = 0, 0.0, 0
-    with get_loader(dataset) as loader:
+    options = LoaderOptions(stats=True) if counts is not None else None
+    with get_loader(dataset, options=options) as loader:
         for batch in loader:
             if not samples:
                 first, first_samples = time.perf_counter() - start, len(batch.__key__)
             samples += len(batch.__key__)
+        if counts is not None:
+            counts.update(loader.stats().storage)
     seconds = time.perf_counter() - start
     return Epoch(
         samples, seconds, cpu_seconds(me, True) - cpu, cpu_seconds(server, False) - server_cpu,
@@ -138,7 +145,7 @@ HEADER = (
 
 
 def compare(local: str, url: str, workers: int, server: psutil.Process, args: Any) -> None:
-    """Print one line of figures for ``workers`` (and the S3 request counts at W=0)."""
+    """Print the figures for ``workers``: rates and CPU, then the S3 requests."""
     disk = best(local, workers, server, args.repeat)
     STATS.reset()
     s3 = best(url, workers, server, args.repeat)
@@ -152,18 +159,26 @@ def compare(local: str, url: str, workers: int, server: psutil.Process, args: An
     )
     if workers == 0:
         epochs = args.repeat * s3.samples
-        used = args.repeat * args.shards * args.per_shard * args.sample_bytes
-        requests = {op: round(n / epochs, 4) for op, n in sorted(STATS.requests.items())}
+        by_op = {op: round(n / epochs, 4) for op, n in sorted(STATS.requests.items())}
         total = max(1, STATS.total_requests)
         gets = max(1, STATS.requests["GET"])
         print(
-            f"   W=0 S3 requests per sample: {STATS.total_requests / epochs:.4f} {requests}; "
-            f"bytes received per byte of sample data: {STATS.bytes_received / used:.3f}; "
-            f"mean GET {STATS.bytes_received / gets / 2**20:.2f} MiB; CPU ms per request "
+            f"   W=0 S3 requests per sample by operation: {by_op}; mean GET "
+            f"{STATS.bytes_received / gets / 2**20:.2f} MiB; CPU ms per request "
             f"(best epoch): loader's extra over disk "
             f"{1000 * (s3.loader_cpu - disk.loader_cpu) * args.repeat / total:.2f}, "
             f"server {1000 * s3.server_cpu * args.repeat / total:.2f}"
         )
+    counts: dict[str, float] = {}
+    one_epoch(url, workers, server, counts)  # not timed: the statistics cost a little
+    used = args.shards * args.per_shard * args.sample_bytes
+    requests = counts.get("requests", 0)
+    print(
+        f"   W={workers} S3 loading requests per sample (all processes): "
+        f"{requests / s3.samples:.4f}; "
+        f"bytes received per byte of sample data: {counts.get('bytes', 0) / used:.3f}; "
+        f"mean request {counts.get('bytes', 0) / max(1, requests) / 2**20:.2f} MiB"
+    )
 
 
 def main() -> None:

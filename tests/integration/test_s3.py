@@ -158,6 +158,29 @@ def test_metadata_files_are_cached_by_version(
     assert Path(local).read_bytes() == (uploaded[0] / ".nv-meta/index.sqlite").read_bytes()
 
 
+def test_loading_a_dataset_asks_for_each_metadata_file_once_then_not_again(
+    uploaded: tuple[Path, str], bucket: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    STATS.reset()
+    train_dataset(uploaded[1], 0)
+    # dataset.yaml, .info.json and split.yaml: each one HEAD (whether it exists, its size) and
+    # one GET, though the loading asks for existence, size and content in turn
+    assert (STATS.requests["HEAD"], STATS.requests["GET"]) == (3, 3)
+    STATS.reset()
+    train_dataset(uploaded[1], 0)  # again moments later (another rank, a new epoch's dataset)
+    assert STATS.total_requests == 0
+    monkeypatch.setenv("STOKER_CACHE_FRESH_SECONDS", "0")  # always ask
+    store = open_store(uploaded[1])
+    assert not store.exists(".nv-meta/gone.yaml")
+    bucket.put_object(Bucket=BUCKET, Key="uploaded/coco/.nv-meta/gone.yaml", Body=b"a: 1\n")
+    assert store.exists(".nv-meta/gone.yaml") and store.size(".nv-meta/gone.yaml") == 5
+    store.remove(".nv-meta/gone.yaml")
+    assert not store.exists(".nv-meta/gone.yaml")
+    STATS.reset()
+    train_dataset(uploaded[1], 0)
+    assert STATS.requests["HEAD"] >= 3
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 

@@ -240,7 +240,11 @@ def test_duplicates_skips_and_unannounced_reads() -> None:
     assert reader.read(1, 9).parts == expected[4]
     assert reader.read(1, 5).parts == expected[2]
     assert reader.read(2, 7).parts == expected[3]
-    assert reader.read(0, 1).parts == expected[0]  # a third read: directly
+    # A third read: from shard 0's request, which still waits for a read (of the skipped
+    # (0, 2)); then it is let go, and a fourth read is direct.
+    assert reader.read(0, 1).parts == expected[0]
+    assert len(store.reads) == 3 + 1
+    assert reader.read(0, 1).parts == expected[0]
     assert len(store.reads) == 3 + 2
 
 
@@ -362,6 +366,30 @@ def test_only_the_first_cold_request_is_small() -> None:
     assert ahead.requests == 2 + 1  # ten samples of ~100 kB, then the other twenty in one
     assert sorted(size for _, _, size in store.reads)[0] <= FIRST_REQUEST
     assert all(reader.read(0, i).key == f"s0_{i:05d}" for i in range(40))
+    reader.close()
+
+
+def test_the_lead_fetches_ahead_as_the_readers_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(read_ahead_module, "FIRST_LEAD", 1)  # one request ahead at a time
+    store = make_store(shards=4, per_shard=40)
+    pairs = all_pairs(store)  # shard by shard: one request each, needed in turn
+    expected = direct(store, pairs)
+    store.reads.clear()
+    reader = ShardReader(store, shard_names(store))
+    reader._ahead = Prefetcher(store, budget=1 << 30, threads=2)
+    reader.prefetch(*refs(pairs))
+    service = reader._ahead.service
+    # A cold start fetches what the first 64 reads need at once (shards 0 and 1), no more.
+    assert service.requests == 2
+    got = [reader.read(s, i).parts for s, i in pairs[:41]]
+    assert service.requests == 3  # shard 1 was taken from: shard 2 is fetched
+    assert service.lead == 1  # no read waited for a request the lead held back
+    got += [reader.read(s, i).parts for s, i in pairs[41:80]]
+    got.append(reader.read(3, 0).parts)  # shard 3, before its turn: fetched at once ...
+    assert service.lead == 2  # ... and the lead grows
+    got += [reader.read(s, i).parts for s, i in pairs[80:] if (s, i) != (3, 0)]
+    assert got == [*expected[:80], expected[120], *expected[80:120], *expected[121:]]
+    assert len(store.reads) == 4  # nothing read directly
     reader.close()
 
 

@@ -14,6 +14,13 @@ waits for room. Merged requests are at most a quarter of the budget per reader (
 adds at most a quarter of the budget: the bytes held stay under 1.25 budgets (plus samples larger
 than a request, one per reader).
 
+Within the budget, a process fetches only as far ahead as keeps its readers from waiting: the
+requests no read took from yet add up to at most its *lead*, which starts at
+:data:`FIRST_LEAD` bytes and doubles whenever a read has to wait for a request that was
+submitted many reads before, or that the lead had held back. Fetching all that the budget
+allows at once would make the first samples wait for (and share the CPU with) the transfer of
+all the others; on a fast store the lead stays small.
+
 The pool and the buffers belong to one process: a forked child starts afresh.
 """
 
@@ -25,7 +32,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from stoker.pipeline.prefetch_plan import (
@@ -42,10 +49,16 @@ from stoker.storage.options import current
 
 #: A received request untouched for this many reads (at least) may be dropped to make room.
 _STALE_READS = 1024
+#: The bytes a process reads ahead at first (requests in flight or received that no read took
+#: from yet); doubled each time a read has to wait for a request submitted long before, up to
+#: the budget.
+FIRST_LEAD = 8 << 20
+#: Reads between a request's submission (or a cold start) and a wait for it after which the wait
+#: means the lead is too short (sooner, nothing could have been there yet).
+_HEAD_START = 64
 
 T = TypeVar("T")
 R = TypeVar("R")
-_Key = tuple[int, str, int, int]  # reader, shard, start, end
 
 
 @dataclass(eq=False)
@@ -56,15 +69,20 @@ class _Chunk:
     request: Request
     wanted: int = 0  # reads of its samples still expected
     touched: int = 0  # the read tick of the last use
+    submitted: int = 0  # the read tick when it was submitted
+    used: bool = False  # a read took from it
+    urgent: bool = False  # needed by the first reads of a cold start: fetched whatever the lead
     future: Future[bytes] | None = None
     dropped: bool = False
-    keys: set[_Key] = field(default_factory=set)
 
 
-@dataclass(eq=False)
-class _Slot:
-    chunk: _Chunk
-    count: int = 0  # reads of this sample still expected
+def _covering(chunks: list[_Chunk], start: int, end: int) -> _Chunk | None:
+    """The first of ``chunks`` (requests of one reader and shard) that holds ``[start, end)``."""
+    for chunk in chunks:
+        request = chunk.request
+        if request.start <= start and end <= request.end:
+            return chunk
+    return None
 
 
 class ReadAhead:
@@ -83,13 +101,16 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._stores: dict[int, Store] = {}
-        self._slots: dict[_Key, _Slot] = {}
         self._queues: dict[int, deque[_Chunk]] = {}  # per reader, in its order
         self._turns: deque[int] = deque()  # readers with queued requests, whose turn is next
         self._live: set[_Chunk] = set()
         self._by_name: dict[tuple[int, str], list[_Chunk]] = {}  # chunks not dropped
         self._held = 0
+        #: How far ahead the readers fetch: what keeps them from waiting, within the budget.
+        self.lead = min(self.budget, FIRST_LEAD)
+        self._ahead = 0  # bytes of submitted requests no read took from yet
         self._tick = 0
+        self._cold = 0  # the tick of the last cold start
         self._last_scan = 0
         #: Requests submitted, and the most bytes held at once (for tests and benchmarks).
         self.requests = 0
@@ -137,19 +158,15 @@ class ReadAhead:
             if reader not in self._stores:
                 return  # forgotten, or announced in another process
             fresh: list[SampleKey] = []
-            for name, start, end in samples:
-                key = (reader, name, start, end)
-                slot = self._slots.get(key)
-                if slot is None:  # inside a range already coming (read to fill a gap)?
-                    chunk = self._covering(key)
-                    if chunk is not None:
-                        slot = self._slots[key] = _Slot(chunk)
-                        chunk.keys.add(key)
-                if slot is not None:  # already coming: one more read of it
-                    slot.count += 1
-                    slot.chunk.wanted += 1
-                else:
-                    fresh.append((name, start, end))
+            by_name = self._by_name
+            for sample in samples:
+                chunks = by_name.get((reader, sample[0]))
+                if chunks:  # inside a range already coming (read to fill a gap)?
+                    chunk = _covering(chunks, sample[1], sample[2])
+                    if chunk is not None:  # one more read of it
+                        chunk.wanted += 1
+                        continue
+                fresh.append(sample)
             self._queue(reader, fresh)
             self._pump()
 
@@ -157,55 +174,67 @@ class ReadAhead:
         cap = min(self.cap, self.request_cap)
         requests = plan_requests(fresh, gap=self.gap, cap=cap)
         queue = self._queues.setdefault(reader, deque())
-        if requests and not queue and not any(c.reader == reader for c in self._live):
-            # Cold (nothing coming): the first request is small, so that the first samples
-            # arrive sooner; the others are full size (each request costs CPU on both ends).
+        cold = bool(requests) and not queue and not any(c.reader == reader for c in self._live)
+        if cold:
+            # Nothing coming: the first request is small, so that the first samples arrive
+            # sooner; the others are full size (each request costs CPU on both ends).
             requests[:1] = split_head(requests[0], FIRST_REQUEST)
+            if not self._live:  # the process's first reads: waits are no sign of a short lead
+                self._cold = self._tick
         for request in requests:
-            chunk = _Chunk(reader, request, touched=self._tick)
+            chunk = _Chunk(reader, request, wanted=len(request.samples), touched=self._tick)
+            # What the first reads need is fetched at once, in parallel, whatever the lead.
+            chunk.urgent = cold and request.first < _HEAD_START
             self._by_name.setdefault((reader, request.name), []).append(chunk)
-            for start, end in request.samples:
-                key = (reader, request.name, start, end)
-                slot = self._slots.get(key)
-                if slot is None:
-                    slot = self._slots[key] = _Slot(chunk)
-                    chunk.keys.add(key)
-                slot.count += 1
-                slot.chunk.wanted += 1
             queue.append(chunk)
         if requests and reader not in self._turns:
             self._turns.appendleft(reader)  # not served lately: its turn comes first
 
     def take(self, reader: int, name: str, start: int, end: int) -> bytes | None:
-        """The bytes ``[start, end)`` of ``name`` if ``reader`` announced them (waiting for
-        them), else None: the caller reads them directly.
+        """The bytes ``[start, end)`` of ``name`` if ``reader`` announced a request that holds
+        them (waiting for it), else None: the caller reads them directly.
+
+        A request is let go when as many reads as it was announced for took from it (a read
+        of bytes that lie in it counts, announced or not).
 
         Raises:
             StorageError: the request that fetched them failed (as ``read_range`` raises).
         """
         if not self.enabled:
             return None
-        self._own()
-        key = (reader, name, start, end)
+        if os.getpid() != self._pid:
+            self._reset()
         with self._lock:
             self._tick += 1
-            slot = self._slots.get(key)
-            if slot is None:
+            chunks = self._by_name.get((reader, name))
+            chunk = _covering(chunks, start, end) if chunks else None
+            if chunk is None:
                 TAKEN["misses"] += 1
                 return None
             TAKEN["hits"] += 1
-            chunk = slot.chunk
-            slot.count -= 1
-            if slot.count == 0:
-                del self._slots[key]
-                chunk.keys.discard(key)
             chunk.wanted -= 1
             chunk.touched = self._tick
+            # Needed before it was fetched, or submitted reads ago (not just now, as at a cold
+            # start) and still not here: the lead is too short for this store and this
+            # reading order, so fetch further from now on.
+            short = self._tick - self._cold >= _HEAD_START and (
+                chunk.future is None
+                or (not chunk.future.done() and self._tick - chunk.submitted >= _HEAD_START)
+            )
+            pump = chunk.wanted <= 0
             if chunk.future is None:  # needed now: fetch it even over the budget
+                chunk.used = True
                 self._submit(chunk)
+            elif not chunk.used:  # no longer ahead of the readers: room to fetch the next
+                chunk.used = pump = True
+                self._ahead -= chunk.request.size
             future = chunk.future
+            if short and self.lead < self.budget:
+                self.lead = min(self.budget, 2 * self.lead)
+                pump = True
             if chunk.wanted <= 0:
                 self._drop(chunk)
+            if pump:
                 self._pump()
         assert future is not None
         data = future.result()
@@ -250,17 +279,13 @@ class ReadAhead:
             store.read_range, request.name, request.start, request.size
         )
         chunk.touched = self._tick
+        chunk.submitted = self._tick
+        if not chunk.used:
+            self._ahead += request.size
         self._live.add(chunk)
         self._held += request.size
         self.peak_bytes = max(self.peak_bytes, self._held)
         self.requests += 1
-
-    def _covering(self, key: _Key) -> _Chunk | None:
-        reader, name, start, end = key
-        for chunk in self._by_name.get((reader, name), ()):
-            if chunk.request.start <= start and end <= chunk.request.end:
-                return chunk
-        return None
 
     def _drop(self, chunk: _Chunk) -> None:
         chunk.dropped = True
@@ -269,12 +294,11 @@ class ReadAhead:
             chunks.remove(chunk)
             if not chunks:
                 del self._by_name[(chunk.reader, chunk.request.name)]
-        for key in chunk.keys:
-            self._slots.pop(key, None)
-        chunk.keys.clear()
         if chunk in self._live:
             self._live.discard(chunk)
             self._held -= chunk.request.size
+            if not chunk.used:
+                self._ahead -= chunk.request.size
 
     def _next_queued(self) -> _Chunk | None:
         """The next request to fetch: the head of the queue of the reader whose turn it is."""
@@ -288,20 +312,22 @@ class ReadAhead:
         return None
 
     def _pump(self) -> None:
-        """Submit queued requests, the readers taking turns, while the budget allows (at least
-        one in flight)."""
+        """Submit queued requests, the readers taking turns, while the lead and the budget
+        allow (at least one in flight)."""
         while (chunk := self._next_queued()) is not None:
             if self._held and self._held + chunk.request.size > self.budget:
                 if not self._evict_stale():
                     return
                 continue
+            if self._ahead and self._ahead + chunk.request.size > self.lead and not chunk.urgent:
+                return  # far enough ahead: more is fetched as the readers go on
             self._queues[chunk.reader].popleft()
             self._submit(chunk)
             self._turns.rotate(-1)
 
     def _evict_stale(self) -> bool:
         """Drop received requests nobody read for long (their readers went away)."""
-        limit = max(_STALE_READS, 4 * len(self._slots))
+        limit = max(_STALE_READS, 4 * sum(c.wanted for c in self._live))
         if self._tick - self._last_scan < 64:
             return False
         self._last_scan = self._tick

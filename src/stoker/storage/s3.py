@@ -9,6 +9,7 @@ benchmarks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar
@@ -47,6 +48,10 @@ class S3Store(Store):
         self.settings = settings
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        #: HEAD answers for metadata files (path -> (when, answer)), trusted as long as the
+        #: metadata cache trusts a checked version: a dataset's loading asks for the same
+        #: file's existence, size and content in turn.
+        self._heads: dict[str, tuple[float, dict[str, Any] | None]] = {}
 
     # -- plumbing -------------------------------------------------------------------------
     def _key(self, path: str) -> str:
@@ -148,20 +153,35 @@ class S3Store(Store):
         return f"{self.root}/{path}" if path else self.root
 
     def _head(self, path: str) -> dict[str, Any] | None:
+        cache = default_cache() if is_metadata(path) else None
+        if cache is not None:
+            when, head = self._heads.get(path, (0.0, None))
+            if time.monotonic() - when < cache.fresh_seconds:
+                return head
         try:
-            head: dict[str, Any] = self._call(
+            head = self._call(
                 "HEAD",
                 path,
                 lambda c: c.head_object(Bucket=self.bucket, Key=self._key(path)),
             )
         except StorageError as e:
-            if _code(e.__cause__) in _NOT_FOUND:
-                return None
-            raise
+            if _code(e.__cause__) not in _NOT_FOUND:
+                raise
+            head = None
+        if cache is not None:
+            self._heads[path] = (time.monotonic(), head)
         return head
 
+    def _fresh_metadata(self, path: str) -> bytes | None:
+        """The cached copy of a metadata file whose version was checked moments ago (by any
+        process: see :mod:`stoker.storage.cache`), else None."""
+        cache = default_cache() if is_metadata(path) else None
+        return cache.fresh(self.url(path)) if cache is not None else None
+
     def exists(self, path: str) -> bool:
-        return bool(self._key(path)) and self._head(path) is not None
+        if not self._key(path):
+            return False
+        return self._fresh_metadata(path) is not None or self._head(path) is not None
 
     def is_dir(self, path: str) -> bool:
         key = self._key(path)
@@ -174,6 +194,9 @@ class S3Store(Store):
         return int(found.get("KeyCount", 0)) > 0
 
     def size(self, path: str) -> int:
+        fresh = self._fresh_metadata(path)
+        if fresh is not None:
+            return len(fresh)
         head = self._head(path)
         if head is None:
             raise StorageError("object not found.", path=self.url(path), hint="Check the URL.")
@@ -215,6 +238,7 @@ class S3Store(Store):
                 return sorted(found)  # the server's order need not be S3's
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        self._heads.pop(path, None)
         key = self._key(path)
         self._call("PUT", path, lambda c: c.put_object(Bucket=self.bucket, Key=key, Body=data))
 
@@ -223,12 +247,14 @@ class S3Store(Store):
         # object, never a mix), then the temporary object goes. S3 has no rename.
         source = {"Bucket": self.bucket, "Key": self._key(tmp_path)}
         key = self._key(path)
+        self._heads.pop(path, None)
         self._call(
             "COPY", path, lambda c: c.copy_object(Bucket=self.bucket, Key=key, CopySource=source)
         )
         self.remove(tmp_path)
 
     def remove(self, path: str) -> None:
+        self._heads.pop(path, None)
         key = self._key(path)
         self._call("DELETE", path, lambda c: c.delete_object(Bucket=self.bucket, Key=key))
 

@@ -1,8 +1,12 @@
 """One boto3 S3 client per process and settings, and the count of requests a process made.
 
-Clients are made lazily: they are not fork-safe, so the cache is keyed by the process id and a
-forked worker makes its own. botocore's own retries are off (one attempt per call, with connect
-and read timeouts): :mod:`stoker.storage.retry` retries instead.
+Clients are made lazily: they are not fork-safe (their connection pools), so the cache is keyed
+by the process id and a forked worker makes its own. It makes it from the boto3 session its
+parent made for the same settings (sessions hold no connections: configuration, event hooks and
+the credentials already resolved), which halves the cost of a worker's first request, unless
+those credentials refresh themselves (a lock held by a parent's thread at the fork would stay
+held in the child). botocore's own retries are off (one attempt per call, with connect and read
+timeouts): :mod:`stoker.storage.retry` retries instead.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class RequestStats:
 
 STATS = RequestStats()
 _CLIENTS: dict[tuple[object, ...], Any] = {}
+#: (boto3 session, its botocore session) by settings and chain variables (shared with forked
+#: children, see above).
+_SESSIONS: dict[tuple[object, ...], tuple[Any, Any]] = {}
 _LOCK = threading.Lock()
 #: The AWS chain's variables a client depends on: a change makes a new client.
 _CHAIN_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
@@ -61,7 +68,7 @@ def client_for(settings: S3Settings) -> Any:
         if key not in _CLIENTS:
             for stale in [k for k in _CLIENTS if k[0] != key[0]]:
                 del _CLIENTS[stale]  # inherited through fork: never used here
-            _CLIENTS[key] = _make_client(settings)
+            _CLIENTS[key] = _make_client(settings, key[1:])
         return _CLIENTS[key]
 
 
@@ -97,18 +104,18 @@ def _botocore_loader() -> Any:
     return _LOADERS[0]
 
 
-def _make_client(settings: S3Settings) -> Any:
+def _make_client(settings: S3Settings, key: tuple[object, ...] = ()) -> Any:
     try:
         import boto3  # type: ignore[import-untyped]
-        import botocore.session  # type: ignore[import-untyped]
         from botocore.config import Config  # type: ignore[import-untyped]
     except ImportError:
         raise MissingDependencyError.for_module("boto3", "reading s3:// paths") from None
-    core = botocore.session.get_session()
-    session = boto3.session.Session(botocore_session=core, profile_name=settings.profile)
-    # Share botocore's parsed service models between sessions: a new session per forked worker
-    # would otherwise re-read and parse them (0.1-0.4 s of every worker's start).
-    core.register_component("data_loader", _botocore_loader())
+    found = _SESSIONS.get(key) if key else None
+    if found is None or not _fork_safe(found[0], settings):
+        found = _make_session(boto3, settings)
+        if key:
+            _SESSIONS[key] = found
+    session, core = found
     client = session.client(
         "s3",
         endpoint_url=settings.endpoint_url,
@@ -131,3 +138,26 @@ def _make_client(settings: S3Settings) -> Any:
         bool(core.get_config_variable("tcp_keepalive")),
     )
     return client
+
+
+def _make_session(boto3: Any, settings: S3Settings) -> tuple[Any, Any]:
+    import botocore.session  # type: ignore[import-untyped]
+
+    core = botocore.session.get_session()
+    session = boto3.session.Session(botocore_session=core, profile_name=settings.profile)
+    # Share botocore's parsed service models between sessions: a new session per forked worker
+    # would otherwise re-read and parse them (0.1-0.4 s of every worker's start).
+    core.register_component("data_loader", _botocore_loader())
+    return session, core
+
+
+def _fork_safe(session: Any, settings: S3Settings) -> bool:
+    """Whether ``session`` (inherited from the parent process) may make this process's client:
+    yes where the settings carry the keys, or its credentials (resolved when the parent made
+    its client) do not refresh themselves behind a lock a parent's thread may have held at the
+    fork."""
+    if settings.access_key_id and settings.secret_access_key:
+        return True
+    from botocore.credentials import RefreshableCredentials  # type: ignore[import-untyped]
+
+    return not isinstance(session.get_credentials(), RefreshableCredentials)
