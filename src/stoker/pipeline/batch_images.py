@@ -1,8 +1,10 @@
 """Finish images the decoder left to the batcher, straight into the batch's memory.
 
 :class:`~stoker.media.image.JpegImage` items are decoded by libjpeg-turbo into a buffer each
-thread reuses (its pages are warm: no fresh memory per image) and copied, or scaled to float32,
-into their region of the batch; :class:`~stoker.media.image.FloatImage` items are scaled there.
+thread reuses (its pages are warm: no fresh memory per image) as RGBX pixels; one vectorised
+truncating cast per channel takes it into its plane of the batch (or scaled to float32), about
+three times faster than copying from an HWC view. :class:`~stoker.media.image.FloatImage` items
+are scaled there.
 Up to :data:`THREADS` threads share the images of a batch: decoding and numpy's copies release
 the GIL, so they run beside each other and beside the worker's Python work.
 
@@ -58,21 +60,36 @@ def fill_images(target: npt.NDArray[Any], images: Sequence[Any], zeroed: bool) -
 def _fill_one(item: npt.NDArray[Any], image: JpegImage | FloatImage) -> None:
     if isinstance(image, JpegImage):
         _, height, width = image.shape
-        chw = image.hwc(_scratch(height * width * 3)).transpose(2, 0, 1)
+        planes = image.planes(_scratch("rgbx", 4 * height * width + 3))
+        if planes is not None:
+            for channel, plane in enumerate(planes):
+                _put(item[channel, :height, :width], plane)
+            return
+        chw = image.hwc().transpose(2, 0, 1)  # damaged data that Pillow decodes
     else:  # a FloatImage (the batcher let only these two through)
         chw = image.pixels.numpy()
-    region = item[tuple(slice(0, s) for s in chw.shape)]
-    if item.dtype == np.uint8:
-        np.copyto(region, chw)
-    else:
-        np.divide(chw, _SCALE, out=region)
+    _put(item[tuple(slice(0, s) for s in chw.shape)], chw)
 
 
-def _scratch(nbytes: int) -> npt.NDArray[np.uint8]:
-    """This thread's decode buffer, at least ``nbytes`` long (grown, never shrunk)."""
-    buffer: npt.NDArray[np.uint8] | None = getattr(_local, "buffer", None)
+def _put(region: npt.NDArray[Any], pixels: npt.NDArray[Any]) -> None:
+    """Write uint8 ``pixels`` (or uint32 whose low byte is the pixel) into ``region``, as
+    uint8 or scaled to float32 in [0, 1]."""
+    if region.dtype == np.uint8:
+        np.copyto(region, pixels, casting="unsafe")
+        return
+    if pixels.dtype != np.uint8:
+        plane = _scratch("plane", pixels.size)[: pixels.size].reshape(pixels.shape)
+        np.copyto(plane, pixels, casting="unsafe")
+        pixels = plane
+    np.divide(pixels, _SCALE, out=region)
+
+
+def _scratch(name: str, nbytes: int) -> npt.NDArray[np.uint8]:
+    """This thread's buffer ``name``, at least ``nbytes`` long (grown, never shrunk)."""
+    buffer: npt.NDArray[np.uint8] | None = getattr(_local, name, None)
     if buffer is None or buffer.size < nbytes:
-        buffer = _local.buffer = np.empty(nbytes, dtype=np.uint8)
+        buffer = np.empty(nbytes, dtype=np.uint8)
+        setattr(_local, name, buffer)
     return buffer[:nbytes]
 
 
