@@ -8,6 +8,8 @@ subsampling, progressive, odd sizes), as uint8 and as float, with the padding ze
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ import torch
 from PIL import Image
 
 from stoker.media.image import JpegImage
-from stoker.pipeline.batch_images import fill_images
+from stoker.pipeline.batch_images import THREADS, fill_images, threads
 from stoker.pipeline.decode import SampleDecoder
 
 DECODER = SampleDecoder(image_decode="torchrgb8")
@@ -88,3 +90,15 @@ def test_data_libjpeg_turbo_refuses_falls_back_to_pillow() -> None:
     fill_images(batch, [image], zeroed=False)
     pillow = np.asarray(Image.open(io.BytesIO(damaged)).convert("RGB")).transpose(2, 0, 1)
     assert np.array_equal(batch[0], pillow)
+
+
+class _ThreadsOfEachWorker(torch.utils.data.IterableDataset[int]):
+    def __iter__(self) -> Iterator[int]:
+        yield threads()
+
+
+def test_workers_decode_with_the_cores_left_to_each() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert threads() == min(THREADS, cores)  # this process: no dataloader worker
+    loader = torch.utils.data.DataLoader(_ThreadsOfEachWorker(), batch_size=None, num_workers=2)
+    assert sorted(loader) == [max(1, min(THREADS, cores // 2))] * 2
