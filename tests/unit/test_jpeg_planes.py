@@ -2,7 +2,8 @@
 
 libjpeg-turbo decodes RGBX pixels and each channel is cast out of uint32 views; the batch must
 hold exactly the pixels of an RGB decode seen as CHW, for every kind of JPEG (grey, chroma
-subsampling, progressive, odd sizes), as uint8 and as float, with the padding zeroed.
+subsampling, progressive, odd sizes), as uint8 and as float, with the padding zeroed. Also: the
+decode threads of a process, and the main process's scaling of uint8 batches to float.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from PIL import Image
 from stoker.media.image import JpegImage
 from stoker.pipeline.batch_images import THREADS, fill_images, threads
 from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.main_floats import CHUNK, scale_into
 
 DECODER = SampleDecoder(image_decode="torchrgb8")
 
@@ -102,3 +104,14 @@ def test_workers_decode_with_the_cores_left_to_each() -> None:
     assert threads() == min(THREADS, cores)  # this process: no dataloader worker
     loader = torch.utils.data.DataLoader(_ThreadsOfEachWorker(), batch_size=None, num_workers=2)
     assert sorted(loader) == [max(1, min(THREADS, cores // 2))] * 2
+
+
+@pytest.mark.parametrize("size", [1, CHUNK - 1, 3 * CHUNK + 5])
+def test_main_process_scaling_equals_numpy_divide(size: int) -> None:
+    pixels = np.arange(size, dtype=np.int64).astype(np.uint8)  # every value, chunk edges
+    out = np.full(size, -1.0, dtype=np.float32)
+    scale_into(out, pixels)
+    assert np.array_equal(out, np.divide(pixels, np.float32(255)))
+    strided = np.full(size * 2, -1.0, dtype=np.float32)[::2]  # not contiguous: numpy's way
+    scale_into(strided, pixels)
+    assert np.array_equal(strided, out)
