@@ -81,7 +81,7 @@ def _put(region: npt.NDArray[Any], pixels: npt.NDArray[Any]) -> None:
         np.copyto(region, pixels, casting="unsafe")
         return
     if pixels.dtype != np.uint8:
-        plane = _scratch("plane", pixels.size)[: pixels.size].reshape(pixels.shape)
+        plane = _scratch("plane", pixels.size).reshape(pixels.shape)
         np.copyto(plane, pixels, casting="unsafe")
         pixels = plane
     np.divide(pixels, _SCALE, out=region)
