@@ -82,6 +82,8 @@ class Run:
     peak_mb: float
     wall_s: float
     cpu_ms_per_sample: float = 0.0
+    #: The peak's PSS per process, MB: the main process first, then the workers.
+    peak_parts_mb: tuple[float, ...] = ()
 
 
 def in_subprocess(
@@ -115,6 +117,7 @@ def in_subprocess(
         peak,
         wall,
         result.get("cpu_ms_per_sample", 0.0),
+        tuple(part / 2**20 for part in poller.peak_parts),
     )
 
 
@@ -274,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         results.setdefault(config, []).append(run)
         print(
             f"  {config.label:<24} {run.samples_per_s:>8,.0f} samples/s, first batch "
-            f"{run.first_batch_s:.2f} s, peak {run.peak_mb:.0f} MB, "
+            f"{run.first_batch_s:.2f} s, peak {run.peak_mb:.0f} MB "
+            f"({' + '.join(f'{part:.0f}' for part in run.peak_parts_mb)}), "
             f"{run.cpu_ms_per_sample:.2f} CPU ms/sample ({result['batch']})",
             flush=True,
         )

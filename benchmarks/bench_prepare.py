@@ -70,6 +70,8 @@ class TreeMemoryPoller:
         self._psutil = psutil
         self._root = psutil.Process(pid)
         self.peak_bytes = 0
+        #: Each process's share of the peak (the root's first, then its descendants').
+        self.peak_parts: list[int] = []
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -84,25 +86,28 @@ class TreeMemoryPoller:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._sample())
+            parts = self._sample()
+            if sum(parts) > self.peak_bytes:
+                self.peak_bytes, self.peak_parts = sum(parts), parts
             self._stop.wait(self.interval)
 
-    def _sample(self) -> int:
+    def _sample(self) -> list[int]:
+        """PSS (else RSS) of each live process of the tree, the root first."""
         psutil = self._psutil
         try:
             procs = [self._root, *self._root.children(recursive=True)]
         except psutil.Error:
-            return 0
-        total = 0
+            return []
+        parts = []
         for proc in procs:
             try:
                 try:
-                    total += proc.memory_full_info().pss
+                    parts.append(proc.memory_full_info().pss)
                 except (psutil.AccessDenied, AttributeError):
-                    total += proc.memory_info().rss
+                    parts.append(proc.memory_info().rss)
             except psutil.Error:
                 continue  # exited between listing and reading
-        return total
+        return parts
 
 
 def measure(cmd: list[str], cwd: Path | None = None) -> Run:
