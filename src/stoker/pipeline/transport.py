@@ -27,13 +27,13 @@ import pickle
 import queue
 import weakref
 from dataclasses import dataclass
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.pipeline.batch_pickler import BatchPickler
 from stoker.pipeline.main_floats import FloatBuffers, as_uint8
 from stoker.storage.options import BATCH_SLOTS_MB
 
@@ -74,6 +74,9 @@ class Exported:
     dropped: tuple[int, ...] = ()
     #: The batch refers to no slot (a plain pickle: loaded without a per-object hook).
     plain: bool = False
+    #: The batch refers to nothing its worker serves (no slot, no shared tensor or file
+    #: descriptor): it may be loaded any time later (see :mod:`stoker.pipeline.batch_pickler`).
+    detached: bool = False
 
 
 @dataclass
@@ -171,10 +174,9 @@ class WorkerTransport:
         self._batch_bytes, self._asked = max(self._batch_bytes, self._asked), 0
         out = io.BytesIO()
         self._in_batch.clear()
-        if not self.slots:  # nothing can refer to a slot: skip the per-object reference check
-            ForkingPickler(out, pickle.HIGHEST_PROTOCOL).dump(batch)
-        else:
-            _SlotPickler(out, self).dump(batch)
+        # no slots: nothing can refer to one, skip the per-object reference check
+        pickler = BatchPickler(out) if not self.slots else _SlotPickler(out, self)
+        pickler.dump(batch)
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:
                 slot.exports += 1  # released once by the main process
@@ -182,7 +184,8 @@ class WorkerTransport:
             elif slot.allocated:  # built into but not sent: someone may still hold it
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
-        return Exported(out.getvalue(), dropped, not self._in_batch)
+        plain = not self._in_batch
+        return Exported(out.getvalue(), dropped, plain, plain and not pickler.shares)
 
     @property
     def refers_to_slots(self) -> bool:
@@ -227,9 +230,9 @@ class WorkerTransport:
                 slot.scaled)  # fmt: skip
 
 
-class _SlotPickler(ForkingPickler):
+class _SlotPickler(BatchPickler):
     def __init__(self, file: io.BytesIO, transport: WorkerTransport) -> None:
-        super().__init__(file, pickle.HIGHEST_PROTOCOL)
+        super().__init__(file)
         self.transport = transport
 
     def persistent_id(self, obj: Any) -> Any:

@@ -9,6 +9,7 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
+import gc
 import multiprocessing
 import multiprocessing.util
 import warnings
@@ -144,6 +145,10 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
     def __iter__(self) -> Iterator[Bundle[Envelope]]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
+        if info is not None:
+            # What the worker inherited from the training process stays alive: out of the
+            # collector's reach, a full collection no longer walks (and copies) it all.
+            gc.freeze()
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
         slots_mb, prefetch = self.options.batch_slots_mb, self.prefetch_factor
         transport = WorkerTransport(
@@ -289,17 +294,25 @@ class _Live:
             if items:  # a bundle holds the items of one worker
                 self.queues[items[0].worker].extend(items)
         item = queue.popleft()
-        if self._transport is not None and not self._pin:  # float batches sent as uint8
-            self._transport.finish(item.batch)
+        if self._transport is not None and not self._pin:
+            if isinstance(item.batch, Exported):  # plain data, rebuilt when its turn comes
+                item.batch = self._transport.load(item.worker, item.batch)
+            self._transport.finish(item.batch)  # float batches sent as uint8
         return item
 
     def _received(self, item: Envelope) -> Envelope:
-        """The item with its batch rebuilt, at once: the batch's file descriptors are served by
-        its worker, which may exit soon after (the item can wait here for its turn)."""
+        """The item with its batch rebuilt at once if it refers to what its worker serves
+        (file descriptors, slots: the worker may exit soon after, while the item waits here for
+        its turn). A batch of plain data is rebuilt when it is handed out (:meth:`next_from`):
+        its objects are not made long before they are used (see
+        :mod:`stoker.pipeline.batch_pickler`)."""
         if item.kind == BATCH:  # a worker's items arrive in its streams' order
             item.held = self._receiver.expand(item.stream, item.held)
-        if isinstance(item.batch, Exported) and self._transport is not None:
-            item.batch = self._transport.load(item.worker, item.batch)
+        batch = item.batch
+        if isinstance(batch, Exported) and self._transport is not None:
+            if batch.detached and not self._pin:
+                return item
+            item.batch = self._transport.load(item.worker, batch)
             if self._pin:  # pinned next, on this thread: floats sent as uint8 are scaled first
                 self._transport.finish(item.batch)
         return item
