@@ -35,6 +35,7 @@ import torch.utils.data
 
 from stoker.pipeline.batch_pickler import BatchPickler
 from stoker.pipeline.main_floats import FloatBuffers, as_uint8
+from stoker.pipeline.payload_ring import PayloadRing, RingReader
 from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
@@ -77,6 +78,11 @@ class Exported:
     #: The batch refers to nothing its worker serves (no slot, no shared tensor or file
     #: descriptor): it may be loaded any time later (see :mod:`stoker.pipeline.batch_pickler`).
     detached: bool = False
+    #: Where the payload lies in the worker's payload ring (then ``payload`` is empty; see
+    #: :mod:`stoker.pipeline.payload_ring`), else None.
+    span: tuple[int, int, int] | None = None
+    #: The worker's ring storage, with its first ring payload.
+    ring: Any = None
 
 
 @dataclass
@@ -116,6 +122,8 @@ class WorkerTransport:
         #: Wait for a release when the pool is full (off after a wait in vain, until the
         #: next release: a user who keeps batches gets fresh segments without waiting).
         self._patient = True
+        #: Where pickles of plain data go (see :mod:`stoker.pipeline.payload_ring`).
+        self.ring = PayloadRing()
 
     def buffer(
         self, shape: tuple[int, ...], dtype: torch.dtype, scaled: bool = False
@@ -185,7 +193,13 @@ class WorkerTransport:
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
         plain = not self._in_batch
-        return Exported(out.getvalue(), dropped, plain, plain and not pickler.shares)
+        payload = out.getvalue()
+        if not plain or pickler.shares:
+            return Exported(payload, dropped, plain)
+        placed = self.ring.put(payload)
+        if placed is None:
+            return Exported(payload, dropped, plain, detached=True)
+        return Exported(b"", dropped, plain, True, placed.span, placed.storage)
 
     @property
     def refers_to_slots(self) -> bool:
@@ -252,6 +266,7 @@ class MainTransport:
         #: Per loaded batch (by id; the batch is kept): float tensors still to scale (see
         #: :meth:`finish`), with their uint8 pixels and slot.
         self.pending: dict[int, tuple[Any, list[_Scaling]]] = {}
+        self.rings: dict[int, RingReader] = {}  # by worker
 
     def load(self, worker: int, exported: Exported) -> Any:
         """Rebuild a worker's batch; its slots go back when its tensors are freed.
@@ -261,6 +276,14 @@ class MainTransport:
         self.flush()
         for number in exported.dropped:
             self.storages.pop((worker, number), None)
+        if exported.ring is not None:
+            self.rings[worker] = RingReader(exported.ring)
+        if exported.span is not None:  # in the worker's ring: read in the order written
+            ring = self.rings[worker]
+            try:
+                return pickle.loads(ring.view(exported.span))
+            finally:
+                ring.done(exported.span)
         if exported.plain:
             return pickle.loads(exported.payload)
         regions: dict[int, torch.Tensor] = {}
@@ -310,6 +333,7 @@ class MainTransport:
 
     def close(self) -> None:
         self.pending.clear()
+        self.rings.clear()
         for q in self.queues:
             q.cancel_join_thread()
             q.close()
