@@ -193,12 +193,12 @@ class WorkerTransport:
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
         plain = not self._in_batch
-        payload = out.getvalue()
         if not plain or pickler.shares:
-            return Exported(payload, dropped, plain)
-        placed = self.ring.put(payload)
+            return Exported(out.getvalue(), dropped, plain)
+        with out.getbuffer() as pickled:  # copied into the ring, not into bytes first
+            placed = self.ring.put(pickled)
         if placed is None:
-            return Exported(payload, dropped, plain, detached=True)
+            return Exported(out.getvalue(), dropped, plain, detached=True)
         return Exported(b"", dropped, plain, True, placed.span, placed.storage)
 
     @property
