@@ -183,8 +183,9 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
 
     @staticmethod
     def _export(item: Envelope, transport: WorkerTransport, sender: Sender, worker: int) -> int:
-        """Pickle ``item``'s batch for the main process (in place); its payload's size. A batch
-        that cannot be pickled turns the item into an ERROR."""
+        """Pickle ``item``'s batch for the main process (in place); the bytes its message
+        carries (none where the pickle went into the payload ring). A batch that cannot be
+        pickled turns the item into an ERROR."""
         CLOCK.start(TRANSPORT)
         started = perf_counter()
         try:
