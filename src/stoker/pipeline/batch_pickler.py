@@ -60,7 +60,7 @@ def _dispatch_table() -> dict[Any, Any]:
     """``ForkingPickler``'s dispatch table with every reducer that may share a resource wrapped
     to note it (rebuilt when a reducer is registered)."""
     global _table, _table_key
-    extra = ForkingPickler._extra_reducers  # the table ForkingPickler.register fills
+    extra: dict[Any, Any] = getattr(ForkingPickler, "_extra_reducers")  # noqa: B009 (filled by ForkingPickler.register; not in the stubs)
     key = (len(copyreg.dispatch_table), len(extra))
     if key != _table_key:
         table = dict(copyreg.dispatch_table)

@@ -73,7 +73,8 @@ def _views(storage: torch.UntypedStorage) -> tuple[memoryview, memoryview]:
     """(the header's uint64 counter, the data bytes) over ``storage`` (memoryviews: cheaper
     to index and copy into than arrays)."""
     array = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
-    return memoryview(array[:8]).cast("Q"), memoryview(array[HEADER:])
+    whole = memoryview(array.data)
+    return whole[:8].cast("Q"), whole[HEADER:]
 
 
 class PayloadRing:
