@@ -9,7 +9,6 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
-import gc
 import multiprocessing
 import multiprocessing.util
 import warnings
@@ -42,7 +41,7 @@ from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
 from stoker.runtime.worker_meter import Meter
-from stoker.runtime.worker_procs import WorkerProcesses
+from stoker.runtime.worker_procs import WorkerProcesses, tune_collector
 from stoker.storage.options import LoaderOptions, activate
 
 
@@ -146,9 +145,7 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         if info is not None:
-            # What the worker inherited from the training process stays alive: out of the
-            # collector's reach, a full collection no longer walks (and copies) it all.
-            gc.freeze()
+            tune_collector()
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
         slots_mb, prefetch = self.options.batch_slots_mb, self.prefetch_factor
         transport = WorkerTransport(
