@@ -84,6 +84,11 @@ class Exported:
     #: The worker's ring storage, with its first ring payload.
     ring: Any = None
 
+    def __reduce__(self) -> tuple[type[Exported], tuple[Any, ...]]:
+        # by its fields in order (one call to rebuild), not by a state dict: one per batch
+        return Exported, (self.payload, self.dropped, self.plain, self.detached, self.span,
+                          self.ring)  # fmt: skip
+
 
 @dataclass
 class _Slot:
