@@ -3,6 +3,7 @@ the same state after each batch."""
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from stoker import (
     stateless,
 )
 from stoker.format.jsonl import prepare_jsonl
+from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD
 from tests.contract.contract import run_contract
 
 LINES = 240
@@ -73,3 +75,31 @@ def test_workers_hand_out_the_same_batches_with_their_sources(lines: Path) -> No
 
 def test_state_after_each_bundled_batch_restores_exactly(lines: Path) -> None:
     run_contract(lambda: loader(lines, 2), total=24, midpoints=[1, 7, 13])
+
+
+def cook_collector_probe(sample: dict[str, Any]) -> TextSample:
+    """The text is what the collector of the process that cooks the sample is set to."""
+    text = f"{gc.get_threshold()[0]} {gc.get_freeze_count() > 0}"
+    return TextSample(**basic_sample_keys(sample), text=text)
+
+
+class ProbeEncoder(DefaultTaskEncoder[Any, Any, Any, Any]):
+    cookers = [Cooker(stateless(cook_collector_probe))]  # noqa: RUF012
+
+
+def test_workers_tune_their_collector_and_leave_the_training_process_alone(lines: Path) -> None:
+    before = gc.get_threshold()
+    for workers in (2, 0):
+        dataset = get_train_dataset(
+            str(lines),
+            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=workers),
+            batch_size=8, shuffle_buffer_size=20, max_samples_per_sequence=10,
+            task_encoder=ProbeEncoder(),
+        )  # fmt: skip
+        with get_savable_loader(dataset) as it:
+            texts = {text for _, batch in zip(range(6), it, strict=False) for text in batch.text}
+        if workers:
+            assert texts == {f"{WORKER_GC_THRESHOLD} True"}
+        else:  # num_workers=0: the training process's collector is the user's
+            assert texts == {f"{before[0]} {gc.get_freeze_count() > 0}"}
+    assert gc.get_threshold() == before

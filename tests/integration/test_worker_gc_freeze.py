@@ -2,7 +2,8 @@
 
 Frozen objects are never touched by the workers' full collections, so the pages holding them stay
 shared with the main process instead of being copied into each worker. The main process must not
-keep them frozen (its garbage would never be collected), and a freeze the user made stays.
+keep them frozen (its garbage would never be collected), and a freeze the user made stays. The
+workers' own collector settings: ``test_small_batches.py``.
 """
 
 from __future__ import annotations

@@ -181,3 +181,62 @@ def test_the_slot_budget_is_sized_from_the_batches_and_prefetch_factor() -> None
         assert held_slots(WorkerTransport(queue, 0), 3, nbytes) == 0  # 0: no reuse at all
     finally:
         queue.close()
+
+
+PLAIN_BATCHES = 120
+
+
+def plain_batch(n: int) -> dict[str, Any]:
+    """Batch ``n`` of plain data, 60-120 kB pickled (the ring of 4 MB wraps several times)."""
+    rng = np.random.default_rng(n)
+    size = 60 + n % 61
+    return {"n": n, "text": [rng.bytes(1000).hex()[: 1000 - i] for i in range(size)]}
+
+
+class _PlainExporting(torch.utils.data.IterableDataset[tuple[int, Exported]]):
+    def __init__(self, queues: list[Any]) -> None:
+        super().__init__()
+        self.queues = queues
+
+    def __iter__(self) -> Any:
+        info = torch.utils.data.get_worker_info()
+        assert info is not None
+        transport = WorkerTransport(self.queues[info.id])
+        for n in range(info.id, PLAIN_BATCHES, info.num_workers):
+            batch: Any = plain_batch(n)
+            if n % 10 == 9:  # now and then a small tensor: shared by torch, not detached
+                batch = {**batch, "ids": torch.full((3,), n)}
+            yield info.id, transport.export(batch)
+
+
+def test_plain_batches_cross_in_the_ring_and_load_late_in_order() -> None:
+    """Detached exports may be loaded long after they arrived (here: all of them after the
+    workers exited), each worker's in the order it made them; the ring is never written over
+    an unread batch (the workers fall back to the message when it is full)."""
+    multiprocessing.util.get_temp_dir()
+    main = MainTransport(multiprocessing.get_context(), workers=2)
+    loader = torch.utils.data.DataLoader(
+        _PlainExporting(main.queues), batch_size=None, num_workers=2, prefetch_factor=4
+    )
+    try:
+        waiting: dict[int, list[Exported]] = {0: [], 1: []}
+        got: list[dict[str, Any]] = []
+        for worker, exported in loader:
+            if not exported.detached:  # shares a tensor: loaded at once, in its turn
+                waiting[worker].append(exported)
+                while waiting[worker]:
+                    got.append(main.load(worker, waiting[worker].pop(0)))
+            else:
+                waiting[worker].append(exported)
+        spans = [e.span for batches in waiting.values() for e in batches]
+        for worker, batches in waiting.items():  # after the workers are gone
+            got.extend(main.load(worker, e) for e in batches)
+    finally:
+        main.close()
+    assert sorted(b["n"] for b in got) == list(range(PLAIN_BATCHES))
+    for batch in got:
+        assert batch["text"] == plain_batch(batch["n"])["text"]
+        if batch["n"] % 10 == 9:
+            assert batch["ids"].tolist() == [batch["n"]] * 3
+    assert any(span is not None for span in spans)  # most went through the ring
+    assert any(span is None for span in spans)  # the main process held it full at times

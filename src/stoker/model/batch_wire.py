@@ -93,30 +93,44 @@ def _pack_sources(value: Any) -> Any:
     """``value`` as :class:`_Sources` if it is a list/tuple of SourceInfo, or of tuples of
     SourceInfo (or None), with at least :data:`MIN_SOURCES` of them; else ``value``."""
     container = type(value)
+    if (container is not list and container is not tuple) or len(value) < MIN_SOURCES:
+        return _pack_sources_slowly(value, container) if value else value
+    first = value[0]
+    if type(first) is SourceInfo:  # a flat sequence
+        if len([s for s in value if type(s) is SourceInfo]) != len(value):
+            return value
+        return _Sources(container, None, _columns(value))
+    if type(first) is not tuple or len(first) != 1 or type(first[0]) is not SourceInfo:
+        return _pack_sources_slowly(value, container)  # not sources, or not one per element
+    # one source per sample, the usual case: one pass to check, one per column
+    flat = [e[0] for e in value if type(e) is tuple and len(e) == 1 and type(e[0]) is SourceInfo]
+    if len(flat) == len(value):
+        return _Sources(container, 1, _columns(flat))
+    return _pack_sources_slowly(value, container)
+
+
+def _pack_sources_slowly(value: Any, container: type) -> Any:
+    """:func:`_pack_sources` of tuples of SourceInfo of any length (or None), one by one."""
     if (container is not list and container is not tuple) or not value:
         return value
-    flat: list[Any]
-    lengths: list[int] | None
-    if type(value[0]) is SourceInfo:
-        flat, lengths = list(value), None
-    else:
-        flat, lengths = [], []
-        for element in value:
-            if element is None:
-                lengths.append(-1)
-            elif type(element) is tuple and (not element or type(element[0]) is SourceInfo):
-                lengths.append(len(element))
-                flat.extend(element)
-            else:  # not sources (checked on the first of each tuple: bail out early)
-                return value
+    flat: list[Any] = []
+    lengths: list[int] = []
+    for element in value:
+        if element is None:
+            lengths.append(-1)
+        elif type(element) is tuple and (not element or type(element[0]) is SourceInfo):
+            lengths.append(len(element))
+            flat.extend(element)
+        else:  # not sources (checked on the first of each tuple: bail out early)
+            return value
     if len(flat) < MIN_SOURCES or any(type(s) is not SourceInfo for s in flat):
         return value
-    if lengths is not None and all(n == 1 for n in lengths):
+    if all(n == 1 for n in lengths):
         return _Sources(container, 1, _columns(flat))
     return _Sources(container, lengths, _columns(flat))
 
 
-def _columns(flat: list[SourceInfo]) -> tuple[list[Any], ...]:
+def _columns(flat: list[SourceInfo] | tuple[SourceInfo, ...]) -> tuple[list[Any], ...]:
     return (
         [s.dataset_path for s in flat],
         [s.index for s in flat],

@@ -27,14 +27,15 @@ import pickle
 import queue
 import weakref
 from dataclasses import dataclass
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.pipeline.batch_pickler import BatchPickler
 from stoker.pipeline.main_floats import FloatBuffers, as_uint8
+from stoker.pipeline.payload_ring import PayloadRing, RingReader
 from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
@@ -74,6 +75,19 @@ class Exported:
     dropped: tuple[int, ...] = ()
     #: The batch refers to no slot (a plain pickle: loaded without a per-object hook).
     plain: bool = False
+    #: The batch refers to nothing its worker serves (no slot, no shared tensor or file
+    #: descriptor): it may be loaded any time later (see :mod:`stoker.pipeline.batch_pickler`).
+    detached: bool = False
+    #: Where the payload lies in the worker's payload ring (then ``payload`` is empty; see
+    #: :mod:`stoker.pipeline.payload_ring`), else None.
+    span: tuple[int, int, int] | None = None
+    #: The worker's ring storage, with its first ring payload.
+    ring: Any = None
+
+    def __reduce__(self) -> tuple[type[Exported], tuple[Any, ...]]:
+        # by its fields in order (one call to rebuild), not by a state dict: one per batch
+        return Exported, (self.payload, self.dropped, self.plain, self.detached, self.span,
+                          self.ring)  # fmt: skip
 
 
 @dataclass
@@ -113,6 +127,8 @@ class WorkerTransport:
         #: Wait for a release when the pool is full (off after a wait in vain, until the
         #: next release: a user who keeps batches gets fresh segments without waiting).
         self._patient = True
+        #: Where pickles of plain data go (see :mod:`stoker.pipeline.payload_ring`).
+        self.ring = PayloadRing()
 
     def buffer(
         self, shape: tuple[int, ...], dtype: torch.dtype, scaled: bool = False
@@ -171,10 +187,9 @@ class WorkerTransport:
         self._batch_bytes, self._asked = max(self._batch_bytes, self._asked), 0
         out = io.BytesIO()
         self._in_batch.clear()
-        if not self.slots:  # nothing can refer to a slot: skip the per-object reference check
-            ForkingPickler(out, pickle.HIGHEST_PROTOCOL).dump(batch)
-        else:
-            _SlotPickler(out, self).dump(batch)
+        # no slots: nothing can refer to one, skip the per-object reference check
+        pickler = BatchPickler(out) if not self.slots else _SlotPickler(out, self)
+        pickler.dump(batch)
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:
                 slot.exports += 1  # released once by the main process
@@ -182,7 +197,14 @@ class WorkerTransport:
             elif slot.allocated:  # built into but not sent: someone may still hold it
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
-        return Exported(out.getvalue(), dropped, not self._in_batch)
+        plain = not self._in_batch
+        if not plain or pickler.shares:
+            return Exported(out.getvalue(), dropped, plain)
+        with out.getbuffer() as pickled:  # copied into the ring, not into bytes first
+            placed = self.ring.put(pickled)
+        if placed is None:
+            return Exported(out.getvalue(), dropped, plain, detached=True)
+        return Exported(b"", dropped, plain, True, placed.span, placed.storage)
 
     @property
     def refers_to_slots(self) -> bool:
@@ -227,9 +249,9 @@ class WorkerTransport:
                 slot.scaled)  # fmt: skip
 
 
-class _SlotPickler(ForkingPickler):
+class _SlotPickler(BatchPickler):
     def __init__(self, file: io.BytesIO, transport: WorkerTransport) -> None:
-        super().__init__(file, pickle.HIGHEST_PROTOCOL)
+        super().__init__(file)
         self.transport = transport
 
     def persistent_id(self, obj: Any) -> Any:
@@ -249,6 +271,7 @@ class MainTransport:
         #: Per loaded batch (by id; the batch is kept): float tensors still to scale (see
         #: :meth:`finish`), with their uint8 pixels and slot.
         self.pending: dict[int, tuple[Any, list[_Scaling]]] = {}
+        self.rings: dict[int, RingReader] = {}  # by worker
 
     def load(self, worker: int, exported: Exported) -> Any:
         """Rebuild a worker's batch; its slots go back when its tensors are freed.
@@ -258,6 +281,14 @@ class MainTransport:
         self.flush()
         for number in exported.dropped:
             self.storages.pop((worker, number), None)
+        if exported.ring is not None:
+            self.rings[worker] = RingReader(exported.ring)
+        if exported.span is not None:  # in the worker's ring: read in the order written
+            ring = self.rings[worker]
+            try:
+                return pickle.loads(ring.view(exported.span))
+            finally:
+                ring.done(exported.span)
         if exported.plain:
             return pickle.loads(exported.payload)
         regions: dict[int, torch.Tensor] = {}
@@ -307,6 +338,7 @@ class MainTransport:
 
     def close(self) -> None:
         self.pending.clear()
+        self.rings.clear()
         for q in self.queues:
             q.cancel_join_thread()
             q.close()

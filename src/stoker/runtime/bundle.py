@@ -12,6 +12,9 @@ succession into one :class:`Bundle`, sent when it is due (:class:`Bundler`):
   items took :data:`MAX_SECONDS` to make (counted from when the worker went on making items
   after its previous message, see :meth:`Bundler.resumed`): a batch waits at most that long for
   its companions, and a batch that alone takes longer is sent alone;
+* the bytes counted are those in the message: a batch whose pickle lies in the worker's payload
+  ring (:mod:`stoker.pipeline.payload_ring`) adds none, so batches of small samples travel many
+  to a message however large their pickles;
 * an item whose batch refers to shared-memory slots closes its bundle: the slots are reused as
   soon as the main process lets go of them, so such batches are not held back;
 * an error closes its bundle too (the worker ends after it).

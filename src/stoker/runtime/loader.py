@@ -9,7 +9,6 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
-import gc
 import multiprocessing
 import multiprocessing.util
 import warnings
@@ -42,7 +41,7 @@ from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
 from stoker.runtime.worker_meter import Meter
-from stoker.runtime.worker_procs import WorkerProcesses
+from stoker.runtime.worker_procs import WorkerProcesses, tune_collector
 from stoker.storage.options import LoaderOptions, activate
 
 
@@ -143,12 +142,10 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
         self.prefetch_factor = prefetch_factor  # sizes the shared-memory slots
 
     def __iter__(self) -> Iterator[Bundle[Envelope]]:
-        # What the worker inherited from the main process is out of the collector's reach: a full
-        # collection would otherwise walk (and so copy, page by page) the whole inherited heap,
-        # ~0.15 s of CPU in a worker's first second.
-        gc.freeze()
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
+        if info is not None:
+            tune_collector()
         activate(self.options)  # this worker's read-ahead, cache and retries: the loader's
         slots_mb, prefetch = self.options.batch_slots_mb, self.prefetch_factor
         transport = WorkerTransport(
@@ -183,8 +180,9 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
 
     @staticmethod
     def _export(item: Envelope, transport: WorkerTransport, sender: Sender, worker: int) -> int:
-        """Pickle ``item``'s batch for the main process (in place); its payload's size. A batch
-        that cannot be pickled turns the item into an ERROR."""
+        """Pickle ``item``'s batch for the main process (in place); the bytes its message
+        carries (none where the pickle went into the payload ring). A batch that cannot be
+        pickled turns the item into an ERROR."""
         CLOCK.start(TRANSPORT)
         started = perf_counter()
         try:
@@ -294,17 +292,25 @@ class _Live:
             if items:  # a bundle holds the items of one worker
                 self.queues[items[0].worker].extend(items)
         item = queue.popleft()
-        if self._transport is not None and not self._pin:  # float batches sent as uint8
-            self._transport.finish(item.batch)
+        if self._transport is not None and not self._pin:
+            if isinstance(item.batch, Exported):  # plain data, rebuilt when its turn comes
+                item.batch = self._transport.load(item.worker, item.batch)
+            self._transport.finish(item.batch)  # float batches sent as uint8
         return item
 
     def _received(self, item: Envelope) -> Envelope:
-        """The item with its batch rebuilt, at once: the batch's file descriptors are served by
-        its worker, which may exit soon after (the item can wait here for its turn)."""
+        """The item with its batch rebuilt at once if it refers to what its worker serves
+        (file descriptors, slots: the worker may exit soon after, while the item waits here for
+        its turn). A batch of plain data is rebuilt when it is handed out (:meth:`next_from`):
+        its objects are not made long before they are used (see
+        :mod:`stoker.pipeline.batch_pickler`)."""
         if item.kind == BATCH:  # a worker's items arrive in its streams' order
             item.held = self._receiver.expand(item.stream, item.held)
-        if isinstance(item.batch, Exported) and self._transport is not None:
-            item.batch = self._transport.load(item.worker, item.batch)
+        batch = item.batch
+        if isinstance(batch, Exported) and self._transport is not None:
+            if batch.detached and not self._pin:
+                return item
+            item.batch = self._transport.load(item.worker, batch)
             if self._pin:  # pinned next, on this thread: floats sent as uint8 are scaled first
                 self._transport.finish(item.batch)
         return item
