@@ -8,6 +8,7 @@ import os
 import pickle
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -146,11 +147,11 @@ def test_doctor_lists_backends_and_extras() -> None:
 def test_progress_off_a_terminal_is_plain_lines(capfd: pytest.CaptureFixture[str]) -> None:
     os.environ["STOKER_PROGRESS_INTERVAL"] = "0"
     try:
-        with Progress(3, "Indexing shards") as bar:
+        with closing(Progress(3, "Indexing shards")) as bar:
             for _ in range(3):
                 bar.update(1)
         assert list(track(range(2), desc="Joining", unit="join")) == [0, 1]
-        with Progress(None, "Decoding train", unit="sample") as counter:
+        with closing(Progress(None, "Decoding train", unit="sample")) as counter:
             counter.update(5)
     finally:
         del os.environ["STOKER_PROGRESS_INTERVAL"]

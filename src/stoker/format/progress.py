@@ -11,7 +11,7 @@ Example:
     >>> bar = Progress(10, "Indexing shards", enabled=False)
     >>> bar.update(samples=100)
     >>> bar.close()
-    >>> with Progress(3, "Packing", unit="sample", enabled=False) as counter:
+    >>> with closing(Progress(3, "Packing", unit="sample", enabled=False)) as counter:
     ...     counter.update(3)
     >>> list(track("ab", desc="Joining", unit="join", enabled=False))
     ['a', 'b']
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from types import TracebackType
+from contextlib import closing
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -92,17 +92,6 @@ class Progress:
             print(f"{self.line()} - done in {format_seconds(elapsed)}", file=sys.stderr, flush=True)
             self.enabled = False  # closed: a second close prints nothing
 
-    def __enter__(self) -> Progress:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def track(
     items: Iterable[T], *, desc: str, unit: str, total: int | None = None, enabled: bool = True
@@ -110,7 +99,7 @@ def track(
     """Yields ``items``, counting each in a :class:`Progress` (``total``: ``len(items)`` if any)."""
     if total is None and isinstance(items, Sequence):
         total = len(items)
-    with Progress(total, desc, unit=unit, enabled=enabled) as bar:
+    with closing(Progress(total, desc, unit=unit, enabled=enabled)) as bar:
         for item in items:
             yield item
             bar.update()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +71,7 @@ def decode_samples(
     """
     report = DecodeReport()
     tasks = _tasks(path, split_parts, split_config, dataset_config, trust_sample_loader, report)
-    with Progress(len(tasks), "Decoding samples", enabled=progress) as bar:
+    with closing(Progress(len(tasks), "Decoding samples", enabled=progress)) as bar:
         for checked, failed, findings in ordered_map(_decode_shard, tasks, num_workers, len(tasks)):
             report.checked += checked
             report.failed += failed
