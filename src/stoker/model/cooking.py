@@ -145,7 +145,10 @@ def basic_sample_keys(
         >>> basic_sample_keys({"__key__": "k", "__restore_key__": (), "txt": "hi"})
         {'__key__': 'k', '__restore_key__': ()}
     """
-    out = {name: crude_sample[name] for name in _sample_fields() if name in crude_sample}
+    out: dict[str, Any] = {}
+    for name in _sample_fields():  # a loop, not a comprehension: one frame less per sample
+        if name in crude_sample:
+            out[name] = crude_sample[name]
     if additional_source_info:
         out["__sources__"] = (*(crude_sample.get("__sources__") or ()), *additional_source_info)
     return out

@@ -47,6 +47,12 @@ class LocalBlocks:
         last = self._last
         if last is not None and last[0] == name and last[1] <= start and end <= last[2]:
             return last[3][start - last[1] : end - last[1]]
+        found = self.block(name, start, end)
+        return None if found is None else found[2][start - found[0] : end - found[0]]
+
+    def block(self, name: str, start: int, end: int) -> tuple[int, int, bytes] | None:
+        """``(block start, block end, bytes)`` of the kept block of shard ``name`` that holds
+        all of ``[start, end)``, if any (callers that read many samples keep it at hand)."""
         for hint in reversed(self._hints):
             found = hint.get(name)
             if found is None:
@@ -57,7 +63,7 @@ class LocalBlocks:
                 block_start, block_end, data = blocks[i]
                 if end <= block_end and len(data) == block_end - block_start:
                     self._last = (name, block_start, block_end, data)
-                    return data[start - block_start : end - block_start]
+                    return block_start, block_end, data
         return None
 
     def clear(self) -> None:

@@ -141,6 +141,59 @@ class ShardReader:
             return RawSample(simple[0], simple[1], shard, index, start)
         return _parse_sample(data, self.store.url(shard), shard, index, start)
 
+    def read_run(
+        self, shard_ids: Sequence[int], indices: Sequence[int]
+    ) -> tuple[list[RawSample], Exception | None]:
+        """:meth:`read` of each ``(shard_ids[i], indices[i])`` in order, up to the first that
+        fails (and its error): many small samples per call, each read as :meth:`read` would.
+
+        Example: ``read_run([0, 0], [4, 5])`` reads samples 4 and 5 of the first shard.
+        """
+        out: list[RawSample] = []
+        try:
+            if self.jsonl and shard_ids and min(shard_ids) == max(shard_ids):
+                done = self._lines(shard_ids[0], indices, out)
+                if done == len(indices):
+                    return out, None
+                shard_ids, indices = shard_ids[done:], indices[done:]
+            append, read = out.append, self.read
+            for shard_id, index in zip(shard_ids, indices, strict=True):
+                append(read(shard_id, index))
+        except Exception as e:
+            return out, e
+        return out, None
+
+    def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
+        """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
+        read whole (else :meth:`read` takes over and reports); how many were read."""
+        shard = self.shards[shard_id]
+        offsets = self._offsets.get(shard)
+        if offsets is None:
+            offsets = self.offsets(shard_id)
+        picked = np.asarray(indices, dtype=np.int64)
+        count = len(offsets) - 1  # type: ignore[arg-type]
+        if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
+            return 0
+        starts = offsets[picked].tolist()  # type: ignore[index]
+        ends = offsets[picked + 1].tolist()  # type: ignore[index]
+        find, read, append = self._blocks.block, self._read, out.append
+        done, low, high, block = 0, 0, -1, b""  # the block read ahead that held the last line
+        for index, start, end in zip(indices, starts, ends, strict=True):
+            if low <= start and end <= high:
+                data = block[start - low : end - low]
+            else:
+                found = find(shard, start, end)
+                if found is None:
+                    data = read(shard_id, start, end)
+                else:
+                    low, high, block = found
+                    data = block[start - low : end - low]
+            if len(data) != end - start:
+                break
+            append(RawSample(str(index), {"json": data.strip()}, shard, index, start))
+            done += 1
+        return done
+
     def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
         """Hint that these samples are read next, in this order (each read once per hint).
 
@@ -230,14 +283,22 @@ class ShardReader:
 def _coalesce(
     starts: npt.NDArray[np.uint64], ends: npt.NDArray[np.uint64]
 ) -> list[tuple[int, int]]:
-    """Merge sorted byte ranges that are closer than ``_COALESCE_GAP``."""
-    ranges: list[tuple[int, int]] = []
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
-            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
-        else:
-            ranges.append((start, end))
-    return ranges
+    """Merge sorted byte ranges that are closer than ``_COALESCE_GAP``.
+
+    Example:
+        >>> starts = np.array([0, 10, 1 << 20], np.uint64)
+        >>> _coalesce(starts, starts + np.array([10, 10, 5], np.uint64))
+        [(0, 20), (1048576, 1048581)]
+    """
+    if len(starts) == 0:
+        return []
+    first = starts.astype(np.int64)
+    last = np.maximum.accumulate(ends.astype(np.int64))  # the end of everything so far
+    # A range starts where the gap after everything before it is wider than _COALESCE_GAP.
+    cut = np.flatnonzero(first[1:] - last[:-1] > _COALESCE_GAP) + 1
+    begins = np.concatenate(([0], cut))
+    finals = np.concatenate((cut - 1, [len(first) - 1]))
+    return list(zip(first[begins].tolist(), last[finals].tolist(), strict=True))
 
 
 #: Header type flags of regular files (``0``, NUL for old tars, ``7``).

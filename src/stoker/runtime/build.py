@@ -10,7 +10,7 @@ from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
 from stoker.model.cooking import Cooker, select_cooker
 from stoker.model.samples import CrudeSample, Sample, source_info
-from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.decode import PartDecoder, SampleDecoder
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
@@ -57,6 +57,10 @@ def fuses_float_images(
     )
     plain = default_hooks and not task_encoder.cookers
     return plain and batch_size is not None and not packing and not grouping
+
+
+#: Not looked up yet (in a cache whose values may be None).
+_UNSET: Any = object()
 
 
 class SampleBuilder:
@@ -108,6 +112,13 @@ class SampleBuilder:
                 Partners(source.join, lambda s: SampleBuilder(s, decoder).build),
                 resolve_joiner(source.join.joiner, source.join.names, config.sample_type),
             )
+        #: Whether :meth:`assemble` runs no user code (no sample loader, part filter or joiner):
+        #: then many samples may be assembled ahead in one call (:meth:`assemble_run`).
+        self.bulk = (
+            self.sample_loader is None
+            and self.join is None
+            and (config.field_map is not None or config.part_filter is None)
+        )
         #: Whether user code (a sample loader, part filter, joiner or cooker) runs per sample.
         self.user_code = bool(
             self.sample_loader is not None
@@ -118,6 +129,61 @@ class SampleBuilder:
 
     def build(self, raw: RawSample, ref: int) -> Any:
         """The sample (typed, cooked or crude) for ``raw``, global sample ``ref`` of the split."""
+        return self.cook(self.assemble(raw, ref))
+
+    def assemble_run(
+        self, raws: list[RawSample], refs: list[int]
+    ) -> tuple[list[Any], Exception | None]:
+        """:meth:`assemble` of each of ``raws`` in order, up to the first that fails (and its
+        error): many small samples per call, without user code where :attr:`bulk` is set.
+        """
+        out: list[Any] = []
+        try:
+            if self.crude and self.bulk:
+                self._crude_run(raws, refs, out)
+            else:
+                append, assemble = out.append, self.assemble
+                for raw, ref in zip(raws, refs, strict=False):
+                    append(assemble(raw, ref))
+        except Exception as e:
+            return out, e
+        return out, None
+
+    def _crude_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
+        """Crude samples of ``raws`` into ``out``, as :meth:`assemble` makes them (one loop)."""
+        decoder = self.decoder
+        part_filter, subflavors, path = self.part_filter, self.subflavors, self.source.path
+        append = out.append
+        plain: dict[str, PartDecoder | None] = {}  # part name -> its plain decoder (or None)
+        for raw, ref in zip(raws, refs, strict=False):
+            key, parts, shard = raw[0], raw[1], raw[2]
+            names = tuple(map(f"{key}.".__add__, parts))  # raw.file_names, without a frame
+            if part_filter is not None:
+                parts = {name: data for name, data in parts.items() if part_filter(name)}
+            if decoder is None:
+                decoded: dict[str, Any] = dict(parts)
+            else:  # json/txt/cls parts straight to their decoder (decode() if one fails)
+                decoded = {}
+                for name, data in parts.items():
+                    fn = plain.get(name, _UNSET)
+                    if fn is _UNSET:
+                        fn = plain[name] = decoder.plain_decoder(name)
+                    if fn is None:
+                        decoded = decoder.decode(key, parts)
+                        break
+                    try:
+                        decoded[name] = fn(name, data, decoder)
+                    except Exception:
+                        decoded = decoder.decode(key, parts)
+                        break
+            sample = CrudeSample(decoded)
+            sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
+            sample["__subflavors__"] = subflavors.copy()
+            sample["__sources__"] = (source_info(path, ref, shard, names),)
+            append(sample)
+
+    def assemble(self, raw: RawSample, ref: int) -> Any:
+        """The sample of ``raw`` before cooking (typed or crude; see :meth:`cook`)."""
         parts = raw.parts
         if self.part_filter is not None:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
@@ -141,6 +207,10 @@ class SampleBuilder:
             )
         if self.join is not None:
             sample = self._join(self.join, sample, raw.key, ref, restore_key)
+        return sample
+
+    def cook(self, sample: Any) -> Any:
+        """``sample`` cooked by the task encoder's cookers where it is crude and there are any."""
         if self.kitchen is not None and isinstance(sample, CrudeSample):
             clock = CLOCK
             clock.start(COOK)
@@ -191,6 +261,13 @@ class Kitchen:
         #: The first cooker where it matches every sample (no ``has_subflavors``).
         first = self.cookers[0] if self.cookers else None
         self._always = first if isinstance(first, Cooker) and not first.has_subflavors else None
+        #: Whether :attr:`_always` gets no stores (no aux, no primary, no cache).
+        self._bare = (
+            self._always is not None
+            and not source.aux
+            and not self._always.need_primary
+            and not self._always.need_cache
+        )
         #: (need_primary, need_cache) of each cooker used, by its id (read once).
         self._needs: dict[int, tuple[bool, bool]] = {}
         #: The task encoder's cook_crude_sample (bound once).
@@ -201,15 +278,17 @@ class Kitchen:
 
     def cook(self, sample: CrudeSample) -> Any:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
-        key = sample.get("__key__")
         try:
-            cooker = self._always or select_cooker(self.cookers, sample.get("__subflavors__"))
+            cooker = self._always
+            if cooker is not None and self._bare:  # the common case: no store to pass
+                return self.cook_crude(sample, cooker, {})
+            cooker = cooker or select_cooker(self.cookers, sample.get("__subflavors__"))
             needs = self._needs.get(id(cooker))
             if needs is None:
                 needs = self._needs[id(cooker)] = (cooker.need_primary, cooker.need_cache)
             aux: dict[str, Any] = dict(self.aux()) if self.source.aux else {}
             if needs[0]:
-                aux["primary"] = PrimaryFileStore(self.primary(), str(key))
+                aux["primary"] = PrimaryFileStore(self.primary(), str(sample.get("__key__")))
             if needs[1]:
                 aux["cache"] = current_cache_pool()
             return self.cook_crude(sample, cooker, aux)
@@ -218,7 +297,7 @@ class Kitchen:
         except SampleError as e:
             if e.key is not None:
                 raise
-            raise SampleError(e.problem, key=key, part=e.part, hint=e.hint) from e
+            raise SampleError(e.problem, key=sample.get("__key__"), part=e.part, hint=e.hint) from e
         except StokerError:
             raise  # a configuration problem, not this sample's
         except Exception as e:
