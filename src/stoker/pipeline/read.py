@@ -71,6 +71,9 @@ class ShardReader:
         self._fds: _LRU = _LRU(_MAX_OPEN)
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
+        #: Whether the shards are local files: reading samples a run ahead costs nothing
+        #: then (remote samples are read when needed, or as the read-ahead budget allows).
+        self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
 
     def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
         """The N+1 sample offsets of a shard (cached)."""
@@ -204,38 +207,39 @@ class ShardReader:
         if len(shard_ids) == 0:
             return
         advise = getattr(os, "posix_fadvise", None)
-        self._load_offsets(np.unique(shard_ids).tolist())
-        starts = np.zeros(len(shard_ids), np.int64)
-        ends = np.zeros(len(shard_ids), np.int64)
-        remote = np.zeros(len(shard_ids), bool)
+        # Each shard's hinted samples at once: sorted by shard (stable: in hint order within).
+        order = np.argsort(shard_ids, kind="stable")
+        cuts = (np.flatnonzero(np.diff(shard_ids[order])) + 1).tolist()
+        bounds = list(zip([0, *cuts], [*cuts, len(order)], strict=True))
+        unique = shard_ids[order[[lo for lo, _ in bounds]]].tolist()
+        self._load_offsets(unique)
         local_ranges: dict[str, tuple[str, list[tuple[int, int]]]] = {}
-        for shard_id in np.unique(shard_ids).tolist():
+        remote: list[tuple[int, int, int, int]] = []  # (place in the hint, shard, start, end)
+        for shard_id, (lo, hi) in zip(unique, bounds, strict=True):
             name = self.shards[shard_id]
             local = self.store.local_path(name)
             offsets = self.offsets(shard_id)
-            mask = shard_ids == shard_id
-            picked = indices[mask]
-            picked = picked[(picked >= 0) & (picked < len(offsets) - 1)]
+            places = order[lo:hi]
+            picked = indices[places]
+            keep = (picked >= 0) & (picked < len(offsets) - 1)
             if local is not None:
-                picked = np.unique(picked)
+                picked = np.unique(picked[keep])
                 local_ranges[name] = (local, _coalesce(offsets[picked], offsets[picked + 1]))
                 continue
-            mask &= (indices >= 0) & (indices < len(offsets) - 1)
-            starts[mask] = offsets[indices[mask]]
-            ends[mask] = offsets[indices[mask] + 1]
-            remote |= mask
+            places, picked = places[keep], picked[keep]
+            remote.extend(
+                zip(
+                    places.tolist(), [shard_id] * len(places), offsets[picked].tolist(),
+                    offsets[picked + 1].tolist(), strict=True,
+                )
+            )  # fmt: skip
         if local_ranges:
             self._read_ahead_local(local_ranges, advise)
-        if not remote.any():
+        if not remote:
             return
+        remote.sort()  # back in the hint's order
         names = self.shards
-        self._remote().want(
-            (names[s], b, e)
-            for s, b, e in zip(
-                shard_ids[remote].tolist(), starts[remote].tolist(), ends[remote].tolist(),
-                strict=True,
-            )
-        )  # fmt: skip
+        self._remote().want((names[s], b, e) for _, s, b, e in remote)
 
     def _read_ahead_local(
         self, ranges: dict[str, tuple[str, list[tuple[int, int]]]], advise: Any
@@ -290,8 +294,14 @@ def _coalesce(
         >>> _coalesce(starts, starts + np.array([10, 10, 5], np.uint64))
         [(0, 20), (1048576, 1048581)]
     """
-    if len(starts) == 0:
-        return []
+    if len(starts) < 64:  # few: a plain loop costs less than numpy's calls
+        ranges: list[tuple[int, int]] = []
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
+                ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+            else:
+                ranges.append((start, end))
+        return ranges
     first = starts.astype(np.int64)
     last = np.maximum.accumulate(ends.astype(np.int64))  # the end of everything so far
     # A range starts where the gap after everything before it is wider than _COALESCE_GAP.

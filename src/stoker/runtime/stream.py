@@ -125,8 +125,9 @@ class SampleStream(RefSource):
         calls = sum(counts)  # the stream's encode_sample calls so far (sum of the counts)
         block = self._next_block(counts, _FIRST_BLOCK)
         encode, prepare, prepared = self._encode, self._prepare, self._prepared
-        # Datasets whose samples are read and assembled in runs (no user code before cooking).
-        bulk = [io.builder.bulk for io in self.io]
+        # Datasets whose samples are read and assembled in runs (local, no user code before
+        # cooking).
+        bulk = [io.builder.bulk and io.reader.local for io in self.io]
         queues: list[deque[Any]] = [deque() for _ in counts]
         # The default encode_sample: each sample is its one output (_plain, inline below).
         plain, identity = self._plain, self.direct_hook is _IDENTITY
