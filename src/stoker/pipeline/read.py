@@ -46,6 +46,10 @@ class RawSample(NamedTuple):
         return tuple([f"{key}.{part}" for part in self.parts])
 
 
+#: ``RawSample(...)`` without its Python-level ``__new__`` (a named tuple's), for many samples.
+_new_tuple = tuple.__new__
+
+
 class _LRU(OrderedDict[str, object]):
     def __init__(self, limit: int) -> None:
         super().__init__()
@@ -177,23 +181,21 @@ class ShardReader:
         count = len(offsets) - 1  # type: ignore[arg-type]
         if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
             return 0
-        starts = offsets[picked].tolist()  # type: ignore[index]
-        ends = offsets[picked + 1].tolist()  # type: ignore[index]
-        find, read, append = self._blocks.block, self._read, out.append
-        done, low, high, block = 0, 0, -1, b""  # the block read ahead that held the last line
-        for index, start, end in zip(indices, starts, ends, strict=True):
-            if low <= start and end <= high:
-                data = block[start - low : end - low]
+        first = offsets[picked].astype(np.int64)  # type: ignore[index]
+        last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
+        held = self._blocks.locate(shard, first, last)
+        read, append = self._read, out.append
+        done = 0
+        for index, start, end, block in zip(
+            indices, first.tolist(), last.tolist(), held, strict=True
+        ):
+            if block is None:
+                data = read(shard_id, start, end)
             else:
-                found = find(shard, start, end)
-                if found is None:
-                    data = read(shard_id, start, end)
-                else:
-                    low, high, block = found
-                    data = block[start - low : end - low]
+                data = block[2][start - block[0] : end - block[0]]
             if len(data) != end - start:
                 break
-            append(RawSample(str(index), {"json": data.strip()}, shard, index, start))
+            append(_new_tuple(RawSample, (str(index), {"json": data.strip()}, shard, index, start)))
             done += 1
         return done
 

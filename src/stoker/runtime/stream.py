@@ -178,7 +178,8 @@ class SampleStream(RefSource):
         sample_index = calls * slots.step + slots.first % slots.step
         kitchen = self.io[d].builder.kitchen
         if kitchen is not None and isinstance(sample, CrudeSample):
-            hook_index.push(slots.first + slots.made * slots.step, sample_index)
+            active = hook_index.ACTIVE  # hook_index.push / pop, inline
+            active.append((slots.first + slots.made * slots.step, sample_index))
             started = perf_counter()
             try:
                 sample = kitchen.cook(sample)
@@ -187,15 +188,23 @@ class SampleStream(RefSource):
                 return _END
             finally:
                 CLOCK.charge(COOK, perf_counter() - started)
-                hook_index.pop()
+                active.pop()
         tracker = self.tracker
         if tracker.consecutive or tracker.storage_shards:
             tracker.succeeded()
+        # encoded_key, inline: the restore key read here is the one to extend.
         if isinstance(sample, dict):
             key = sample.get("__restore_key__")
-        else:
-            key = getattr(sample, "__restore_key__", None)
-        return encoded_key(sample, key, sample_index, 0)
+            if isinstance(key, tuple) and len(key) == 3:
+                sample["__restore_key__"] = (*key, sample_index, 0)
+            return sample
+        key = getattr(sample, "__restore_key__", None)
+        if isinstance(key, tuple) and len(key) == 3:
+            try:  # noqa: SIM105 (per sample: suppress() costs more)
+                sample.__restore_key__ = (*key, sample_index, 0)
+            except (AttributeError, TypeError):  # frozen: left as it is
+                pass
+        return sample
 
     def _next_block(
         self, counts: list[int], size: int
