@@ -27,6 +27,7 @@ from stoker.sources.field_map import (
     factory_sample_loader,
     load_part_filter,
     load_sample_loader,
+    plain_fields,
 )
 from stoker.sources.joiner import Joiner, Partners, resolve_joiner
 from stoker.sources.source import DataSource
@@ -101,6 +102,8 @@ class SampleBuilder:
             )
         #: Crude samples (no sample type): built here without :func:`build_sample`.
         self.crude = config.is_crude
+        #: The class and (field, part) pairs where each field is one part (:func:`plain_fields`).
+        self.plain_fields = plain_fields(config) if self.sample_loader is None else None
         #: The sample's subflavors: the dataset.yaml's, overridden by the metadataset's.
         self.subflavors = {**config.subflavors, **(source.subflavors or {})}
         self.kitchen: Kitchen | None = None
@@ -139,8 +142,8 @@ class SampleBuilder:
         """
         out: list[Any] = []
         try:
-            if self.crude and self.bulk:
-                self._crude_run(raws, refs, out)
+            if self.bulk and (self.crude or self.plain_fields is not None):
+                self._plain_run(raws, refs, out)
             else:
                 append, assemble = out.append, self.assemble
                 for raw, ref in zip(raws, refs, strict=False):
@@ -149,10 +152,13 @@ class SampleBuilder:
             return out, e
         return out, None
 
-    def _crude_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
-        """Crude samples of ``raws`` into ``out``, as :meth:`assemble` makes them (one loop)."""
-        decoder = self.decoder
+    def _plain_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
+        """Crude samples, or typed ones of :attr:`plain_fields`, of ``raws`` into ``out``, as
+        :meth:`assemble` makes them, in one loop (:meth:`assemble` where a field is missing or
+        the class refuses them: it reports that)."""
+        decoder, typed = self.decoder, self.plain_fields
         part_filter, subflavors, path = self.part_filter, self.subflavors, self.source.path
+        new: Any = dict if typed is not None else CrudeSample
         append = out.append
         plain: dict[str, PartDecoder | None] = {}  # part name -> its plain decoder (or None)
         for raw, ref in zip(raws, refs, strict=False):
@@ -161,26 +167,41 @@ class SampleBuilder:
             if part_filter is not None:
                 parts = {name: data for name, data in parts.items() if part_filter(name)}
             if decoder is None:
-                decoded: dict[str, Any] = dict(parts)
+                sample = new(parts)
             else:  # json/txt/cls parts straight to their decoder (decode() if one fails)
-                decoded = {}
+                sample = new()
                 for name, data in parts.items():
                     fn = plain.get(name, _UNSET)
                     if fn is _UNSET:
                         fn = plain[name] = decoder.plain_decoder(name)
                     if fn is None:
-                        decoded = decoder.decode(key, parts)
+                        sample = new(decoder.decode(key, parts))
                         break
                     try:
-                        decoded[name] = fn(name, data, decoder)
+                        sample[name] = fn(name, data, decoder)
                     except Exception:
-                        decoded = decoder.decode(key, parts)
+                        sample = new(decoder.decode(key, parts))
                         break
-            sample = CrudeSample(decoded)
-            sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
-            sample["__subflavors__"] = subflavors.copy()
-            sample["__sources__"] = (source_info(path, ref, shard, names),)
-            append(sample)
+            restore_key = ("Webdataset", path, ref)
+            sources = (source_info(path, ref, shard, names),)
+            if typed is None:
+                sample["__key__"], sample["__restore_key__"] = key, restore_key
+                sample["__subflavors__"], sample["__sources__"] = subflavors.copy(), sources
+                append(sample)
+                continue
+            cls, pairs = typed
+            try:
+                fields = {}
+                for field, part in pairs:
+                    fields[field] = sample[part]
+                append(
+                    cls(
+                        __key__=key, __restore_key__=restore_key,
+                        __subflavors__=subflavors.copy(), __sources__=sources, **fields,
+                    )
+                )  # fmt: skip
+            except (KeyError, TypeError):
+                append(self.assemble(raw, ref))
 
     def assemble(self, raw: RawSample, ref: int) -> Any:
         """The sample of ``raw`` before cooking (typed or crude; see :meth:`cook`)."""
@@ -272,6 +293,14 @@ class Kitchen:
         self._needs: dict[int, tuple[bool, bool]] = {}
         #: The task encoder's cook_crude_sample (bound once).
         self.cook_crude = task_encoder.cook_crude_sample
+        #: The one cook function where cook_crude_sample would just call it without stores.
+        self._direct = (
+            self._always.cook
+            if self._bare
+            and self._always is not None
+            and not task_encoder._is_overridden(task_encoder.cook_crude_sample)
+            else None
+        )
         self.decoder = decoder
         self._aux: dict[str, FileStore] | None = None
         self._primary: FileStore | None = None
@@ -279,8 +308,10 @@ class Kitchen:
     def cook(self, sample: CrudeSample) -> Any:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
         try:
+            if self._direct is not None:  # the common case: the cooker's function, at once
+                return self._direct(sample)
             cooker = self._always
-            if cooker is not None and self._bare:  # the common case: no store to pass
+            if cooker is not None and self._bare:  # no store to pass
                 return self.cook_crude(sample, cooker, {})
             cooker = cooker or select_cooker(self.cookers, sample.get("__subflavors__"))
             needs = self._needs.get(id(cooker))
