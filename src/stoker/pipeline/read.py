@@ -163,12 +163,35 @@ class ShardReader:
                 if done == len(indices):
                     return out, None
                 shard_ids, indices = shard_ids[done:], indices[done:]
-            append, read = out.append, self.read
-            for shard_id, index in zip(shard_ids, indices, strict=True):
-                append(read(shard_id, index))
+            if self.jsonl:
+                append, read = out.append, self.read
+                for shard_id, index in zip(shard_ids, indices, strict=True):
+                    append(read(shard_id, index))
+            else:
+                self._members(shard_ids, indices, out)
         except Exception as e:
             return out, e
         return out, None
+
+    def _members(
+        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
+    ) -> None:
+        """Read tar samples into ``out``: plain ones held in read-ahead blocks in this loop,
+        others by :meth:`read` (which reads and reports as for one)."""
+        shards, cached, take = self.shards, self._offsets, self._blocks.take
+        append, read = out.append, self.read
+        for shard_id, index in zip(shard_ids, indices, strict=True):
+            shard = shards[shard_id]
+            offsets = cached.get(shard)
+            if offsets is not None and 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+                start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+                data = take(shard, start, end)
+                if data is not None and len(data) == end - start:
+                    simple = _parse_simple(data)
+                    if simple is not None:
+                        append(_new_tuple(RawSample, (simple[0], simple[1], shard, index, start)))
+                        continue
+            append(read(shard_id, index))
 
     def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
         """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
