@@ -144,7 +144,7 @@ def _sample_getter() -> Callable[[dict[str, Any]], tuple[Any, ...]]:
 
 
 #: Dict types without ``__missing__`` (where ``in`` and ``[]`` agree on every key).
-_PLAIN_DICTS = frozenset({dict, CrudeSample})
+_PLAIN_DICTS: frozenset[type] = frozenset((dict, CrudeSample))
 
 
 def basic_sample_keys(

@@ -54,8 +54,10 @@ from stoker.sources.source import DataSource
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
 #: comes soon; larger after, so remote reads coalesce over whole shard slices (fewer requests).
 _FIRST_BLOCK, _BLOCK = 1024, 4096
+#: A block's references of one dataset: global sample indices, shards, indices in the shard.
+_Refs = tuple[list[int], list[int], list[int]]
 #: References read and assembled at a time, in one call (see :meth:`SampleStream._prepare`).
-_RUN = 128
+_RUN = 64
 
 
 @dataclass
@@ -128,7 +130,9 @@ class SampleStream(RefSource):
         # Datasets whose samples are read and assembled in runs (local, no user code before
         # cooking).
         bulk = [io.builder.bulk and io.reader.local for io in self.io]
+        # Per dataset: the samples read and assembled ahead, and their raw samples.
         queues: list[deque[Any]] = [deque() for _ in counts]
+        raw_queues: list[deque[Any]] = [deque() for _ in counts]
         # The default encode_sample: each sample is its one output (_plain, inline below).
         plain, identity = self._plain, self.direct_hook is _IDENTITY
         while block is not None:
@@ -138,14 +142,16 @@ class SampleStream(RefSource):
             block = self._next_block(after, _BLOCK)
             taken = [0] * len(counts)
             for d in choices.tolist():
-                ref, shard_id, index = refs[d][taken[d]]
+                at = taken[d]
+                mine = refs[d]
+                ref, shard_id, index = mine[0][at], mine[1][at], mine[2][at]
                 if bulk[d]:
-                    queue = queues[d]
+                    queue, raw_queue = queues[d], raw_queues[d]
                     if not queue:
-                        prepare(d, refs[d], taken[d], queue)
-                    entry = queue.popleft()
+                        prepare(d, mine, at, queue, raw_queue)
+                    raw, sample = raw_queue.popleft(), queue.popleft()
                     if identity and not skip:
-                        output = plain(entry, d, shard_id, index, calls)
+                        output = plain(raw, sample, d, shard_id, index, calls)
                         taken[d] += 1
                         if output is not _END:
                             self.position = position = make_position(tuple(counts), 1)
@@ -153,7 +159,7 @@ class SampleStream(RefSource):
                         counts[d] += 1
                         calls += 1
                         continue
-                    outputs = prepared(entry, d, shard_id, index, calls)
+                    outputs = prepared(raw, sample, d, shard_id, index, calls)
                 else:
                     outputs = encode(d, shard_id, index, ref, calls)
                 taken[d] += 1
@@ -166,13 +172,12 @@ class SampleStream(RefSource):
                 calls += 1
 
     def _plain(
-        self, entry: tuple[RawSample | None, Any], d: int, shard_id: int, index: int, calls: int
+        self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
     ) -> Any:
         """The one output of a reference :meth:`_prepare` read, under the default
         ``encode_sample`` (:meth:`_prepared` made lean for it); ``_END`` for none."""
-        raw, sample = entry
         if self.corrupt or self.unreachable or type(sample) is _Failure:
-            outputs = tuple(self._prepared(entry, d, shard_id, index, calls))
+            outputs = tuple(self._prepared(raw, sample, d, shard_id, index, calls))
             return outputs[0] if outputs else _END
         slots = self.slots
         sample_index = calls * slots.step + slots.first % slots.step
@@ -208,22 +213,23 @@ class SampleStream(RefSource):
 
     def _next_block(
         self, counts: list[int], size: int
-    ) -> tuple[np.ndarray, dict[int, list[Any]]] | None:
+    ) -> tuple[np.ndarray, dict[int, _Refs]] | None:
         """The dataset ids of the ``size`` references from ``counts`` and their references
         (prefetched)."""
         schedule = self.spec.schedule
         choices = schedule.next_block(counts, schedule.end(counts, self.epoch), size)
         return None if len(choices) == 0 else (choices, self._block_refs(counts, choices))
 
-    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, list[Any]]:
-        """(ref, shard, index) of each dataset's next references in this block; prefetched."""
-        out: dict[int, list[Any]] = {}
+    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, _Refs]:
+        """The global indices, shards and indices in the shard of each dataset's next references
+        in this block (three lists); prefetched."""
+        out: dict[int, _Refs] = {}
         for d, n in enumerate(np.bincount(choices, minlength=len(counts)).tolist()):
             if n == 0:
                 continue
             refs = self.spec.schedule.refs(d, counts[d], counts[d] + n)
             shard_ids, indices = self._locate(d, refs)
-            out[d] = list(zip(refs.tolist(), shard_ids.tolist(), indices.tolist(), strict=True))
+            out[d] = (refs.tolist(), shard_ids.tolist(), indices.tolist())
         return out
 
     def _locate(self, d: int, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -319,40 +325,47 @@ class SampleStream(RefSource):
             return ()
         return self._finish(io, sample, raw, calls, tracker, d, shard_id, index)
 
-    def _prepare(self, d: int, refs: list[Any], at: int, queue: deque[Any]) -> None:
-        """Read and assemble the next run of dataset ``d``'s references of this block
-        (``refs[at:]``, up to :data:`_RUN`) into ``queue``: ``(raw, sample)`` each, up to the
-        first that fails, which ends the run as ``(raw or None, _Failure(error))``."""
-        run = refs[at : at + _RUN]
+    def _prepare(
+        self, d: int, refs: _Refs, at: int, queue: deque[Any], raw_queue: deque[Any]
+    ) -> None:
+        """Read and assemble the next run of dataset ``d``'s references of this block (from
+        ``at``, up to :data:`_RUN`) into ``queue`` (their raw samples into ``raw_queue``), up to
+        the first that fails, which ends the run as a :class:`_Failure` (raw sample or None)."""
+        end = at + _RUN
+        shard_ids = refs[1][at:end]
         if self.corrupt or self.unreachable:  # stop before a shard that failed in this pass
-            failed = self.corrupt | self.unreachable
-            run = list(itertools.takewhile(lambda r: (d, r[1]) not in failed, run))
-            if not run:  # the next is skipped unread (see _prepared)
-                queue.append((None, None))
+            broken = self.corrupt | self.unreachable
+            shard_ids = list(itertools.takewhile(lambda s: (d, s) not in broken, shard_ids))
+            if not shard_ids:  # the next is skipped unread (see _prepared)
+                queue.append(None)
+                raw_queue.append(None)
                 return
+            end = at + len(shard_ids)
         io = self.io[d]
         clock = CLOCK
         clock.start(READ)
         try:
-            raws, error = io.reader.read_run([r[1] for r in run], [r[2] for r in run])
+            raws, error = io.reader.read_run(shard_ids, refs[2][at:end])
             clock.switch(DECODE)
-            samples, failed = io.builder.assemble_run(raws, [r[0] for r in run])
+            samples, failed = io.builder.assemble_run(raws, refs[0][at:end])
         finally:
             clock.stop()
-        queue.extend(zip(raws, samples, strict=False))
+        queue.extend(samples)
+        raw_queue.extend(raws[: len(samples)])
         if failed is not None:
-            queue.append((raws[len(samples)], _Failure(failed)))
+            queue.append(_Failure(failed))
+            raw_queue.append(raws[len(samples)])
         elif error is not None:
-            queue.append((None, _Failure(error)))
+            queue.append(_Failure(error))
+            raw_queue.append(None)
 
     def _prepared(
-        self, entry: tuple[RawSample | None, Any], d: int, shard_id: int, index: int, calls: int
+        self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
     ) -> Iterable[Any]:
         """The encoded outputs of a reference :meth:`_prepare` read (as :meth:`_encode`)."""
         tracker = self.tracker
         if (self.corrupt or self.unreachable) and self._unread(d, shard_id, index, tracker):
             return ()  # its shard failed after it was read ahead: skipped as if unread
-        raw, sample = entry
         if type(sample) is _Failure:
             self._failed(sample.error, tracker, d, shard_id, index, raw)
             return ()
