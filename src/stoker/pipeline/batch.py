@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import torch
@@ -169,7 +170,7 @@ def batch_samples(
 def _columns(samples: Sequence[Any]) -> dict[str, list[Any]]:
     first = samples[0]
     if isinstance(first, dict):
-        return {key: [sample[key] for sample in samples] for key in first}
+        return {key: list(map(itemgetter(key), samples)) for key in first}
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         names = [f.name for f in dataclasses.fields(first)]
     elif isinstance(first, tuple) and hasattr(first, "_fields"):
@@ -179,4 +180,4 @@ def _columns(samples: Sequence[Any]) -> dict[str, list[Any]]:
             f"cannot batch samples of type {type(first).__name__} field by field.",
             hint="Batch dicts, dataclasses or NamedTuples, or override TaskEncoder.batch.",
         )
-    return {name: [getattr(sample, name) for sample in samples] for name in names}
+    return {name: list(map(attrgetter(name), samples)) for name in names}

@@ -72,7 +72,13 @@ class BatchMaker:
         CLOCK.start(BATCH)
         try:
             batch = self.encoder.batch(samples)
-            set_restore_key(batch, (BATCH_KEY, index, *(restore_key_of(s) for s in samples)))
+            keys = [
+                s.get("__restore_key__")
+                if isinstance(s, dict)
+                else getattr(s, "__restore_key__", None)
+                for s in samples
+            ]  # restore_key_of, inline: once per sample
+            set_restore_key(batch, (BATCH_KEY, index, *keys))
             stage = "encode_batch"
             CLOCK.switch(ENCODE_BATCH)
             batch = _one(self.encoder.encode_batch(batch))

@@ -115,6 +115,22 @@ class SampleDecoder:
             out[name] = data if name.startswith("__") else self.decode_part(key, name, data)
         return out
 
+    def plain_decoder(self, name: str) -> PartDecoder | None:
+        """The decoder :meth:`decode` calls directly for part ``name`` (json, txt, cls parts;
+        no content guessing; ``decode`` not overridden), for callers that decode many samples
+        in one loop; None where :meth:`decode` must run. Where it raises, call :meth:`decode`,
+        which reports the failure as every decode does.
+
+        Example:
+            >>> decoder = SampleDecoder()
+            >>> decoder.plain_decoder("json") is not None, decoder.plain_decoder("jpg")
+            (True, None)
+        """
+        if self.guess_content or type(self).decode is not SampleDecoder.decode:
+            return None
+        fn = _DECODERS.get(name)
+        return fn if fn in _PLAIN else None
+
     def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
         """Energon style: decode a dict with ``__key__`` and parts (bytes values only)."""
         key = str(sample.get("__key__", "?"))

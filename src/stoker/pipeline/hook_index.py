@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from stoker.errors import StokerError
 
-#: The (batch index, sample index) of the hooks running now, innermost last.
-_ACTIVE: list[tuple[int, int]] = []
+#: The (batch index, sample index) of the hooks running now, innermost last (:func:`push` and
+#: :func:`pop` change it; a per-sample path may append and pop it directly).
+ACTIVE: list[tuple[int, int]] = []
+_ACTIVE = ACTIVE
 
 
 @dataclass

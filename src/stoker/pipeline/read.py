@@ -46,6 +46,10 @@ class RawSample(NamedTuple):
         return tuple([f"{key}.{part}" for part in self.parts])
 
 
+#: ``RawSample(...)`` without its Python-level ``__new__`` (a named tuple's), for many samples.
+_new_tuple = tuple.__new__
+
+
 class _LRU(OrderedDict[str, object]):
     def __init__(self, limit: int) -> None:
         super().__init__()
@@ -71,6 +75,9 @@ class ShardReader:
         self._fds: _LRU = _LRU(_MAX_OPEN)
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
+        #: Whether the shards are local files: reading samples a run ahead costs nothing
+        #: then (remote samples are read when needed, or as the read-ahead budget allows).
+        self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
 
     def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
         """The N+1 sample offsets of a shard (cached)."""
@@ -141,6 +148,80 @@ class ShardReader:
             return RawSample(simple[0], simple[1], shard, index, start)
         return _parse_sample(data, self.store.url(shard), shard, index, start)
 
+    def read_run(
+        self, shard_ids: Sequence[int], indices: Sequence[int]
+    ) -> tuple[list[RawSample], Exception | None]:
+        """:meth:`read` of each ``(shard_ids[i], indices[i])`` in order, up to the first that
+        fails (and its error): many small samples per call, each read as :meth:`read` would.
+
+        Example: ``read_run([0, 0], [4, 5])`` reads samples 4 and 5 of the first shard.
+        """
+        out: list[RawSample] = []
+        try:
+            if self.jsonl and shard_ids and min(shard_ids) == max(shard_ids):
+                done = self._lines(shard_ids[0], indices, out)
+                if done == len(indices):
+                    return out, None
+                shard_ids, indices = shard_ids[done:], indices[done:]
+            if self.jsonl:
+                append, read = out.append, self.read
+                for shard_id, index in zip(shard_ids, indices, strict=True):
+                    append(read(shard_id, index))
+            else:
+                self._members(shard_ids, indices, out)
+        except Exception as e:
+            return out, e
+        return out, None
+
+    def _members(
+        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
+    ) -> None:
+        """Read tar samples into ``out``: plain ones held in read-ahead blocks in this loop,
+        others by :meth:`read` (which reads and reports as for one)."""
+        shards, cached, take = self.shards, self._offsets, self._blocks.take
+        append, read = out.append, self.read
+        for shard_id, index in zip(shard_ids, indices, strict=True):
+            shard = shards[shard_id]
+            offsets = cached.get(shard)
+            if offsets is not None and 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+                start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+                data = take(shard, start, end)
+                if data is not None and len(data) == end - start:
+                    simple = _parse_simple(data)
+                    if simple is not None:
+                        append(_new_tuple(RawSample, (simple[0], simple[1], shard, index, start)))
+                        continue
+            append(read(shard_id, index))
+
+    def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
+        """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
+        read whole (else :meth:`read` takes over and reports); how many were read."""
+        shard = self.shards[shard_id]
+        offsets = self._offsets.get(shard)
+        if offsets is None:
+            offsets = self.offsets(shard_id)
+        picked = np.asarray(indices, dtype=np.int64)
+        count = len(offsets) - 1  # type: ignore[arg-type]
+        if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
+            return 0
+        first = offsets[picked].astype(np.int64)  # type: ignore[index]
+        last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
+        held = self._blocks.locate(shard, first, last)
+        read, append = self._read, out.append
+        done = 0
+        for index, start, end, block in zip(
+            indices, first.tolist(), last.tolist(), held, strict=True
+        ):
+            if block is None:
+                data = read(shard_id, start, end)
+            else:
+                data = block[2][start - block[0] : end - block[0]]
+            if len(data) != end - start:
+                break
+            append(_new_tuple(RawSample, (str(index), {"json": data.strip()}, shard, index, start)))
+            done += 1
+        return done
+
     def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
         """Hint that these samples are read next, in this order (each read once per hint).
 
@@ -151,38 +232,39 @@ class ShardReader:
         if len(shard_ids) == 0:
             return
         advise = getattr(os, "posix_fadvise", None)
-        self._load_offsets(np.unique(shard_ids).tolist())
-        starts = np.zeros(len(shard_ids), np.int64)
-        ends = np.zeros(len(shard_ids), np.int64)
-        remote = np.zeros(len(shard_ids), bool)
+        # Each shard's hinted samples at once: sorted by shard (stable: in hint order within).
+        order = np.argsort(shard_ids, kind="stable")
+        cuts = (np.flatnonzero(np.diff(shard_ids[order])) + 1).tolist()
+        bounds = list(zip([0, *cuts], [*cuts, len(order)], strict=True))
+        unique = shard_ids[order[[lo for lo, _ in bounds]]].tolist()
+        self._load_offsets(unique)
         local_ranges: dict[str, tuple[str, list[tuple[int, int]]]] = {}
-        for shard_id in np.unique(shard_ids).tolist():
+        remote: list[tuple[int, int, int, int]] = []  # (place in the hint, shard, start, end)
+        for shard_id, (lo, hi) in zip(unique, bounds, strict=True):
             name = self.shards[shard_id]
             local = self.store.local_path(name)
             offsets = self.offsets(shard_id)
-            mask = shard_ids == shard_id
-            picked = indices[mask]
-            picked = picked[(picked >= 0) & (picked < len(offsets) - 1)]
+            places = order[lo:hi]
+            picked = indices[places]
+            keep = (picked >= 0) & (picked < len(offsets) - 1)
             if local is not None:
-                picked = np.unique(picked)
+                picked = np.unique(picked[keep])
                 local_ranges[name] = (local, _coalesce(offsets[picked], offsets[picked + 1]))
                 continue
-            mask &= (indices >= 0) & (indices < len(offsets) - 1)
-            starts[mask] = offsets[indices[mask]]
-            ends[mask] = offsets[indices[mask] + 1]
-            remote |= mask
+            places, picked = places[keep], picked[keep]
+            remote.extend(
+                zip(
+                    places.tolist(), [shard_id] * len(places), offsets[picked].tolist(),
+                    offsets[picked + 1].tolist(), strict=True,
+                )
+            )  # fmt: skip
         if local_ranges:
             self._read_ahead_local(local_ranges, advise)
-        if not remote.any():
+        if not remote:
             return
+        remote.sort()  # back in the hint's order
         names = self.shards
-        self._remote().want(
-            (names[s], b, e)
-            for s, b, e in zip(
-                shard_ids[remote].tolist(), starts[remote].tolist(), ends[remote].tolist(),
-                strict=True,
-            )
-        )  # fmt: skip
+        self._remote().want((names[s], b, e) for _, s, b, e in remote)
 
     def _read_ahead_local(
         self, ranges: dict[str, tuple[str, list[tuple[int, int]]]], advise: Any
@@ -230,14 +312,28 @@ class ShardReader:
 def _coalesce(
     starts: npt.NDArray[np.uint64], ends: npt.NDArray[np.uint64]
 ) -> list[tuple[int, int]]:
-    """Merge sorted byte ranges that are closer than ``_COALESCE_GAP``."""
-    ranges: list[tuple[int, int]] = []
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
-            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
-        else:
-            ranges.append((start, end))
-    return ranges
+    """Merge sorted byte ranges that are closer than ``_COALESCE_GAP``.
+
+    Example:
+        >>> starts = np.array([0, 10, 1 << 20], np.uint64)
+        >>> _coalesce(starts, starts + np.array([10, 10, 5], np.uint64))
+        [(0, 20), (1048576, 1048581)]
+    """
+    if len(starts) < 64:  # few: a plain loop costs less than numpy's calls
+        ranges: list[tuple[int, int]] = []
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
+                ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+            else:
+                ranges.append((start, end))
+        return ranges
+    first = starts.astype(np.int64)
+    last = np.maximum.accumulate(ends.astype(np.int64))  # the end of everything so far
+    # A range starts where the gap after everything before it is wider than _COALESCE_GAP.
+    cut = np.flatnonzero(first[1:] - last[:-1] > _COALESCE_GAP) + 1
+    begins = np.concatenate(([0], cut))
+    finals = np.concatenate((cut - 1, [len(first) - 1]))
+    return list(zip(first[begins].tolist(), last[finals].tolist(), strict=True))
 
 
 #: Header type flags of regular files (``0``, NUL for old tars, ``7``).

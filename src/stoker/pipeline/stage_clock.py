@@ -105,6 +105,18 @@ class StageClock:
         stack[-1] = stage
         self._mark = now
 
+    def charge(self, stage: int, seconds: float) -> None:
+        """Add ``seconds`` measured by the caller (``perf_counter`` before and after its work)
+        to ``stage``, as :meth:`start` / :meth:`stop` around that work would (the enclosing
+        stage, if any, does not tick for them): one call instead of two on a per-sample path.
+        """
+        if not self.enabled:
+            return
+        acc = self._acc
+        acc[stage] += seconds
+        if self._stack:
+            acc[self._stack[-1]] -= seconds
+
     def batched(self, samples: int) -> None:
         """``samples`` went into the batch being made."""
         self._samples += samples

@@ -10,7 +10,7 @@ from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
 from stoker.model.cooking import Cooker, select_cooker
 from stoker.model.samples import CrudeSample, Sample, source_info
-from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.decode import PartDecoder, SampleDecoder
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
@@ -27,6 +27,7 @@ from stoker.sources.field_map import (
     factory_sample_loader,
     load_part_filter,
     load_sample_loader,
+    plain_fields,
 )
 from stoker.sources.joiner import Joiner, Partners, resolve_joiner
 from stoker.sources.source import DataSource
@@ -57,6 +58,10 @@ def fuses_float_images(
     )
     plain = default_hooks and not task_encoder.cookers
     return plain and batch_size is not None and not packing and not grouping
+
+
+#: Not looked up yet (in a cache whose values may be None).
+_UNSET: Any = object()
 
 
 class SampleBuilder:
@@ -97,6 +102,8 @@ class SampleBuilder:
             )
         #: Crude samples (no sample type): built here without :func:`build_sample`.
         self.crude = config.is_crude
+        #: The class and (field, part) pairs where each field is one part (:func:`plain_fields`).
+        self.plain_fields = plain_fields(config) if self.sample_loader is None else None
         #: The sample's subflavors: the dataset.yaml's, overridden by the metadataset's.
         self.subflavors = {**config.subflavors, **(source.subflavors or {})}
         self.kitchen: Kitchen | None = None
@@ -108,6 +115,13 @@ class SampleBuilder:
                 Partners(source.join, lambda s: SampleBuilder(s, decoder).build),
                 resolve_joiner(source.join.joiner, source.join.names, config.sample_type),
             )
+        #: Whether :meth:`assemble` runs no user code (no sample loader, part filter or joiner):
+        #: then many samples may be assembled ahead in one call (:meth:`assemble_run`).
+        self.bulk = (
+            self.sample_loader is None
+            and self.join is None
+            and (config.field_map is not None or config.part_filter is None)
+        )
         #: Whether user code (a sample loader, part filter, joiner or cooker) runs per sample.
         self.user_code = bool(
             self.sample_loader is not None
@@ -118,6 +132,79 @@ class SampleBuilder:
 
     def build(self, raw: RawSample, ref: int) -> Any:
         """The sample (typed, cooked or crude) for ``raw``, global sample ``ref`` of the split."""
+        return self.cook(self.assemble(raw, ref))
+
+    def assemble_run(
+        self, raws: list[RawSample], refs: list[int]
+    ) -> tuple[list[Any], Exception | None]:
+        """:meth:`assemble` of each of ``raws`` in order, up to the first that fails (and its
+        error): many small samples per call, without user code where :attr:`bulk` is set.
+        """
+        out: list[Any] = []
+        try:
+            if self.bulk and (self.crude or self.plain_fields is not None):
+                self._plain_run(raws, refs, out)
+            else:
+                append, assemble = out.append, self.assemble
+                for raw, ref in zip(raws, refs, strict=False):
+                    append(assemble(raw, ref))
+        except Exception as e:
+            return out, e
+        return out, None
+
+    def _plain_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
+        """Crude samples, or typed ones of :attr:`plain_fields`, of ``raws`` into ``out``, as
+        :meth:`assemble` makes them, in one loop (:meth:`assemble` where a field is missing or
+        the class refuses them: it reports that)."""
+        decoder, typed = self.decoder, self.plain_fields
+        part_filter, subflavors, path = self.part_filter, self.subflavors, self.source.path
+        new: Any = dict if typed is not None else CrudeSample
+        append = out.append
+        plain: dict[str, PartDecoder | None] = {}  # part name -> its plain decoder (or None)
+        for raw, ref in zip(raws, refs, strict=False):
+            key, parts, shard = raw[0], raw[1], raw[2]
+            names = tuple(map(f"{key}.".__add__, parts))  # raw.file_names, without a frame
+            if part_filter is not None:
+                parts = {name: data for name, data in parts.items() if part_filter(name)}
+            if decoder is None:
+                sample = new(parts)
+            else:  # json/txt/cls parts straight to their decoder (decode() if one fails)
+                sample = new()
+                for name, data in parts.items():
+                    fn = plain.get(name, _UNSET)
+                    if fn is _UNSET:
+                        fn = plain[name] = decoder.plain_decoder(name)
+                    if fn is None:
+                        sample = new(decoder.decode(key, parts))
+                        break
+                    try:
+                        sample[name] = fn(name, data, decoder)
+                    except Exception:
+                        sample = new(decoder.decode(key, parts))
+                        break
+            restore_key = ("Webdataset", path, ref)
+            sources = (source_info(path, ref, shard, names),)
+            if typed is None:
+                sample["__key__"], sample["__restore_key__"] = key, restore_key
+                sample["__subflavors__"], sample["__sources__"] = subflavors.copy(), sources
+                append(sample)
+                continue
+            cls, pairs = typed
+            try:
+                fields = {}
+                for field, part in pairs:
+                    fields[field] = sample[part]
+                append(
+                    cls(
+                        __key__=key, __restore_key__=restore_key,
+                        __subflavors__=subflavors.copy(), __sources__=sources, **fields,
+                    )
+                )  # fmt: skip
+            except (KeyError, TypeError):
+                append(self.assemble(raw, ref))
+
+    def assemble(self, raw: RawSample, ref: int) -> Any:
+        """The sample of ``raw`` before cooking (typed or crude; see :meth:`cook`)."""
         parts = raw.parts
         if self.part_filter is not None:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
@@ -141,6 +228,10 @@ class SampleBuilder:
             )
         if self.join is not None:
             sample = self._join(self.join, sample, raw.key, ref, restore_key)
+        return sample
+
+    def cook(self, sample: Any) -> Any:
+        """``sample`` cooked by the task encoder's cookers where it is crude and there are any."""
         if self.kitchen is not None and isinstance(sample, CrudeSample):
             clock = CLOCK
             clock.start(COOK)
@@ -191,25 +282,44 @@ class Kitchen:
         #: The first cooker where it matches every sample (no ``has_subflavors``).
         first = self.cookers[0] if self.cookers else None
         self._always = first if isinstance(first, Cooker) and not first.has_subflavors else None
+        #: Whether :attr:`_always` gets no stores (no aux, no primary, no cache).
+        self._bare = (
+            self._always is not None
+            and not source.aux
+            and not self._always.need_primary
+            and not self._always.need_cache
+        )
         #: (need_primary, need_cache) of each cooker used, by its id (read once).
         self._needs: dict[int, tuple[bool, bool]] = {}
         #: The task encoder's cook_crude_sample (bound once).
         self.cook_crude = task_encoder.cook_crude_sample
+        #: The one cook function where cook_crude_sample would just call it without stores.
+        self._direct = (
+            self._always.cook
+            if self._bare
+            and self._always is not None
+            and not task_encoder._is_overridden(task_encoder.cook_crude_sample)
+            else None
+        )
         self.decoder = decoder
         self._aux: dict[str, FileStore] | None = None
         self._primary: FileStore | None = None
 
     def cook(self, sample: CrudeSample) -> Any:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
-        key = sample.get("__key__")
         try:
-            cooker = self._always or select_cooker(self.cookers, sample.get("__subflavors__"))
+            if self._direct is not None:  # the common case: the cooker's function, at once
+                return self._direct(sample)
+            cooker = self._always
+            if cooker is not None and self._bare:  # no store to pass
+                return self.cook_crude(sample, cooker, {})
+            cooker = cooker or select_cooker(self.cookers, sample.get("__subflavors__"))
             needs = self._needs.get(id(cooker))
             if needs is None:
                 needs = self._needs[id(cooker)] = (cooker.need_primary, cooker.need_cache)
             aux: dict[str, Any] = dict(self.aux()) if self.source.aux else {}
             if needs[0]:
-                aux["primary"] = PrimaryFileStore(self.primary(), str(key))
+                aux["primary"] = PrimaryFileStore(self.primary(), str(sample.get("__key__")))
             if needs[1]:
                 aux["cache"] = current_cache_pool()
             return self.cook_crude(sample, cooker, aux)
@@ -218,7 +328,7 @@ class Kitchen:
         except SampleError as e:
             if e.key is not None:
                 raise
-            raise SampleError(e.problem, key=key, part=e.part, hint=e.hint) from e
+            raise SampleError(e.problem, key=sample.get("__key__"), part=e.part, hint=e.hint) from e
         except StokerError:
             raise  # a configuration problem, not this sample's
         except Exception as e:

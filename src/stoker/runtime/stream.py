@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import inspect
 import itertools
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import StokerError
+from stoker.model.samples import CrudeSample
 from stoker.model.task import (
     DefaultTaskEncoder,
     ErrorTracker,
@@ -43,7 +46,7 @@ from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
 from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
-from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
+from stoker.pipeline.stage_clock import CLOCK, COOK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
 from stoker.sources.source import DataSource
@@ -51,6 +54,10 @@ from stoker.sources.source import DataSource
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
 #: comes soon; larger after, so remote reads coalesce over whole shard slices (fewer requests).
 _FIRST_BLOCK, _BLOCK = 1024, 4096
+#: A block's references of one dataset: global sample indices, shards, indices in the shard.
+_Refs = tuple[list[int], list[int], list[int]]
+#: References read and assembled at a time, in one call (see :meth:`SampleStream._prepare`).
+_RUN = 64
 
 
 @dataclass
@@ -119,7 +126,15 @@ class SampleStream(RefSource):
         counts, skip = list(self.start.counts), self.start.skip
         calls = sum(counts)  # the stream's encode_sample calls so far (sum of the counts)
         block = self._next_block(counts, _FIRST_BLOCK)
-        encode = self._encode
+        encode, prepare, prepared = self._encode, self._prepare, self._prepared
+        # Datasets whose samples are read and assembled in runs (local, no user code before
+        # cooking).
+        bulk = [io.builder.bulk and io.reader.local for io in self.io]
+        # Per dataset: the samples read and assembled ahead, and their raw samples.
+        queues: list[deque[Any]] = [deque() for _ in counts]
+        raw_queues: list[deque[Any]] = [deque() for _ in counts]
+        # The default encode_sample: each sample is its one output (_plain, inline below).
+        plain, identity = self._plain, self.direct_hook is _IDENTITY
         while block is not None:
             choices, refs = block
             # Locate (and so prefetch) the next block before reading this one: its reads overlap.
@@ -127,9 +142,27 @@ class SampleStream(RefSource):
             block = self._next_block(after, _BLOCK)
             taken = [0] * len(counts)
             for d in choices.tolist():
-                ref, shard_id, index = refs[d][taken[d]]
+                at = taken[d]
+                mine = refs[d]
+                ref, shard_id, index = mine[0][at], mine[1][at], mine[2][at]
+                if bulk[d]:
+                    queue, raw_queue = queues[d], raw_queues[d]
+                    if not queue:
+                        prepare(d, mine, at, queue, raw_queue)
+                    raw, sample = raw_queue.popleft(), queue.popleft()
+                    if identity and not skip:
+                        output = plain(raw, sample, d, shard_id, index, calls)
+                        taken[d] += 1
+                        if output is not _END:
+                            self.position = position = make_position(tuple(counts), 1)
+                            yield output, position, (d, counts[d], 0)
+                        counts[d] += 1
+                        calls += 1
+                        continue
+                    outputs = prepared(raw, sample, d, shard_id, index, calls)
+                else:
+                    outputs = encode(d, shard_id, index, ref, calls)
                 taken[d] += 1
-                outputs = encode(d, shard_id, index, ref, calls)
                 for used, output in enumerate(outputs, start=1):
                     if used > skip:
                         self.position = make_position(tuple(counts), used)
@@ -138,24 +171,65 @@ class SampleStream(RefSource):
                 counts[d] += 1
                 calls += 1
 
+    def _plain(
+        self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
+    ) -> Any:
+        """The one output of a reference :meth:`_prepare` read, under the default
+        ``encode_sample`` (:meth:`_prepared` made lean for it); ``_END`` for none."""
+        if self.corrupt or self.unreachable or type(sample) is _Failure:
+            outputs = tuple(self._prepared(raw, sample, d, shard_id, index, calls))
+            return outputs[0] if outputs else _END
+        slots = self.slots
+        sample_index = calls * slots.step + slots.first % slots.step
+        kitchen = self.io[d].builder.kitchen
+        if kitchen is not None and isinstance(sample, CrudeSample):
+            active = hook_index.ACTIVE  # hook_index.push / pop, inline
+            active.append((slots.first + slots.made * slots.step, sample_index))
+            started = perf_counter()
+            try:
+                sample = kitchen.cook(sample)
+            except Exception as e:
+                self._failed(e, self.tracker, d, shard_id, index, raw)
+                return _END
+            finally:
+                CLOCK.charge(COOK, perf_counter() - started)
+                active.pop()
+        tracker = self.tracker
+        if tracker.consecutive or tracker.storage_shards:
+            tracker.succeeded()
+        # encoded_key, inline: the restore key read here is the one to extend.
+        if isinstance(sample, dict):
+            key = sample.get("__restore_key__")
+            if isinstance(key, tuple) and len(key) == 3:
+                sample["__restore_key__"] = (*key, sample_index, 0)
+            return sample
+        key = getattr(sample, "__restore_key__", None)
+        if isinstance(key, tuple) and len(key) == 3:
+            try:  # noqa: SIM105 (per sample: suppress() costs more)
+                sample.__restore_key__ = (*key, sample_index, 0)
+            except (AttributeError, TypeError):  # frozen: left as it is
+                pass
+        return sample
+
     def _next_block(
         self, counts: list[int], size: int
-    ) -> tuple[np.ndarray, dict[int, list[Any]]] | None:
+    ) -> tuple[np.ndarray, dict[int, _Refs]] | None:
         """The dataset ids of the ``size`` references from ``counts`` and their references
         (prefetched)."""
         schedule = self.spec.schedule
         choices = schedule.next_block(counts, schedule.end(counts, self.epoch), size)
         return None if len(choices) == 0 else (choices, self._block_refs(counts, choices))
 
-    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, list[Any]]:
-        """(ref, shard, index) of each dataset's next references in this block; prefetched."""
-        out: dict[int, list[Any]] = {}
+    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, _Refs]:
+        """The global indices, shards and indices in the shard of each dataset's next references
+        in this block (three lists); prefetched."""
+        out: dict[int, _Refs] = {}
         for d, n in enumerate(np.bincount(choices, minlength=len(counts)).tolist()):
             if n == 0:
                 continue
             refs = self.spec.schedule.refs(d, counts[d], counts[d] + n)
             shard_ids, indices = self._locate(d, refs)
-            out[d] = list(zip(refs.tolist(), shard_ids.tolist(), indices.tolist(), strict=True))
+            out[d] = (refs.tolist(), shard_ids.tolist(), indices.tolist())
         return out
 
     def _locate(self, d: int, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -224,33 +298,116 @@ class SampleStream(RefSource):
         with the hook indices of the batch being built then, as in Energon.
         """
         tracker = tracker or self.tracker
-        if self.corrupt or self.unreachable:
-            source = self.spec.sources[d]
-            where = f"{source.shards[shard_id]}#{index}"
-            if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read
-                tracker.record(REST_OF_SHARD, source=source.path, key=where)
-                return ()
-            if (d, shard_id) in self.unreachable:
-                tracker.skipped_unread(STORAGE, source=source.path, key=where)
-                return ()
+        if (self.corrupt or self.unreachable) and self._unread(d, shard_id, index, tracker):
+            return ()
         io = self.io[d]
         raw: RawSample | None = None
-        sample_index = self.slots.sample_index(calls)
         clock = CLOCK
-        hook = self.direct_hook
-        # The hook indices are set where user code runs on the sample (hooks, cookers, ...).
-        indexed = hook is not _IDENTITY or io.builder.user_code
+        # The hook indices are set where user code runs on the sample (here a sample loader,
+        # part filter or joiner; the cookers and hooks in _finish).
+        indexed = io.builder.user_code
         try:
             if indexed:
-                hook_index.push(self.slots.batch_index(), sample_index)
+                hook_index.push(self.slots.batch_index(), self.slots.sample_index(calls))
             try:
                 clock.start(READ)
                 try:
                     raw = io.reader.read(shard_id, index)
                     clock.switch(DECODE)
-                    sample = io.builder.build(raw, ref)
+                    sample = io.builder.assemble(raw, ref)
                 finally:
                     clock.stop()
+            finally:
+                if indexed:
+                    hook_index.pop()
+        except Exception as e:
+            self._failed(e, tracker, d, shard_id, index, raw)
+            return ()
+        return self._finish(io, sample, raw, calls, tracker, d, shard_id, index)
+
+    def _prepare(
+        self, d: int, refs: _Refs, at: int, queue: deque[Any], raw_queue: deque[Any]
+    ) -> None:
+        """Read and assemble the next run of dataset ``d``'s references of this block (from
+        ``at``, up to :data:`_RUN`) into ``queue`` (their raw samples into ``raw_queue``), up to
+        the first that fails, which ends the run as a :class:`_Failure` (raw sample or None)."""
+        end = at + _RUN
+        shard_ids = refs[1][at:end]
+        if self.corrupt or self.unreachable:  # stop before a shard that failed in this pass
+            broken = self.corrupt | self.unreachable
+            shard_ids = list(itertools.takewhile(lambda s: (d, s) not in broken, shard_ids))
+            if not shard_ids:  # the next is skipped unread (see _prepared)
+                queue.append(None)
+                raw_queue.append(None)
+                return
+            end = at + len(shard_ids)
+        io = self.io[d]
+        clock = CLOCK
+        clock.start(READ)
+        try:
+            raws, error = io.reader.read_run(shard_ids, refs[2][at:end])
+            clock.switch(DECODE)
+            samples, failed = io.builder.assemble_run(raws, refs[0][at:end])
+        finally:
+            clock.stop()
+        queue.extend(samples)
+        raw_queue.extend(raws[: len(samples)])
+        if failed is not None:
+            queue.append(_Failure(failed))
+            raw_queue.append(raws[len(samples)])
+        elif error is not None:
+            queue.append(_Failure(error))
+            raw_queue.append(None)
+
+    def _prepared(
+        self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
+    ) -> Iterable[Any]:
+        """The encoded outputs of a reference :meth:`_prepare` read (as :meth:`_encode`)."""
+        tracker = self.tracker
+        if (self.corrupt or self.unreachable) and self._unread(d, shard_id, index, tracker):
+            return ()  # its shard failed after it was read ahead: skipped as if unread
+        if type(sample) is _Failure:
+            self._failed(sample.error, tracker, d, shard_id, index, raw)
+            return ()
+        return self._finish(self.io[d], sample, raw, calls, tracker, d, shard_id, index)
+
+    def _unread(self, d: int, shard_id: int, index: int, tracker: ErrorTracker) -> bool:
+        """Whether the reference's shard failed earlier in this pass (then it is counted as
+        skipped, unread)."""
+        source = self.spec.sources[d]
+        where = f"{source.shards[shard_id]}#{index}"
+        if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read
+            tracker.record(REST_OF_SHARD, source=source.path, key=where)
+            return True
+        if (d, shard_id) in self.unreachable:
+            tracker.skipped_unread(STORAGE, source=source.path, key=where)
+            return True
+        return False
+
+    def _finish(
+        self,
+        io: SourceIO,
+        sample: Any,
+        raw: RawSample | None,
+        calls: int,
+        tracker: ErrorTracker,
+        d: int,
+        shard_id: int,
+        index: int,
+    ) -> Iterable[Any]:
+        """The encoded outputs of an assembled sample: cooked, its hook run, its key extended."""
+        sample_index = self.slots.sample_index(calls)
+        clock = CLOCK
+        hook = self.direct_hook
+        builder = io.builder
+        # The hook indices are set where user code runs on the sample (hooks, cookers, ...).
+        indexed = hook is not _IDENTITY or builder.kitchen is not None
+        try:
+            if indexed:
+                hook_index.push(self.slots.batch_index(), sample_index)
+            try:
+                if builder.kitchen is not None:
+                    sample = builder.cook(sample)
                 key = restore_key_of(sample)
                 if hook is None:  # a chain of hooks: each output made as it is taken
                     outputs = iter_encoded(
@@ -332,6 +489,16 @@ class SampleStream(RefSource):
             self.corrupt.add((d, shard_id))
         elif scope_of(e) == "storage":
             self.unreachable.add((d, shard_id))
+
+
+class _Failure:
+    """What :meth:`SampleStream._prepare` holds for a reference that failed to read or
+    assemble: the error, reported when the stream reaches the reference."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 #: Marks the end of a hook's outputs.

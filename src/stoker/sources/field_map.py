@@ -89,6 +89,29 @@ def build_sample(
         raise SampleError(f"cannot build a {cls.__name__}: {e}", key=key) from e
 
 
+def plain_fields(config: DatasetConfig) -> tuple[type[Sample], list[tuple[str, str]]] | None:
+    """The sample class and ``(field, part)`` pairs of a field map whose every field is one
+    part as it is (``text: txt``), for builders that make many samples in one loop; None for
+    other datasets (crude, alternatives, item paths, sample loaders, factories).
+
+    Example:
+        >>> from stoker.format.dataset_config import parse_dataset_config
+        >>> cfg = parse_dataset_config(
+        ...     {"sample_type": {"__module__": "stoker", "__class__": "TextSample"},
+        ...      "field_map": {"text": "txt"}}, "dataset.yaml")
+        >>> plain_fields(cfg)[1]
+        [('text', 'txt')]
+    """
+    if config.factory is not None or config.is_crude or config.field_map is None:
+        return None
+    pairs = []
+    for name, options in config.field_map.items():
+        if len(options) != 1 or options[0].path:
+            return None
+        pairs.append((name, options[0].part))
+    return config.sample_class or _sample_class(config), pairs
+
+
 def _sample_class(config: DatasetConfig) -> type[Sample]:
     name = config.sample_type or ""
     if name not in SAMPLE_CLASSES and config.sample_module:

@@ -1,0 +1,214 @@
+"""Samples read and built in runs (ShardReader.read_run, SampleBuilder.assemble_run) are the
+samples read and built one by one, failures included; the helpers of that path (block lookup,
+coalescing, the stage clock's charge, basic_sample_keys) agree with their plain versions."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stoker import (
+    Cooker,
+    DefaultTaskEncoder,
+    ErrorPolicy,
+    TextSample,
+    WorkerConfig,
+    basic_sample_keys,
+    get_loader,
+    get_train_dataset,
+)
+from stoker.errors import FormatError, SampleError
+from stoker.format.dataset_config import make_dataset_yaml
+from stoker.format.jsonl import prepare_jsonl
+from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.local_blocks import LocalBlocks
+from stoker.pipeline.read import _coalesce
+from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
+from stoker.runtime.build import SampleBuilder
+from stoker.sources.source import load_source
+from tests.conftest import make_val_texts
+
+YAMLS = {
+    "typed, plain fields": make_dataset_yaml("TextSample", {"text": "txt"}),
+    "typed, item path": make_dataset_yaml("TextSample", {"text": "json[i]"}),
+    "crude": make_dataset_yaml("CrudeWebdataset"),
+}
+
+
+def jsonl_file(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "lines.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    prepare_jsonl(str(path))
+    return path
+
+
+def as_fields(sample: Any) -> tuple[type, dict[str, Any]]:
+    """A sample's type and contents (dicts and dataclasses alike), for comparisons."""
+    if isinstance(sample, dict):
+        return type(sample), dict(sample)
+    names = [f.name for f in dataclasses.fields(sample)]
+    return type(sample), {name: getattr(sample, name) for name in names}
+
+
+def one_by_one(builder: SampleBuilder, reader: Any, pairs: list[tuple[int, int]]) -> list[Any]:
+    raws = [reader.read(s, i) for s, i in pairs]
+    return [as_fields(builder.assemble(raw, ref)) for ref, raw in enumerate(raws)]
+
+
+@pytest.mark.parametrize("kind", list(YAMLS))
+def test_tar_runs_equal_one_by_one_reads_and_builds(tmp_path: Path, kind: str) -> None:
+    root = make_val_texts(tmp_path / "d", shards=3, per_shard=5, dataset_yaml=YAMLS[kind])
+    source = load_source(str(root), split_part="val")
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    assert builder.bulk and reader.local
+    pairs = [(s, i) for s in range(3) for i in range(5)]
+    random.Random(0).shuffle(pairs)
+    raws, error = reader.read_run([s for s, _ in pairs], [i for _, i in pairs])
+    assert error is None and raws == [reader.read(s, i) for s, i in pairs]
+    samples, failed = builder.assemble_run(raws, list(range(len(raws))))
+    assert failed is None
+    assert [as_fields(s) for s in samples] == one_by_one(builder, reader, pairs)
+    assert (builder.plain_fields is not None) == (kind == "typed, plain fields")
+
+
+def test_jsonl_runs_equal_one_by_one_and_stop_at_the_first_failure(tmp_path: Path) -> None:
+    lines = [json.dumps({"i": i, "t": "é" * i}) for i in range(40)]
+    lines[25] = '{"i": 25, broken}'
+    source = load_source(str(jsonl_file(tmp_path, lines)))
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    indices = [3, 1, 30, 2, 25, 7]
+    reader.prefetch(np.zeros(len(indices), np.int64), np.array(indices, np.int64))
+    raws, error = reader.read_run([0] * len(indices), indices)
+    assert error is None and raws == [reader.read(0, i) for i in indices]
+    samples, failed = builder.assemble_run(raws, indices)
+    pairs = [(0, i) for i in indices[:4]]
+    assert [as_fields(s) for s in samples] == [
+        as_fields(builder.assemble(reader.read(s, i), i)) for s, i in pairs
+    ]
+    with pytest.raises(SampleError) as expected:
+        builder.assemble(raws[4], 25)
+    assert isinstance(failed, SampleError) and str(failed) == str(expected.value)
+    # A line outside the index: the lines before it, then the error read() gives.
+    raws, error = reader.read_run([0, 0, 0], [5, 40, 6])
+    with pytest.raises(FormatError) as expected_read:
+        reader.read(0, 40)
+    assert raws == [reader.read(0, 5)] and str(error) == str(expected_read.value)
+
+
+def test_a_typed_run_reports_a_missing_part_as_one_by_one(tmp_path: Path) -> None:
+    yaml = make_dataset_yaml("TextSample", {"text": "txt"})
+    root = make_val_texts(tmp_path / "d", shards=1, per_shard=3, dataset_yaml=yaml)
+    source = load_source(str(root), split_part="val")
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    raws = [reader.read(0, i) for i in range(3)]
+    raws[1] = raws[1]._replace(parts={"json": raws[1].parts["json"]})  # no txt part
+    samples, failed = builder.assemble_run(raws, [0, 1, 2])
+    with pytest.raises(SampleError) as expected:
+        builder.assemble(raws[1], 1)
+    assert len(samples) == 1 and str(failed) == str(expected.value)
+
+
+def cook_text(sample: dict[str, Any]) -> TextSample:
+    return TextSample(**basic_sample_keys(sample), text=sample["json"]["t"])
+
+
+class Cooking(DefaultTaskEncoder[Any, Any, Any, Any]):
+    cookers = (Cooker(cook_text),)
+
+
+def test_a_jsonl_loader_skips_a_bad_line_in_a_run_and_reports_where(tmp_path: Path) -> None:
+    lines = [json.dumps({"i": i, "t": f"line {i}"}) for i in range(300)]
+    lines[123] = '{"t": "unterminated}'
+    path = jsonl_file(tmp_path, lines)
+
+    def dataset(policy: str) -> Any:
+        return get_train_dataset(
+            str(path), batch_size=10, shuffle_buffer_size=None, max_samples_per_sequence=None,
+            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+            task_encoder=Cooking(), error_policy=ErrorPolicy(mode=policy), repeat=False,
+        )  # fmt: skip
+
+    with get_loader(dataset("skip")) as loader:
+        texts = [t for batch in loader for t in batch.text]
+        stats = loader.stats()
+    assert collections.Counter(texts) == collections.Counter(
+        f"line {i}" for i in range(300) if i != 123
+    )
+    assert sum(stats.skipped.values()) == 1 and stats.stage_seconds["cook"] > 0
+    offset = sum(len(line) + 1 for line in lines[:123])
+    with get_loader(dataset("raise")) as loader, pytest.raises(SampleError) as failure:
+        list(loader)
+    assert failure.value.path is not None and failure.value.path.endswith("lines.jsonl")
+    assert failure.value.offset == offset and failure.value.key == "123"
+
+
+def test_locate_finds_what_block_finds() -> None:
+    blocks = LocalBlocks()
+    blocks.add({"a": [(0, 4, b"abcd"), (10, 14, b"klmn")], "b": [(0, 2, b"xy")]})
+    blocks.add({"a": [(20, 30, b"0123456789"), (40, 50, b"short")]})  # the last read short
+    rng = random.Random(0)
+    spans = [(start, start + rng.randrange(0, 6)) for start in range(52)]
+    starts = np.array([s for s, _ in spans], np.int64)
+    ends = np.array([e for _, e in spans], np.int64)
+    found = blocks.locate("a", starts, ends)
+    assert found == [blocks.block("a", s, e) for s, e in spans]
+    assert any(f is not None for f in found) and found[-1] is None
+    assert blocks.locate("c", starts[:3], ends[:3]) == [None] * 3
+
+
+def test_coalescing_in_numpy_equals_the_plain_loop() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(0, 300))
+        starts = np.sort(rng.integers(0, 1 << 22, n)).astype(np.uint64)
+        ends = starts + rng.integers(0, 1 << 17, n).astype(np.uint64)
+        merged: list[tuple[int, int]] = []
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            if merged and start - merged[-1][1] <= 1 << 16:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        assert _coalesce(starts, ends) == merged
+
+
+def test_charge_counts_as_start_and_stop_would() -> None:
+    clock = StageClock()
+    clock.start(READ)
+    started = time.perf_counter()
+    time.sleep(0.05)  # cooking, measured by the caller while read is the open stage
+    clock.charge(COOK, time.perf_counter() - started)
+    clock.stop()
+    seconds = clock.delta().seconds
+    assert seconds["cook"] >= 0.05 and seconds.get("read", 0.0) < 0.02  # exclusive, as nested
+    clock.charge(DECODE, 0.25)
+    assert clock.delta().seconds == {"decode": 0.25}
+    clock.enabled = False
+    clock.charge(DECODE, 1.0)
+    assert clock.delta().seconds == {}
+
+
+def test_basic_sample_keys_takes_present_keys_only() -> None:
+    full = {"__key__": "k", "__restore_key__": (), "__subflavors__": {}, "__sources__": ()}
+    assert basic_sample_keys({**full, "txt": "hi"}) == full
+    assert basic_sample_keys({"__key__": "k", "txt": "hi"}) == {"__key__": "k"}
+    missing: collections.defaultdict[str, Any] = collections.defaultdict(str, __key__="k")
+    assert basic_sample_keys(missing) == {"__key__": "k"}  # in, not [], decides
+
+
+def test_plain_decoders_only_where_decode_would_call_them() -> None:
+    class Custom(SampleDecoder):
+        def decode(self, key: str, parts: dict[str, bytes]) -> dict[str, Any]:
+            return {"custom": True}
+
+    assert SampleDecoder().plain_decoder("txt") is not None
+    assert SampleDecoder().plain_decoder("jpg") is None
+    assert SampleDecoder(guess_content=True).plain_decoder("json") is None
+    assert Custom().plain_decoder("json") is None
