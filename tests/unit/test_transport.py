@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import multiprocessing.util
+import time
 from typing import Any
 
 import numpy as np
@@ -240,3 +241,34 @@ def test_plain_batches_cross_in_the_ring_and_load_late_in_order() -> None:
             assert batch["ids"].tolist() == [batch["n"]] * 3
     assert any(span is not None for span in spans)  # most went through the ring
     assert any(span is None for span in spans)  # the main process held it full at times
+
+
+class _TensorAheadOfItsTurn(torch.utils.data.IterableDataset[tuple[int, Exported]]):
+    """Worker 1's batch (sharing a tensor) and its end arrive while worker 0 still works."""
+
+    def __init__(self, queues: list[Any]) -> None:
+        super().__init__()
+        self.queues = queues
+
+    def __iter__(self) -> Any:
+        info = torch.utils.data.get_worker_info()
+        assert info is not None
+        transport = WorkerTransport(self.queues[info.id])
+        if info.id == 0:
+            time.sleep(1.0)
+        yield info.id, transport.export({"ids": torch.full((3,), info.id)})
+
+
+def test_a_batch_sharing_a_tensor_is_taken_over_while_its_worker_lives() -> None:
+    """The data loader stops a worker as soon as its end arrives, even where its last batch
+    waits for an earlier one of another worker: the tensor must not be left to the worker."""
+    multiprocessing.util.get_temp_dir()
+    main = MainTransport(multiprocessing.get_context(), workers=2)
+    loader = torch.utils.data.DataLoader(
+        _TensorAheadOfItsTurn(main.queues), batch_size=None, num_workers=2
+    )
+    try:
+        got = {worker: main.load(worker, exported)["ids"].tolist() for worker, exported in loader}
+    finally:
+        main.close()
+    assert got == {0: [0, 0, 0], 1: [1, 1, 1]}

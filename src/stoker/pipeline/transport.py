@@ -83,11 +83,17 @@ class Exported:
     span: tuple[int, int, int] | None = None
     #: The worker's ring storage, with its first ring payload.
     ring: Any = None
+    #: A plain batch that shares tensors or file descriptors, sent as itself (``payload`` is
+    #: empty): the queue's pickler shares them and the main process takes them over as the
+    #: message arrives, while the worker still serves them. A payload could be loaded only
+    #: after the worker is gone: the data loader lets a worker exit once its last message has
+    #: arrived, even where earlier ones of it wait for their turn.
+    inline: Any = None
 
     def __reduce__(self) -> tuple[type[Exported], tuple[Any, ...]]:
         # by its fields in order (one call to rebuild), not by a state dict: one per batch
         return Exported, (self.payload, self.dropped, self.plain, self.detached, self.span,
-                          self.ring)  # fmt: skip
+                          self.ring, self.inline)  # fmt: skip
 
 
 @dataclass
@@ -198,7 +204,9 @@ class WorkerTransport:
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
         plain = not self._in_batch
-        if not plain or pickler.shares:
+        if plain and pickler.shares:
+            return Exported(b"", dropped, plain, inline=batch)
+        if not plain:
             return Exported(out.getvalue(), dropped, plain)
         with out.getbuffer() as pickled:  # copied into the ring, not into bytes first
             placed = self.ring.put(pickled)
@@ -289,6 +297,8 @@ class MainTransport:
                 return pickle.loads(ring.view(exported.span))
             finally:
                 ring.done(exported.span)
+        if exported.inline is not None:
+            return exported.inline
         if exported.plain:
             return pickle.loads(exported.payload)
         regions: dict[int, torch.Tensor] = {}
