@@ -29,6 +29,7 @@ import io
 import math
 import pickle
 import queue
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -336,6 +337,7 @@ class MainTransport:
         #: scalings per pool slot the main process holds.
         self.pool = pool
         self.holds: collections.Counter[int] = collections.Counter()
+        self._holding = threading.Lock()  # flush() runs on the pin thread too
         self.storages: dict[tuple[int, int], np.ndarray[Any, Any]] = {}
         self.released: collections.deque[tuple[int, int]] = collections.deque()
         self.floats = FloatBuffers()  # float batches scaled from uint8 slots
@@ -397,12 +399,14 @@ class MainTransport:
                     pool_scaled[number, start] = torch.empty(0, dtype=torch.float32)
                     pixels = as_uint8(self.pool.array(number), offset, shape)
                     scalings.append(_Scaling(pool_scaled[number, start], pixels, (POOL, number)))
-                    self.holds[number] += 1
+                    with self._holding:
+                        self.holds[number] += 1
                 return pool_scaled[number, start]
             if number not in pool_regions:
                 region = self.pool.array(number)[:]  # a new view: its end frees the slot
                 weakref.finalize(region, self.released.append, (POOL, number))
-                self.holds[number] += 1
+                with self._holding:
+                    self.holds[number] += 1
                 pool_regions[number] = torch.from_numpy(region)
             dtype = getattr(torch, dtype_name)
             flat = pool_regions[number].untyped_storage()
@@ -432,11 +436,13 @@ class MainTransport:
             if worker != POOL:
                 self.queues[worker].put(number)
                 continue
-            self.holds[number] -= 1
-            if self.holds[number] <= 0:  # the batch in it is freed (and scaled) everywhere
-                del self.holds[number]
-                assert self.pool is not None
-                self.pool.free(number)
+            with self._holding:
+                self.holds[number] -= 1
+                if self.holds[number] > 0:
+                    continue
+                del self.holds[number]  # the batch in it is freed (and scaled) everywhere
+            assert self.pool is not None
+            self.pool.free(number)
 
     def close(self) -> None:
         self.pending.clear()

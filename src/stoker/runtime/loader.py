@@ -285,11 +285,11 @@ class _Live:
 
     def next_from(self, worker: int) -> Envelope:
         queue = self.queues[worker]
+        if self._transport is not None:  # slots freed since the last batch go back first
+            self._transport.flush()
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
-            if self._transport is not None:  # slots freed since the last batch go back first
-                self._transport.flush()
             try:
                 items = self._pinner.get() if self._pinner else self._receive_next()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
@@ -345,7 +345,10 @@ def _slot_pool(context: Any, loader: Loader, workers: int) -> SlotPool | None:
     the workers are spawned (they would be sent) or the user fixed a slot budget per worker."""
     if context.get_start_method() != "fork" or loader.options.batch_slots_mb is not None:
         return None
-    return SlotPool(context, workers + EXTRA_SLOTS)
+    try:
+        return SlotPool(context, workers + EXTRA_SLOTS)
+    except OSError:  # no address space for it (strict overcommit): slots per worker
+        return None
 
 
 def _pin_batch(items: list[Envelope]) -> list[Envelope]:
