@@ -115,6 +115,9 @@ def test_freed_slots_go_to_whichever_worker_builds_next(
     assert seen == len(expected)
     if mode == "torchrgb8":  # more batches than slots: each slot served several batches
         assert seen > len(pool) and 1 <= len(slots) <= len(pool)
+        stats = running.stats()  # the shared slots are counted once (by worker 0)
+        assert len(slots) <= stats.shm_slots <= len(pool)
+        assert stats.shm_bytes >= BATCH * 3 * 300 * 420
 
 
 def test_a_fixed_slot_budget_keeps_slots_per_worker(dataset_root: Path, in_process: Any) -> None:

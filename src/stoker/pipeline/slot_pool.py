@@ -31,9 +31,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 import mmap
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,6 +56,7 @@ class SlotPool:
         self._arrays = [np.frombuffer(m, dtype=np.uint8) for m in self._maps]
         self.storages = [torch.from_numpy(a).untyped_storage() for a in self._arrays]
         self.claimed = context.RawArray("b", slots)  # 1: a worker or the main process has it
+        self.written = context.RawArray("q", slots)  # the most bytes a batch used of each
         self.lock = context.Lock()
         self.free_slots = context.Semaphore(slots)
         self._by_pointer = {s.data_ptr(): n for n, s in enumerate(self.storages)}
@@ -90,6 +90,15 @@ class SlotPool:
         """Give slot ``number`` back (its batch is freed everywhere)."""
         self.claimed[number] = 0
         self.free_slots.release()
+
+    def used(self, number: int, nbytes: int) -> None:
+        """Note that a batch in slot ``number`` uses its first ``nbytes``."""
+        self.written[number] = max(self.written[number], nbytes)
+
+    def touched(self) -> tuple[int, int]:
+        """The slots batches have used so far, and their bytes (the memory they take)."""
+        written = [n for n in self.written if n]
+        return len(written), sum(written)
 
     def array(self, number: int) -> np.ndarray[Any, Any]:
         """Slot ``number``'s bytes as a numpy array (one per slot, kept)."""

@@ -122,6 +122,8 @@ class WorkerTransport:
     ) -> None:
         self.releases = releases
         self.pool = pool
+        #: This worker's stats count the pool's slots (one worker of a loader does).
+        self.reports_pool = False
         self._pool_slot: int | None = None  # claimed for the batch being built
         self._pool_used = 0  # bytes of it handed out
         self._pool_tensors: list[tuple[int, int, bool]] = []  # (start, end, scaled) pointers
@@ -192,6 +194,7 @@ class WorkerTransport:
         if self._pool_slot is None or start + nbytes > self.pool.slot_bytes:
             return None
         self._pool_used = aligned(start + nbytes)
+        self.pool.used(self._pool_slot, self._pool_used)
         storage = self.pool.storages[self._pool_slot]
         tensor = _tensor_on(storage, dtype, shape, start // dtype.itemsize)
         pointer = tensor.data_ptr()
@@ -254,6 +257,16 @@ class WorkerTransport:
         if placed is None:
             return Exported(out.getvalue(), dropped, plain, detached=True)
         return Exported(b"", dropped, plain, True, placed.span, placed.storage)
+
+    def slot_gauges(self) -> tuple[int, int]:
+        """The slots this worker keeps and their bytes; with :attr:`reports_pool`, the
+        loader's shared slots that batches have used too."""
+        count = len(self.slots)
+        nbytes = sum(s.storage.nbytes() for s in self.slots.values())
+        if self.pool is not None and self.reports_pool:
+            shared, shared_bytes = self.pool.touched()
+            count, nbytes = count + shared, nbytes + shared_bytes
+        return count, nbytes
 
     @property
     def refers_to_slots(self) -> bool:

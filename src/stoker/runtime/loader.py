@@ -158,6 +158,7 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
             floats_as_uint8=floats_travel_as_uint8(self.dataset),
             pool=self.slot_pool,
         )
+        transport.reports_pool = worker == 0  # the shared slots, counted once
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
