@@ -57,6 +57,7 @@ class SlotPool:
         self.storages = [torch.from_numpy(a).untyped_storage() for a in self._arrays]
         self.claimed = context.RawArray("b", slots)  # 1: a worker or the main process has it
         self.written = context.RawArray("q", slots)  # the most bytes a batch used of each
+        self.frees = context.RawValue("q", 0)  # slots given back so far (progress)
         self.lock = context.Lock()
         self.free_slots = context.Semaphore(slots)
         self._by_pointer = {s.data_ptr(): n for n, s in enumerate(self.storages)}
@@ -89,6 +90,7 @@ class SlotPool:
     def free(self, number: int) -> None:
         """Give slot ``number`` back (its batch is freed everywhere)."""
         self.claimed[number] = 0
+        self.frees.value += 1
         self.free_slots.release()
 
     def used(self, number: int, nbytes: int) -> None:

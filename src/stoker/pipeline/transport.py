@@ -128,7 +128,11 @@ class WorkerTransport:
         self._pool_used = 0  # bytes of it handed out
         self._pool_tensors: list[tuple[int, int, bool]] = []  # (start, end, scaled) pointers
         self._pool_tried = False  # the batch being built asked the pool (once per batch)
-        self._pool_patient = True  # wait for a slot (off after a wait in vain)
+        #: Wait for a slot (off after a wait in vain, until the main process frees one: a
+        #: training loop that keeps batches costs no wait per batch, a slow one does not
+        #: make the workers take fresh segments).
+        self._pool_patient = True
+        self._pool_frees = 0  # the pool's count of frees at the last wait in vain
         self._pool_sent = False  # the batch pickled last refers to its pool slot
         #: No user code sees a batch between batching and export: float image batches may be
         #: built as uint8 and scaled by the main process (:func:`image_buffer`).
@@ -186,10 +190,12 @@ class WorkerTransport:
         assert self.pool is not None
         if self._pool_slot is None and not self._pool_tried:
             self._pool_tried = True
+            frees = self.pool.frees.value
+            self._pool_patient = self._pool_patient or frees != self._pool_frees
             wait = RELEASE_WAIT_SECONDS if self._pool_patient else 0.0
             self._pool_slot = self.pool.claim(wait)
-            # a wait in vain: the loop keeps batches; take fresh segments until a slot is free
-            self._pool_patient = self._pool_slot is not None
+            if self._pool_slot is None and wait:  # the loop keeps batches, or is slow
+                self._pool_patient, self._pool_frees = False, self.pool.frees.value
         start = self._pool_used
         if self._pool_slot is None or start + nbytes > self.pool.slot_bytes:
             return None
