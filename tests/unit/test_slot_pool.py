@@ -6,6 +6,8 @@ import multiprocessing
 import time
 from typing import Any
 
+import torch
+
 from stoker.pipeline.slot_pool import SlotPool, aligned
 
 CONTEXT = multiprocessing.get_context("fork")
@@ -51,3 +53,23 @@ def test_a_worker_waiting_for_a_slot_gets_the_one_freed_and_writes_where_others_
 
 def test_tensors_in_a_slot_start_on_aligned_offsets() -> None:
     assert [aligned(n) for n in (1, 64, 65, 1000)] == [64, 64, 128, 1024]
+
+
+def test_batches_larger_than_a_pool_slot_take_slots_of_their_own() -> None:
+    from stoker.pipeline.transport import MIN_SLOT_BYTES, WorkerTransport
+
+    pool = SlotPool(CONTEXT, slots=2, slot_bytes=2 * MIN_SLOT_BYTES)
+    releases = CONTEXT.Queue()
+    try:
+        transport = WorkerTransport(releases, None, pool=pool)
+        small = transport.buffer((MIN_SLOT_BYTES,), torch.uint8)
+        assert small is not None and pool.number(small.untyped_storage()) == 0
+        assert transport.export({"images": small}).plain is False
+        assert transport.slots == {} and pool.touched() == (1, MIN_SLOT_BYTES)
+        large = transport.buffer((3 * MIN_SLOT_BYTES,), torch.uint8)  # over a pool slot
+        assert large is not None and pool.number(large.untyped_storage()) is None
+        assert len(transport.slots) == 1  # its own slot, within the usual budget
+        transport.export({"images": large})
+        assert pool.claim(0.0) == 1  # slot 0 is held by the first batch; 1 was never claimed
+    finally:
+        releases.close()

@@ -9,7 +9,8 @@ claimed by whichever worker builds a batch next:
 * a slot is an anonymous shared mapping of :data:`SLOT_BYTES` (``mmap``: inherited by forked
   processes, made in microseconds): only the pages a batch writes take memory (the largest
   batch's), and the lowest free slot is claimed first, so a slot the workers never need at once
-  with the others is never touched; a batch larger than a slot takes the per-worker path;
+  with the others is never touched; a batch larger than a slot takes per-worker slots (sized
+  as without a pool);
 * a table in shared memory says which slots are claimed; a semaphore counts the free ones, so a
   worker waits for one without polling (:meth:`SlotPool.claim`, with a timeout: a training loop
   that keeps batches never deadlocks its workers, they take fresh segments instead);
@@ -37,8 +38,10 @@ from typing import Any
 import numpy as np
 import torch
 
-#: Address space of one pool slot; only the pages written take memory.
-SLOT_BYTES = 1 << 30
+#: Address space of one pool slot; only the pages written take memory. Not more: tools that
+#: read a process's memory map (``/proc/PID/smaps``, as ``psutil.memory_full_info`` does) walk
+#: the pages never written too (~2 ms a GB, holding the process's memory map lock).
+SLOT_BYTES = 128 << 20
 #: Slots beyond one per worker (the batch the training loop holds).
 EXTRA_SLOTS = 1
 #: How long a claim waits for the table's lock.

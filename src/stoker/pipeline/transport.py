@@ -133,6 +133,7 @@ class WorkerTransport:
         #: make the workers take fresh segments).
         self._pool_patient = True
         self._pool_frees = 0  # the pool's count of frees at the last wait in vain
+        self._fits_pool = True  # no batch has been larger than a pool slot
         self._pool_sent = False  # the batch pickled last refers to its pool slot
         #: No user code sees a batch between batching and export: float image batches may be
         #: built as uint8 and scaled by the main process (:func:`image_buffer`).
@@ -188,6 +189,11 @@ class WorkerTransport:
     ) -> torch.Tensor | None:
         """A tensor in the batch's pool slot (claimed with its first tensor), or None."""
         assert self.pool is not None
+        start = self._pool_used
+        if start + nbytes > self.pool.slot_bytes:  # larger than a pool slot: slots of its own
+            self._fits_pool = False
+        if not self._fits_pool:
+            return None
         if self._pool_slot is None and not self._pool_tried:
             self._pool_tried = True
             frees = self.pool.frees.value
@@ -196,8 +202,7 @@ class WorkerTransport:
             self._pool_slot = self.pool.claim(wait)
             if self._pool_slot is None and wait:  # the loop keeps batches, or is slow
                 self._pool_patient, self._pool_frees = False, self.pool.frees.value
-        start = self._pool_used
-        if self._pool_slot is None or start + nbytes > self.pool.slot_bytes:
+        if self._pool_slot is None:
             return None
         self._pool_used = aligned(start + nbytes)
         self.pool.used(self._pool_slot, self._pool_used)
@@ -231,7 +236,7 @@ class WorkerTransport:
     def _budget(self) -> int:
         if self.budget is not None:
             return self.budget
-        if self.pool is not None:  # the pool's slots take the batches
+        if self.pool is not None and self._fits_pool:  # the pool's slots take the batches
             return 0
         return slot_budget(max(self._batch_bytes, self._asked), self.prefetch_factor)
 
