@@ -16,7 +16,8 @@ reused. Small tensors, and workers without a transport, use torch's own path.
 
 With a :class:`~stoker.pipeline.slot_pool.SlotPool` (forked workers, automatic budget), the
 workers build batches in slots they share, ``num_workers + 1`` of them, instead of in their
-own; their own slots then only take float batches sent as uint8 when the pool is busy.
+own; their own slots then only take float batches sent as uint8 when the pool is busy, and
+batches larger than a pool slot.
 
 Float image batches may travel as their uint8 pixels and be scaled in the main process (see
 :mod:`stoker.pipeline.main_floats` and :func:`image_buffer`): a quarter of the shared memory.
