@@ -16,8 +16,8 @@ reused. Small tensors, and workers without a transport, use torch's own path.
 
 With a :class:`~stoker.pipeline.slot_pool.SlotPool` (forked workers, automatic budget), the
 workers build batches in slots they share, ``num_workers + 1`` of them, instead of in their
-own; their own slots then only take float batches sent as uint8 when the pool is busy, and
-batches larger than a pool slot.
+own; a worker keeps slots of its own for float batches sent as uint8 and for batches larger
+than a pool slot.
 
 Float image batches may travel as their uint8 pixels and be scaled in the main process (see
 :mod:`stoker.pipeline.main_floats` and :func:`image_buffer`): a quarter of the shared memory.
@@ -134,7 +134,7 @@ class WorkerTransport:
         #: make the workers take fresh segments).
         self._pool_patient = True
         self._pool_frees = 0  # the pool's count of frees at the last wait in vain
-        self._fits_pool = True  # no batch has been larger than a pool slot
+        self._fits_pool = True  # off for good after a float or too large batch
         self._pool_sent = False  # the batch pickled last refers to its pool slot
         #: No user code sees a batch between batching and export: float image batches may be
         #: built as uint8 and scaled by the main process (:func:`image_buffer`).
@@ -169,14 +169,15 @@ class WorkerTransport:
                 return pooled
         self._drain()
         slot = self._free_slot(nbytes)
-        waits = self._patient and self.pool is None  # the pool's wait was this batch's
+        # where the pool took part, its wait was this batch's
+        waits = self._patient and (self.pool is None or not self._fits_pool)
         if slot is None and waits and any(s.exports for s in self.slots.values()):
             # The pool is full and the main process holds slots: one comes back when the
             # training loop moves on. Waiting for it keeps the memory to the budget (a fresh
             # segment also costs its page faults, ~0.1 s for 25 MB on a virtual machine).
             self._patient = self._drain(wait=RELEASE_WAIT_SECONDS)
             slot = self._free_slot(nbytes)
-        if slot is None and scaled and (self._budget() > 0 or self.pool is not None):
+        if slot is None and scaled and self._budget() > 0:
             # beyond the budget (trimmed when it comes back): a quarter of the fresh float32
             # segment it spares
             slot = self._new_slot(nbytes)
@@ -191,7 +192,9 @@ class WorkerTransport:
         """A tensor in the batch's pool slot (claimed with its first tensor), or None."""
         assert self.pool is not None
         start = self._pool_used
-        if start + nbytes > self.pool.slot_bytes:  # larger than a pool slot: slots of its own
+        # Larger than a pool slot, or uint8 pixels of a float batch (freed as soon as the main
+        # process scales them: shared slots spared no memory there, measured): slots of its own
+        if scaled or start + nbytes > self.pool.slot_bytes:
             self._fits_pool = False
         if not self._fits_pool:
             return None
