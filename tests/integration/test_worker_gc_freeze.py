@@ -63,4 +63,5 @@ def test_a_freeze_the_user_made_is_left_alone(root: Path, no_freeze: None) -> No
     gc.freeze()
     frozen = gc.get_freeze_count()
     worker_freeze_counts(root)
-    assert gc.get_freeze_count() == frozen
+    # not thawed (0) nor frozen further; frozen objects may still be freed by their refcount
+    assert frozen - 100 < gc.get_freeze_count() <= frozen

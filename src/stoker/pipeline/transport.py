@@ -14,6 +14,11 @@ reuses once the main process has let go of the batch:
 A slot a worker allocated but did not send (user code dropped or kept the tensor) is never
 reused. Small tensors, and workers without a transport, use torch's own path.
 
+With a :class:`~stoker.pipeline.slot_pool.SlotPool` (forked workers, automatic budget), the
+workers build batches in slots they share, ``num_workers + 1`` of them, instead of in their
+own; a worker keeps slots of its own for float batches sent as uint8 and for batches larger
+than a pool slot.
+
 Float image batches may travel as their uint8 pixels and be scaled in the main process (see
 :mod:`stoker.pipeline.main_floats` and :func:`image_buffer`): a quarter of the shared memory.
 """
@@ -25,6 +30,7 @@ import io
 import math
 import pickle
 import queue
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +42,7 @@ import torch.utils.data
 from stoker.pipeline.batch_pickler import BatchPickler
 from stoker.pipeline.main_floats import FloatBuffers, as_uint8
 from stoker.pipeline.payload_ring import PayloadRing, RingReader
+from stoker.pipeline.slot_pool import SlotPool, aligned
 from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
@@ -51,6 +58,8 @@ EXTRA_BATCHES = 0
 #: How long a worker whose slots are all held waits for the main process to release one
 #: before it takes a fresh segment.
 RELEASE_WAIT_SECONDS = 0.25
+#: The "worker" of a slot in a loader's shared :class:`SlotPool` (main-process keys).
+POOL = -1
 
 
 def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
@@ -116,8 +125,23 @@ class WorkerTransport:
         prefetch_factor: int = 2,
         *,
         floats_as_uint8: bool = False,
+        pool: SlotPool | None = None,
     ) -> None:
         self.releases = releases
+        self.pool = pool
+        #: This worker's stats count the pool's slots (one worker of a loader does).
+        self.reports_pool = False
+        self._pool_slot: int | None = None  # claimed for the batch being built
+        self._pool_used = 0  # bytes of it handed out
+        self._pool_tensors: list[tuple[int, int, bool]] = []  # (start, end, scaled) pointers
+        self._pool_tried = False  # the batch being built asked the pool (once per batch)
+        #: Wait for a slot (off after a wait in vain, until the main process frees one: a
+        #: training loop that keeps batches costs no wait per batch, a slow one does not
+        #: make the workers take fresh segments).
+        self._pool_patient = True
+        self._pool_frees = 0  # the pool's count of frees at the last wait in vain
+        self._fits_pool = True  # off for good after a float or too large batch
+        self._pool_sent = False  # the batch pickled last refers to its pool slot
         #: No user code sees a batch between batching and export: float image batches may be
         #: built as uint8 and scaled by the main process (:func:`image_buffer`).
         self.floats_as_uint8 = floats_as_uint8
@@ -145,9 +169,15 @@ class WorkerTransport:
         if nbytes < MIN_SLOT_BYTES:
             return None
         self._asked += nbytes
+        if self.pool is not None:
+            pooled = self._pool_buffer(nbytes, shape, dtype, scaled)
+            if pooled is not None:
+                return pooled
         self._drain()
         slot = self._free_slot(nbytes)
-        if slot is None and self._patient and any(s.exports for s in self.slots.values()):
+        # where the pool took part, its wait was this batch's
+        waits = self._patient and (self.pool is None or not self._fits_pool)
+        if slot is None and waits and any(s.exports for s in self.slots.values()):
             # The pool is full and the main process holds slots: one comes back when the
             # training loop moves on. Waiting for it keeps the memory to the budget (a fresh
             # segment also costs its page faults, ~0.1 s for 25 MB on a virtual machine).
@@ -161,6 +191,36 @@ class WorkerTransport:
             return None
         slot.allocated, slot.scaled = True, scaled
         return _tensor_on(slot.storage, dtype, shape)
+
+    def _pool_buffer(
+        self, nbytes: int, shape: tuple[int, ...], dtype: torch.dtype, scaled: bool
+    ) -> torch.Tensor | None:
+        """A tensor in the batch's pool slot (claimed with its first tensor), or None."""
+        assert self.pool is not None
+        start = self._pool_used
+        # Larger than a pool slot, or uint8 pixels of a float batch (freed as soon as the main
+        # process scales them: shared slots spared no memory there, measured): slots of its own
+        if scaled or start + nbytes > self.pool.slot_bytes:
+            self._fits_pool = False
+        if not self._fits_pool:
+            return None
+        if self._pool_slot is None and not self._pool_tried:
+            self._pool_tried = True
+            frees = self.pool.frees.value
+            self._pool_patient = self._pool_patient or frees != self._pool_frees
+            wait = RELEASE_WAIT_SECONDS if self._pool_patient else 0.0
+            self._pool_slot = self.pool.claim(wait)
+            if self._pool_slot is None and wait:  # the loop keeps batches, or is slow
+                self._pool_patient, self._pool_frees = False, self.pool.frees.value
+        if self._pool_slot is None:
+            return None
+        self._pool_used = aligned(start + nbytes)
+        self.pool.used(self._pool_slot, self._pool_used)
+        storage = self.pool.storages[self._pool_slot]
+        tensor = _tensor_on(storage, dtype, shape, start // dtype.itemsize)
+        pointer = tensor.data_ptr()
+        self._pool_tensors.append((pointer, pointer + nbytes, scaled))
+        return tensor
 
     def _free_slot(self, nbytes: int) -> _Slot | None:
         """A free slot of ``nbytes`` or a new one within the budget; None if neither."""
@@ -186,6 +246,8 @@ class WorkerTransport:
     def _budget(self) -> int:
         if self.budget is not None:
             return self.budget
+        if self.pool is not None and self._fits_pool:  # the pool's slots take the batches
+            return 0
         return slot_budget(max(self._batch_bytes, self._asked), self.prefetch_factor)
 
     def export(self, batch: Any) -> Exported:
@@ -193,9 +255,14 @@ class WorkerTransport:
         self._batch_bytes, self._asked = max(self._batch_bytes, self._asked), 0
         out = io.BytesIO()
         self._in_batch.clear()
+        self._pool_sent = False
         # no slots: nothing can refer to one, skip the per-object reference check
-        pickler = BatchPickler(out) if not self.slots else _SlotPickler(out, self)
+        slots = self.slots or self._pool_slot is not None
+        pickler = _SlotPickler(out, self) if slots else BatchPickler(out)
         pickler.dump(batch)
+        # a pool slot not sent stays claimed (user code may hold a tensor in it): lost
+        self._pool_slot, self._pool_used, self._pool_tried = None, 0, False
+        self._pool_tensors.clear()
         for slot in list(self.slots.values()):
             if slot.number in self._in_batch:
                 slot.exports += 1  # released once by the main process
@@ -203,7 +270,7 @@ class WorkerTransport:
             elif slot.allocated:  # built into but not sent: someone may still hold it
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
-        plain = not self._in_batch
+        plain = not self._in_batch and not self._pool_sent
         if plain and pickler.shares:
             return Exported(b"", dropped, plain, inline=batch)
         if not plain:
@@ -214,10 +281,20 @@ class WorkerTransport:
             return Exported(out.getvalue(), dropped, plain, detached=True)
         return Exported(b"", dropped, plain, True, placed.span, placed.storage)
 
+    def slot_gauges(self) -> tuple[int, int]:
+        """The slots this worker keeps and their bytes; with :attr:`reports_pool`, the
+        loader's shared slots that batches have used too."""
+        count = len(self.slots)
+        nbytes = sum(s.storage.nbytes() for s in self.slots.values())
+        if self.pool is not None and self.reports_pool:
+            shared, shared_bytes = self.pool.touched()
+            count, nbytes = count + shared, nbytes + shared_bytes
+        return count, nbytes
+
     @property
     def refers_to_slots(self) -> bool:
         """Whether the batch :meth:`export` pickled last refers to slots (it holds them)."""
-        return bool(self._in_batch)
+        return bool(self._in_batch) or self._pool_sent
 
     def _drop(self, slot: _Slot) -> None:
         del self.slots[slot.storage.data_ptr()]
@@ -245,6 +322,10 @@ class WorkerTransport:
 
     def reference(self, tensor: torch.Tensor) -> tuple[Any, ...] | None:
         """The persistent id of ``tensor`` if it lives in a slot (marks the slot sent)."""
+        if self._pool_slot is not None:
+            assert self.pool is not None
+            if self.pool.number(tensor.untyped_storage()) == self._pool_slot:
+                return self._pool_reference(tensor)
         slot = self.slots.get(tensor.untyped_storage().data_ptr())
         if slot is None:
             return None
@@ -255,6 +336,21 @@ class WorkerTransport:
         return ("stoker-slot", slot.number, storage, offset, tuple(tensor.shape),
                 tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."),
                 slot.scaled)  # fmt: skip
+
+    def _pool_reference(self, tensor: torch.Tensor) -> tuple[Any, ...]:
+        """The persistent id of ``tensor`` in the batch's pool slot: the slot, the tensor's
+        byte offset and that of the allocation it is in (one float tensor per scaled one)."""
+        pointer = tensor.data_ptr()
+        start, scaled = pointer, False
+        for begin, end, is_scaled in self._pool_tensors:
+            if begin <= pointer < end:
+                start, scaled = begin, is_scaled
+                break
+        self._pool_sent = True
+        base = tensor.untyped_storage().data_ptr()
+        return ("stoker-pool", self._pool_slot, pointer - base, tuple(tensor.shape),
+                tuple(tensor.stride()), str(tensor.dtype).removeprefix("torch."),
+                scaled, start - base)  # fmt: skip
 
 
 class _SlotPickler(BatchPickler):
@@ -271,8 +367,13 @@ class _SlotPickler(BatchPickler):
 class MainTransport:
     """The main process's side: slot mappings per worker and the queues that release slots."""
 
-    def __init__(self, context: Any, workers: int) -> None:
+    def __init__(self, context: Any, workers: int, pool: SlotPool | None = None) -> None:
         self.queues = [context.Queue() for _ in range(workers)]
+        #: Slots shared by the workers (made before they start), and the tensors or pending
+        #: scalings per pool slot the main process holds.
+        self.pool = pool
+        self.holds: collections.Counter[int] = collections.Counter()
+        self._holding = threading.Lock()  # flush() runs on the pin thread too
         self.storages: dict[tuple[int, int], np.ndarray[Any, Any]] = {}
         self.released: collections.deque[tuple[int, int]] = collections.deque()
         self.floats = FloatBuffers()  # float batches scaled from uint8 slots
@@ -305,6 +406,8 @@ class MainTransport:
         scaled: dict[int, torch.Tensor] = {}
 
         def persistent_load(pid: Any) -> torch.Tensor:
+            if pid[0] == "stoker-pool":
+                return pool_load(pid)
             _, number, storage, offset, shape, stride, dtype_name, to_float = pid
             key = (worker, number)
             if storage is not None:
@@ -321,6 +424,30 @@ class MainTransport:
                 regions[number] = torch.from_numpy(region)
             dtype = getattr(torch, dtype_name)
             flat = regions[number].untyped_storage()
+            return _tensor_on(flat, dtype, shape, offset // dtype.itemsize, stride)
+
+        pool_regions: dict[int, torch.Tensor] = {}
+        pool_scaled: dict[tuple[int, int], torch.Tensor] = {}
+
+        def pool_load(pid: Any) -> torch.Tensor:
+            _, number, offset, shape, stride, dtype_name, to_float, start = pid
+            assert self.pool is not None
+            if to_float:  # uint8 pixels (contiguous), scaled by finish()
+                if (number, start) not in pool_scaled:
+                    pool_scaled[number, start] = torch.empty(0, dtype=torch.float32)
+                    pixels = as_uint8(self.pool.array(number), offset, shape)
+                    scalings.append(_Scaling(pool_scaled[number, start], pixels, (POOL, number)))
+                    with self._holding:
+                        self.holds[number] += 1
+                return pool_scaled[number, start]
+            if number not in pool_regions:
+                region = self.pool.array(number)[:]  # a new view: its end frees the slot
+                weakref.finalize(region, self.released.append, (POOL, number))
+                with self._holding:
+                    self.holds[number] += 1
+                pool_regions[number] = torch.from_numpy(region)
+            dtype = getattr(torch, dtype_name)
+            flat = pool_regions[number].untyped_storage()
             return _tensor_on(flat, dtype, shape, offset // dtype.itemsize, stride)
 
         scalings: list[_Scaling] = []
@@ -344,7 +471,16 @@ class MainTransport:
         """Send the numbers of the released slots to their workers."""
         while self.released:
             worker, number = self.released.popleft()
-            self.queues[worker].put(number)
+            if worker != POOL:
+                self.queues[worker].put(number)
+                continue
+            with self._holding:
+                self.holds[number] -= 1
+                if self.holds[number] > 0:
+                    continue
+                del self.holds[number]  # the batch in it is freed (and scaled) everywhere
+            assert self.pool is not None
+            self.pool.free(number)
 
     def close(self) -> None:
         self.pending.clear()

@@ -26,6 +26,7 @@ from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
+from stoker.pipeline.slot_pool import EXTRA_SLOTS, SlotPool
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
@@ -135,11 +136,13 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
         options: LoaderOptions,
         cache_pool: CachePool | None = None,
         prefetch_factor: int = 2,
+        slot_pool: SlotPool | None = None,
     ) -> None:
         super().__init__()
         self.dataset, self.resume, self.releases = dataset, resume, releases
         self.options, self.cache_pool = options, cache_pool
         self.prefetch_factor = prefetch_factor  # sizes the shared-memory slots
+        self.slot_pool = slot_pool  # the workers' shared slots (forked workers only)
 
     def __iter__(self) -> Iterator[Bundle[Envelope]]:
         info = torch.utils.data.get_worker_info()
@@ -153,7 +156,9 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
             slots_mb,
             prefetch,
             floats_as_uint8=floats_travel_as_uint8(self.dataset),
+            pool=self.slot_pool,
         )
+        transport.reports_pool = worker == 0  # the shared slots, counted once
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
@@ -250,7 +255,7 @@ class _Live:
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
         multiprocessing.util.get_temp_dir()
         context = multiprocessing.get_context()
-        self._transport = MainTransport(context, workers)
+        self._transport = MainTransport(context, workers, _slot_pool(context, loader, workers))
         self._workers = WorkerProcesses()
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
@@ -263,6 +268,7 @@ class _Live:
                     loader.options,
                     loader.cache_pool,
                     loader.prefetch_factor,
+                    self._transport.pool,
                 ),
                 batch_size=None,
                 num_workers=workers,
@@ -280,11 +286,11 @@ class _Live:
 
     def next_from(self, worker: int) -> Envelope:
         queue = self.queues[worker]
+        if self._transport is not None:  # slots freed since the last batch go back first
+            self._transport.flush()
         while not queue:
             if self._torch_iter is None:
                 return next(self._producers[worker])
-            if self._transport is not None:  # slots freed since the last batch go back first
-                self._transport.flush()
             try:
                 items = self._pinner.get() if self._pinner else self._receive_next()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
@@ -332,6 +338,18 @@ class _Live:
             self._transport = None
         for producer in getattr(self, "_producers", []):
             producer.close()
+
+
+def _slot_pool(context: Any, loader: Loader, workers: int) -> SlotPool | None:
+    """The batch slots the workers share (see :mod:`stoker.pipeline.slot_pool`): made here
+    before the workers fork, so every process maps them without sending anything. None where
+    the workers are spawned (they would be sent) or the user fixed a slot budget per worker."""
+    if context.get_start_method() != "fork" or loader.options.batch_slots_mb is not None:
+        return None
+    try:
+        return SlotPool(context, workers + EXTRA_SLOTS)
+    except OSError:  # no address space for it (strict overcommit): slots per worker
+        return None
 
 
 def _pin_batch(items: list[Envelope]) -> list[Envelope]:

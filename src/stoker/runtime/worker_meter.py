@@ -83,8 +83,7 @@ class Meter:
         }
         self._storage = current
         delta.gauges = {"rss": rss()}
-        slots = getattr(self.transport, "slots", None)
-        if slots is not None:
-            delta.gauges["slots"] = len(slots)
-            delta.gauges["slot_bytes"] = sum(s.storage.nbytes() for s in slots.values())
+        gauges = getattr(self.transport, "slot_gauges", None)
+        if gauges is not None:
+            delta.gauges["slots"], delta.gauges["slot_bytes"] = gauges()
         return delta

@@ -1,0 +1,75 @@
+"""The claim table of :class:`stoker.pipeline.slot_pool.SlotPool`, across real forked processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any
+
+import torch
+
+from stoker.pipeline.slot_pool import SlotPool, aligned
+
+CONTEXT = multiprocessing.get_context("fork")
+
+
+def test_claims_take_the_lowest_free_slot_and_time_out_when_none_is_free() -> None:
+    pool = SlotPool(CONTEXT, slots=2, slot_bytes=1 << 20)
+    assert [pool.claim(0.0), pool.claim(0.0)] == [0, 1]
+    started = time.perf_counter()
+    assert pool.claim(0.05) is None  # all claimed: waits, then gives up
+    assert time.perf_counter() - started >= 0.04
+    pool.free(1)
+    assert pool.claim(0.0) == 1
+    pool.free(0)
+    pool.free(1)
+    assert pool.claim(0.0) == 0  # the lowest: pages already touched are reused first
+
+
+def _claim_and_write(pool: SlotPool, results: Any) -> None:
+    number = pool.claim(5.0)  # blocks until the parent frees one
+    if number is not None:
+        pool.array(number)[:4] = 7
+    results.put(number)
+
+
+def test_a_worker_waiting_for_a_slot_gets_the_one_freed_and_writes_where_others_read() -> None:
+    pool = SlotPool(CONTEXT, slots=1, slot_bytes=1 << 20)
+    assert pool.claim(0.0) == 0
+    results = CONTEXT.Queue()
+    child = CONTEXT.Process(target=_claim_and_write, args=(pool, results))
+    child.start()
+    try:
+        time.sleep(0.1)
+        assert results.empty()  # still waiting: the slot is held
+        pool.free(0)
+        assert results.get(timeout=10) == 0
+        assert pool.array(0)[:5].tolist() == [7, 7, 7, 7, 0]  # the same pages, shared
+    finally:
+        child.join(10)
+        results.close()
+    assert child.exitcode == 0
+
+
+def test_tensors_in_a_slot_start_on_aligned_offsets() -> None:
+    assert [aligned(n) for n in (1, 64, 65, 1000)] == [64, 64, 128, 1024]
+
+
+def test_batches_larger_than_a_pool_slot_take_slots_of_their_own() -> None:
+    from stoker.pipeline.transport import MIN_SLOT_BYTES, WorkerTransport
+
+    pool = SlotPool(CONTEXT, slots=2, slot_bytes=2 * MIN_SLOT_BYTES)
+    releases = CONTEXT.Queue()
+    try:
+        transport = WorkerTransport(releases, None, pool=pool)
+        small = transport.buffer((MIN_SLOT_BYTES,), torch.uint8)
+        assert small is not None and pool.number(small.untyped_storage()) == 0
+        assert transport.export({"images": small}).plain is False
+        assert transport.slots == {} and pool.touched() == (1, MIN_SLOT_BYTES)
+        large = transport.buffer((3 * MIN_SLOT_BYTES,), torch.uint8)  # over a pool slot
+        assert large is not None and pool.number(large.untyped_storage()) is None
+        assert len(transport.slots) == 1  # its own slot, within the usual budget
+        transport.export({"images": large})
+        assert pool.claim(0.0) == 1  # slot 0 is held by the first batch; 1 was never claimed
+    finally:
+        releases.close()
