@@ -243,12 +243,8 @@ def test_plain_batches_cross_in_the_ring_and_load_late_in_order() -> None:
     assert any(span is None for span in spans)  # the main process held it full at times
 
 
-class _TensorAheadOfItsTurn(torch.utils.data.IterableDataset[tuple[int, Exported]]):
+class _TensorAheadOfItsTurn(_PlainExporting):
     """Worker 1's batch (sharing a tensor) and its end arrive while worker 0 still works."""
-
-    def __init__(self, queues: list[Any]) -> None:
-        super().__init__()
-        self.queues = queues
 
     def __iter__(self) -> Any:
         info = torch.utils.data.get_worker_info()
