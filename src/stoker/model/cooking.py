@@ -143,7 +143,6 @@ def _sample_getter() -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     return getter if len(fields) > 1 else lambda d: (getter(d),)
 
 
-
 def basic_sample_keys(
     crude_sample: dict[str, Any], additional_source_info: tuple[SourceInfo, ...] = ()
 ) -> dict[str, Any]:
