@@ -98,11 +98,16 @@ class Exported:
     #: after the worker is gone: the data loader lets a worker exit once its last message has
     #: arrived, even where earlier ones of it wait for their turn.
     inline: Any = None
+    #: The slot storages the batch is the first to use, sent beside the payload for the same
+    #: reason: the main process maps them as the message arrives.
+    storages: tuple[torch.UntypedStorage, ...] = ()
+    #: The batch's tensors outside slots (torch shares them), beside the payload likewise.
+    side: tuple[torch.Tensor, ...] = ()
 
     def __reduce__(self) -> tuple[type[Exported], tuple[Any, ...]]:
         # by its fields in order (one call to rebuild), not by a state dict: one per batch
         return Exported, (self.payload, self.dropped, self.plain, self.detached, self.span,
-                          self.ring, self.inline)  # fmt: skip
+                          self.ring, self.inline, self.storages, self.side)  # fmt: skip
 
 
 @dataclass
@@ -154,6 +159,10 @@ class WorkerTransport:
         self._numbers = 0
         self._dropped: list[int] = []
         self._in_batch: set[int] = set()  # slots the batch being pickled refers to
+        #: Slot storages the batch being pickled sends for the first time (see Exported.storages).
+        self._new_storages: list[torch.UntypedStorage] = []
+        #: Tensors outside slots of the batch being pickled (see Exported.side).
+        self._side: list[torch.Tensor] = []
         #: Wait for a release when the pool is full (off after a wait in vain, until the
         #: next release: a user who keeps batches gets fresh segments without waiting).
         self._patient = True
@@ -255,6 +264,7 @@ class WorkerTransport:
         self._batch_bytes, self._asked = max(self._batch_bytes, self._asked), 0
         out = io.BytesIO()
         self._in_batch.clear()
+        self._new_storages, self._side = [], []
         self._pool_sent = False
         # no slots: nothing can refer to one, skip the per-object reference check
         slots = self.slots or self._pool_slot is not None
@@ -271,10 +281,11 @@ class WorkerTransport:
                 self._drop(slot)
         dropped, self._dropped = tuple(self._dropped), []
         plain = not self._in_batch and not self._pool_sent
-        if plain and pickler.shares:
+        if plain and (pickler.shares or self._side):
             return Exported(b"", dropped, plain, inline=batch)
         if not plain:
-            return Exported(out.getvalue(), dropped, plain)
+            storages, side = tuple(self._new_storages), tuple(self._side)
+            return Exported(out.getvalue(), dropped, plain, storages=storages, side=side)
         with out.getbuffer() as pickled:  # copied into the ring, not into bytes first
             placed = self.ring.put(pickled)
         if placed is None:
@@ -330,7 +341,10 @@ class WorkerTransport:
         if slot is None:
             return None
         self._in_batch.add(slot.number)
-        storage = None if slot.sent else slot.storage
+        storage = None  # else its place in Exported.storages
+        if not slot.sent:
+            storage = len(self._new_storages)
+            self._new_storages.append(slot.storage)
         slot.sent = True
         offset = tensor.storage_offset() * tensor.element_size()
         return ("stoker-slot", slot.number, storage, offset, tuple(tensor.shape),
@@ -360,7 +374,13 @@ class _SlotPickler(BatchPickler):
 
     def persistent_id(self, obj: Any) -> Any:
         if type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided:
-            return self.transport.reference(obj)
+            reference = self.transport.reference(obj)
+            if reference is not None:
+                return reference
+        if isinstance(obj, torch.Tensor):  # not in a slot: beside the payload (Exported.side)
+            side = self.transport._side
+            side.append(obj)
+            return ("stoker-side", len(side) - 1)
         return None
 
 
@@ -408,10 +428,14 @@ class MainTransport:
         def persistent_load(pid: Any) -> torch.Tensor:
             if pid[0] == "stoker-pool":
                 return pool_load(pid)
+            if pid[0] == "stoker-side":
+                side: torch.Tensor = exported.side[pid[1]]
+                return side
             _, number, storage, offset, shape, stride, dtype_name, to_float = pid
             key = (worker, number)
-            if storage is not None:
-                self.storages[key] = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+            if storage is not None:  # its place in exported.storages
+                mapped = exported.storages[storage]
+                self.storages[key] = torch.empty(0, dtype=torch.uint8).set_(mapped).numpy()
             if to_float:  # uint8 pixels (contiguous), scaled by finish()
                 if number not in scaled:
                     scaled[number] = torch.empty(0, dtype=torch.float32)
