@@ -102,19 +102,20 @@ def test_freed_slots_go_to_whichever_worker_builds_next(
 ) -> None:
     expected = in_process[mode]
     running = loader(dataset_root, mode, workers)
-    slots, seen = set(), 0
+    slots, seen, pooled = set(), 0, 0
     for batch in running:
         pool = pool_of(running)
         assert torch.equal(batch.image, expected[tuple(batch.__key__)])
         if mode == "torchrgb8":  # float batches are scaled out of their slot on arrival
             number = pool.number(batch.image.untyped_storage())
-            assert number is not None, "a freed slot should have been free again"
-            slots.add(number)
+            if number is not None:  # else a worker waited 0.25 s in vain (a busy machine)
+                pooled += 1
+                slots.add(number)
         seen += 1
         del batch
     assert seen == len(expected)
-    if mode == "torchrgb8":  # more batches than slots: each slot served several batches
-        assert seen > len(pool) and 1 <= len(slots) <= len(pool)
+    if mode == "torchrgb8":  # more pooled batches than slots: freed slots served again
+        assert pooled > len(pool) and 1 <= len(slots) <= len(pool)
         stats = running.stats()  # the shared slots are counted once (by worker 0)
         assert len(slots) <= stats.shm_slots <= len(pool)
         assert stats.shm_bytes >= BATCH * 3 * 300 * 420
