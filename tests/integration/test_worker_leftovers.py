@@ -33,11 +33,19 @@ SCRIPT = textwrap.dedent(
     folders = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("pymp-")]
     print("pymp folders while running:", len(folders))
     os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
-    try:
-        for _ in range(1000):
-            next(it)
-    except Exception as e:
-        print("stopped:", type(e).__name__)
+    stopped = []
+    for _ in range(3):  # torch's SIGCHLD handler may raise again while the first error unwinds
+        try:
+            try:
+                if not stopped:
+                    for _ in range(1000):
+                        next(it)
+            finally:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            break
+        except Exception as e:
+            stopped.append(type(e).__name__)
+    print("stopped:", stopped[0] if stopped else None)
     """
 )
 
@@ -56,5 +64,6 @@ def test_killed_worker_leaves_no_pymp_folder(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "pymp folders while running: 1" in result.stdout  # the main process's only
-    assert "stopped:" in result.stdout  # the worker's death was reported
+    # the worker's death was reported (by stoker, or first by torch's SIGCHLD handler)
+    assert "stopped: StokerError" in result.stdout or "stopped: RuntimeError" in result.stdout
     assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("pymp-")) == []
