@@ -116,8 +116,8 @@ def test_freed_slots_go_to_whichever_worker_builds_next(
     assert seen == len(expected)
     if mode == "torchrgb8":  # more pooled batches than slots: freed slots served again
         assert pooled > len(pool) and 1 <= len(slots) <= len(pool)
-        stats = running.stats()  # the shared slots are counted once (by worker 0)
-        assert len(slots) <= stats.shm_slots <= len(pool)
+        stats = running.stats()  # the shared slots are counted once (by worker 0, when it reports)
+        assert 1 <= stats.shm_slots <= len(pool)
         assert stats.shm_bytes >= BATCH * 3 * 300 * 420
 
 
