@@ -1,8 +1,10 @@
 """Benchmark video clip loading: stoker's AVDecoder vs decoding every frame vs Megatron-Energon.
 
 One dataset is generated once and cached under ``--data-dir``: 480p (854x480) 30 fps H.264
-videos of 10 s with a keyframe every 2 s (``--quick``: 3 s videos), moving content, two shards,
-prepared as ``VidQASample`` (video: mp4, context: txt). Every configuration loads it through
+videos of 10 s (``--quick``: 3 s videos), two shards, prepared as ``VidQASample`` (video: mp4,
+context: txt). ``--content noise`` (default): moving noise texture, a keyframe every 2 s;
+``--content natural``: a pan over a smooth scene with moving objects, x264's default settings
+(see ``_av_content.py``). Every configuration loads it through
 ``get_train_dataset`` + ``get_loader`` with W=2 dataloader workers (batches of 4) in a fresh
 subprocess, alternating the tools; each sample becomes one 8-frame 224x224 uint8 clip of frames
 spread uniformly over the video:
@@ -23,6 +25,7 @@ Usage::
     python benchmarks/bench_av.py --quick      # ~1 minute on 2 cores once the data exists
     python benchmarks/bench_av.py              # full run
     python benchmarks/bench_av.py --phases     # per-clip CPU by phase, in one process
+    python benchmarks/bench_av.py --content natural --quick   # camera-like video, x264 defaults
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _av_content import ENCODINGS, make_video
 from _data import COMPLETE, has_module, tree_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,36 +56,10 @@ FRAMES, SIZE, BATCH, WORKERS = 8, (224, 224), 4, 2
 # --- data ----------------------------------------------------------------------------------------
 
 
-def make_video(
-    seconds: float, seed: int, fps: int = 30, size: tuple[int, int] = (854, 480)
-) -> bytes:
-    """An H.264 mp4 of moving noise-textured gradients (decoding it is real work)."""
-    import av
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    texture = rng.integers(0, 64, (size[1], size[0] * 2, 3), dtype=np.uint8)
-    ramp = np.linspace(0, 191, size[0] * 2, dtype=np.uint8)[None, :, None]
-    buf = io.BytesIO()
-    with av.open(buf, "w", format="mp4") as out:
-        stream = out.add_stream(
-            "libx264", rate=fps, options={"g": str(2 * fps), "preset": "veryfast"}
-        )
-        stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
-        for k in range(round(seconds * fps)):
-            shift = (4 * k) % size[0]
-            frame = av.VideoFrame.from_ndarray(
-                np.ascontiguousarray((texture + ramp)[:, shift : shift + size[0]]), format="rgb24"
-            )
-            frame.pts = k
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
-    return buf.getvalue()
-
-
-def ensure_videos(data_dir: Path, videos: int, seconds: float) -> Path:
-    """Two prepared shards of ``videos`` mp4 + txt samples, generated once."""
-    path = data_dir / f"videos-{videos}x{seconds:g}s-480p"
+def ensure_videos(data_dir: Path, videos: int, seconds: float, content: str = "noise") -> Path:
+    """Two prepared shards of ``videos`` mp4 + txt samples of ``content``, generated once."""
+    kind = "" if content == "noise" else f"{content}-"  # the noise data keeps its old name
+    path = data_dir / f"videos-{kind}{videos}x{seconds:g}s-480p"
     if (path / COMPLETE).exists():
         return path
     from stoker.format.dataset_config import make_dataset_yaml
@@ -92,7 +70,8 @@ def ensure_videos(data_dir: Path, videos: int, seconds: float) -> Path:
     for s in range(2):
         keys = range(s * videos // 2, (s + 1) * videos // 2)
         samples = [
-            (f"v{i:04d}", {"mp4": make_video(seconds, i), "txt": b"what happens?"}) for i in keys
+            (f"v{i:04d}", {"mp4": make_video(content, seconds, i), "txt": b"what happens?"})
+            for i in keys
         ]
         with tarfile.open(path / f"videos_{s}.tar", "w") as tar:
             for key, parts in samples:
@@ -106,7 +85,8 @@ def ensure_videos(data_dir: Path, videos: int, seconds: float) -> Path:
         dataset_yaml=make_dataset_yaml("VidQASample", {"video": "mp4", "context": "txt"}),
         overwrite=True,
     )
-    (path / COMPLETE).write_text(json.dumps({"videos": videos, "seconds": seconds}))
+    meta = {"videos": videos, "seconds": seconds, "content": content}
+    (path / COMPLETE).write_text(json.dumps(meta))
     return path
 
 
@@ -222,6 +202,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=REPO / "bench-data")
     parser.add_argument("--quick", action="store_true", help="6 videos of 3 s, 3 batches, 1 run")
+    parser.add_argument(
+        "--content",
+        choices=sorted(ENCODINGS),
+        default="noise",
+        help="the videos' pictures and x264 settings (see _av_content.py; default noise)",
+    )
     parser.add_argument("--videos", type=int, help="videos in the dataset (32)")
     parser.add_argument("--batches", type=int, help="timed batches after the first (20)")
     parser.add_argument("--repeats", type=int, help="runs per tool (3)")
@@ -253,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         print("megatron-energon is not installed: skipping it", flush=True)
         tools.remove("energon")
     seconds = 3.0 if args.quick else 10.0
-    path = ensure_videos(args.data_dir, args.videos or (6 if args.quick else 32), seconds)
+    path = ensure_videos(
+        args.data_dir, args.videos or (6 if args.quick else 32), seconds, args.content
+    )
     if args.phases:
         import _av_phases
 
@@ -263,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     batches = args.batches or (3 if args.quick else 20)
     repeats = args.repeats or (1 if args.quick else 3)
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {path.name}; W={WORKERS}, "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {path.name} "
+        f"(x264 {ENCODINGS[args.content] or 'defaults'}); W={WORKERS}, "
         f"{batches} timed batches of {BATCH} clips of {FRAMES}x{SIZE[0]}x{SIZE[1]}",
         flush=True,
     )

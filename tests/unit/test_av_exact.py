@@ -12,6 +12,7 @@ import io
 import random
 from typing import Any
 
+import av
 import numpy as np
 import pytest
 import torch
@@ -85,6 +86,21 @@ def test_random_frame_sets_equal_the_reference(codec: str, fmt: str) -> None:
             [(k, k) for k in picked], "frames", video_out_frame_size=SIZE
         )
         assert torch.equal(torch.cat(clips), chw(ref[picked]))
+
+
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+def test_the_videos_hold_frames_nothing_refers_to(codec: str) -> None:
+    """The comparisons above exercise skipping: FFmpeg drops ~40 % of these frames under NONREF.
+
+    (A video without such frames, as x264 writes for some content, would leave skipping untested.)
+    """
+    counts = {}
+    for skip in ("DEFAULT", "NONREF"):
+        with av.open(io.BytesIO(video(codec, "mp4"))) as container:
+            container.streams.video[0].codec_context.skip_frame = skip
+            counts[skip] = sum(1 for _ in container.decode(video=0))
+    assert counts["DEFAULT"] == len(reference(codec, "mp4", SIZE))
+    assert counts["NONREF"] <= 0.7 * counts["DEFAULT"]
 
 
 def test_nothing_after_the_last_wanted_frame_is_decoded() -> None:
