@@ -161,11 +161,12 @@ def whole_clips(threads: int) -> dict[str, Callable[[bytes], Any]]:
         return get_single_frames_uniform(decoder, FRAMES, video_out_frame_size=SIZE)
 
     def without_nonref(data: bytes) -> Any:
-        saved, reader.SKIP_NONREF_CODECS = reader.SKIP_NONREF_CODECS, frozenset()
+        saved = reader.NonRefPolicy
+        reader.NonRefPolicy = lambda codec, extradata: saved("none", None)  # type: ignore[assignment, misc]
         try:
             return stoker_clip(data)
         finally:
-            reader.SKIP_NONREF_CODECS = saved
+            reader.NonRefPolicy = saved  # type: ignore[misc]
 
     def with_probe_decode(data: bytes) -> Any:
         saved = av_decoder.open_container

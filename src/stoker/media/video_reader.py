@@ -4,10 +4,11 @@ The frames wanted (by presentation timestamp) are grouped by the keyframe before
 group the reader seeks to that keyframe once and feeds packets to the decoder in decode order:
 
 * a wanted frame's packet is decoded in full;
-* any other packet is decoded with ``skip_frame="NONREF"`` where the codec honours it
-  (:data:`SKIP_NONREF_CODECS`): a frame no other frame refers to is not decoded at all, and
-  frames that later frames refer to are decoded exactly as usual, so wanted frames come out
-  bit-identical to a plain decode of every frame;
+* any other packet is decoded with ``skip_frame="NONREF"`` where that is exact
+  (:class:`~stoker.media.nonref.NonRefPolicy`: H.264; HEVC in its highest temporal sub-layer):
+  a frame no other frame refers to is not decoded at all, and frames that later frames refer
+  to are decoded exactly as usual, so wanted frames come out bit-identical to a plain decode of
+  every frame;
 * once every wanted packet of the group is fed, the decoder is drained: nothing after the last
   wanted frame is read or decoded.
 
@@ -28,13 +29,11 @@ import numpy as np
 
 from stoker.errors import SampleError
 from stoker.media.limits import AVLimits
+from stoker.media.nonref import NonRefPolicy
 from stoker.media.probe import StreamIndex
 
 if TYPE_CHECKING:
     from av.container import InputContainer
-
-#: Codecs whose decoders skip exactly the frames no other frame refers to under NONREF.
-SKIP_NONREF_CODECS = frozenset({"h264", "hevc"})
 
 
 def read_frames(
@@ -67,7 +66,7 @@ class _GroupReader:
         self._container = container
         self._stream = stream
         self._codec = stream.codec_context
-        self._skips = self._codec.name in SKIP_NONREF_CODECS
+        self._nonref = NonRefPolicy(self._codec.name, self._codec.extradata)
         self._index = index
         self._limits = limits
         self._fed = 0
@@ -82,15 +81,15 @@ class _GroupReader:
                     break
                 self._fed += 1
                 self._limits.check_decoded(self._fed)
-                self._set_skip(packet.pts is None or packet.pts in unfed)
+                self._set_skip(packet.pts is None or packet.pts in unfed, packet)
                 yield from _taken(self._codec.decode(packet), pending)
                 unfed.discard(packet.pts)
                 if not unfed:
                     break
         yield from _taken(self._codec.decode(None), pending)  # drain what is held back
 
-    def _set_skip(self, wanted: bool) -> None:
-        skip = "DEFAULT" if wanted or not self._skips else "NONREF"
+    def _set_skip(self, wanted: bool, packet: Any) -> None:
+        skip = "DEFAULT" if wanted or not self._nonref.may_skip(packet) else "NONREF"
         if skip != self._skip:
             self._codec.skip_frame = self._skip = skip
 
