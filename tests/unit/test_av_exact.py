@@ -24,7 +24,11 @@ from stoker.media.uniform import get_single_frames_uniform
 from tests.integration._media import decode_every_frame, make_textured_video
 
 #: (codec, container) of the videos under test; h264 and hevc have frames nothing refers to.
-KINDS = [("h264", "mp4"), ("hevc", "mp4"), ("h264", "matroska"), ("vp9", "webm")]
+UNIFORM_KINDS = [("h264", "mp4"), ("hevc", "mp4"), ("h264", "matroska"), ("vp9", "webm")]
+#: ... and MPEG-TS, whose timeline starts later (so only frame ranges are compared): its seeks
+#: land after the keyframe (read from the start instead); HEVC's Annex B headers there do not
+#: say how many temporal sub-layers there are (nothing is skipped)
+KINDS = [*UNIFORM_KINDS, ("h264", "mpegts"), ("hevc", "mpegts")]
 SIZE = (40, 30)
 
 
@@ -48,7 +52,7 @@ def energon_frame_numbers(frames: int, fps: float, n: int) -> list[int]:
     return [int(t * fps) for t in starts]
 
 
-@pytest.mark.parametrize(("codec", "fmt"), KINDS)
+@pytest.mark.parametrize(("codec", "fmt"), UNIFORM_KINDS)
 @pytest.mark.parametrize("size", [None, SIZE])
 def test_uniform_frames_equal_the_reference(
     codec: str, fmt: str, size: tuple[int, int] | None

@@ -35,6 +35,9 @@ from stoker.media.probe import StreamIndex
 if TYPE_CHECKING:
     from av.container import InputContainer
 
+#: A seek target (microseconds, no stream) before the first packet of any file.
+_BEFORE_ALL = -(2**62)
+
 
 def read_frames(
     container: InputContainer, index: StreamIndex, wanted: Sequence[int], limits: AVLimits
@@ -98,8 +101,10 @@ class _GroupReader:
         packets = self._seek(keyframe)
         head = next(packets, None)
         if head is not None and head.size and not _starts_before(head, first):
-            packets.close()  # the seek missed the keyframe: start from the top
-            packets = self._seek(int(self._index.pts[0]))
+            # The seek missed the keyframe (MPEG-TS seeks by byte position and may land after
+            # it): start from the top of the file.
+            packets.close()
+            packets = self._seek(None)
             head = next(packets, None)
         try:
             if head is not None:
@@ -108,8 +113,12 @@ class _GroupReader:
         finally:
             packets.close()
 
-    def _seek(self, pts: int) -> Generator[Any, None, None]:
-        self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
+    def _seek(self, pts: int | None) -> Generator[Any, None, None]:
+        """Packets from the keyframe at or before ``pts``, or from the file's start (None)."""
+        if pts is None:  # before any timestamp: every container goes to its first packet
+            self._container.seek(_BEFORE_ALL, backward=True, any_frame=False)
+        else:
+            self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
         self._skip = None  # a seek flushes the decoder; set skip_frame again before feeding
         packets: Any = self._container.demux(self._stream)  # a generator: it has close()
         return packets  # type: ignore[no-any-return]
