@@ -119,6 +119,13 @@ def test_nothing_after_the_last_wanted_frame_is_decoded() -> None:
         one.get_video_clips([(1, 1)], "frames")
 
 
+def test_a_seek_that_misses_its_keyframe_decodes_only_the_group() -> None:
+    """MPEG-TS seeks land after the keyframe: the packets before it are demuxed, not decoded."""
+    decoder = AVDecoder(video("h264", "mpegts"), limits=AVLimits(max_decoded_frames=12))
+    clip = decoder.get_video_clips([(47, 47)], "frames", video_out_frame_size=SIZE)[0][0]
+    assert torch.equal(clip, chw(reference("h264", "mpegts", SIZE)[[47]]))
+
+
 def test_a_decoder_serves_calls_with_one_open_container() -> None:
     """Calls inside keep_open() share one container: its decoder state must not leak."""
     decoder = AVDecoder(video("h264", "mp4"))

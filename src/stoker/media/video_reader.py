@@ -102,10 +102,10 @@ class _GroupReader:
         head = next(packets, None)
         if head is not None and head.size and not _starts_before(head, first):
             # The seek missed the keyframe (MPEG-TS seeks by byte position and may land after
-            # it): start from the top of the file.
+            # it): demux from the file's first packet to the keyframe, decoding nothing on the way.
             packets.close()
             packets = self._seek(None)
-            head = next(packets, None)
+            head = next((p for p in packets if p.pts == keyframe or not p.size), None)
         try:
             if head is not None:
                 yield head
