@@ -95,7 +95,10 @@ class JpegImage:
             )
         except ValueError:
             return None
-        return np.ndarray((3, height, width), "<u4", scratch, strides=(1, 4 * width, 4))
+        planes: npt.NDArray[np.uint32] = np.ndarray(
+            (3, height, width), "<u4", scratch, strides=(1, 4 * width, 4)
+        )
+        return planes
 
     def tensor(self) -> torch.Tensor:
         """The image as the mode decodes it: uint8 CHW, or float32 CHW in [0, 1]."""
