@@ -18,7 +18,7 @@ import simplejpeg
 import torch
 from PIL import Image
 
-from stoker.media.image import JpegImage
+from stoker.media.image import FloatImage, JpegImage
 from stoker.pipeline.batch_images import THREADS, fill_images, threads
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.main_floats import CHUNK, scale_into
@@ -92,6 +92,38 @@ def test_data_libjpeg_turbo_refuses_falls_back_to_pillow() -> None:
     fill_images(batch, [image], zeroed=False)
     pillow = np.asarray(Image.open(io.BytesIO(damaged)).convert("RGB")).transpose(2, 0, 1)
     assert np.array_equal(batch[0], pillow)
+
+
+def test_a_damaged_jpeg_among_good_ones_fills_its_item_in_a_reused_batch() -> None:
+    data = KINDS[2]
+    marker = data.index(b"\xff\xdb")
+    damaged = data[:marker] + b"\0\0" + data[marker:]
+    images = [jpeg_image(KINDS[0], False), jpeg_image(data, False), jpeg_image(KINDS[3], False)]
+    images[1] = JpegImage(damaged, images[1].shape, False, DECODER)
+    height = max(image.shape[1] for image in images)
+    width = max(image.shape[2] for image in images)
+    batch = np.full((3, 3, height, width), 7, dtype=np.uint8)
+    fill_images(batch, images, zeroed=False)
+    pillow = np.asarray(Image.open(io.BytesIO(damaged)).convert("RGB")).transpose(2, 0, 1)
+    _, h, w = pillow.shape
+    assert np.array_equal(batch[1, :, :h, :w], pillow)
+    assert not batch[1, :, h:].any() and not batch[1, :, :, w:].any()
+    for i in (0, 2):
+        rgb = simplejpeg.decode_jpeg(images[i].data, colorspace="RGB").transpose(2, 0, 1)
+        padded = np.zeros((3, height, width), dtype=np.uint8)
+        padded[:, : rgb.shape[1], : rgb.shape[2]] = rgb
+        assert np.array_equal(batch[i], padded)
+
+
+def test_grey_float_images_fill_a_reused_batch_with_zero_padding() -> None:
+    rng = np.random.default_rng(7)
+    pixels = [torch.from_numpy(rng.integers(0, 256, s, dtype=np.uint8)) for s in [(3, 5), (4, 2)]]
+    batch = np.full((2, 4, 5), 9.0, dtype=np.float32)
+    fill_images(batch, [FloatImage(p) for p in pixels], zeroed=False)
+    for item, p in zip(batch, pixels, strict=True):
+        want = np.zeros((4, 5), dtype=np.float32)
+        want[: p.shape[0], : p.shape[1]] = p.numpy() / np.float32(255)
+        assert np.array_equal(item, want)
 
 
 class _ThreadsOfEachWorker(torch.utils.data.IterableDataset[int]):

@@ -75,15 +75,16 @@ class JpegImage:
         except ValueError:  # libjpeg-turbo is strict about damaged data; Pillow decides
             return np.array(_pil_image("jpg", self.data, self.decoder, "RGB"))
 
-    def planes(self, scratch: npt.NDArray[np.uint8]) -> list[npt.NDArray[np.uint32]] | None:
+    def planes(self, scratch: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32] | None:
         """The R, G and B planes, decoded into ``scratch`` (at least ``4 * H * W + 3`` bytes),
-        as three ``(H, W)`` little-endian uint32 views whose low bytes are the channel; None
+        as one ``(3, H, W)`` little-endian uint32 view whose low bytes are the channels; None
         where libjpeg-turbo refuses the data (then use :meth:`hwc`).
 
-        libjpeg-turbo writes RGBX pixels (as fast as RGB, same values); the views start at
-        byte 0, 1 and 2 of the first pixel, so that a truncating cast to uint8 (``np.copyto``
-        with ``casting="unsafe"``) takes out one channel in a vectorised pass, where copying
-        from an HWC view reads one byte in three, a byte at a time.
+        libjpeg-turbo writes RGBX pixels (as fast as RGB, same values); plane ``c`` starts at
+        byte ``c`` of the first pixel (the view's first stride is one byte), so that a
+        truncating cast to uint8 (``np.copyto`` with ``casting="unsafe"``) takes the channels
+        out in vectorised passes, where copying from an HWC view reads one byte in three, a
+        byte at a time.
         """
         import simplejpeg
 
@@ -94,11 +95,10 @@ class JpegImage:
             )
         except ValueError:
             return None
-        strides = (4 * width, 4)
-        return [
-            np.ndarray((height, width), "<u4", scratch, offset=channel, strides=strides)
-            for channel in range(3)
-        ]
+        planes: npt.NDArray[np.uint32] = np.ndarray(
+            (3, height, width), "<u4", scratch, strides=(1, 4 * width, 4)
+        )
+        return planes
 
     def tensor(self) -> torch.Tensor:
         """The image as the mode decodes it: uint8 CHW, or float32 CHW in [0, 1]."""

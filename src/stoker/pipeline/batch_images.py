@@ -45,19 +45,42 @@ def fill_images(target: npt.NDArray[Any], images: Sequence[Any], zeroed: bool) -
     ``zeroed`` (the buffer is zero already). ``target``'s dtype is uint8 or float32."""
     count, pool = _process_pool()
     chunks = [range(t, len(images), count) for t in range(min(count, len(images)))]
+    if pool is None or len(chunks) <= 1:
+        for chunk in chunks:
+            _fill(target, images, chunk, zeroed)
+        return
+    futures = [pool.submit(_fill, target, images, chunk, zeroed) for chunk in chunks]
+    for future in futures:
+        future.result()  # re-raises the first failure (a damaged JPEG fails its batch)
 
-    def fill(indices: range) -> None:
+
+def _fill(target: npt.NDArray[Any], images: Sequence[Any], indices: range, zeroed: bool) -> None:
+    """Fill the items ``indices`` of ``target`` (the loop of :func:`fill_images`, per image a
+    few Python operations: it runs for every image of every batch)."""
+    if target.ndim != 4:  # grey FloatImages: (H, W) items
         for i in indices:
             _fill_one(target[i], images[i])
             if not zeroed:
                 zero_padding(target[i], tuple(images[i].shape))
-
-    if pool is None or len(chunks) <= 1:
-        for chunk in chunks:
-            fill(chunk)
         return
-    for future in [pool.submit(fill, chunk) for chunk in chunks]:
-        future.result()  # re-raises the first failure (a damaged JPEG fails its batch)
+    _, _, max_height, max_width = target.shape
+    as_uint8 = target.dtype == np.uint8
+    for i in indices:
+        item, image = target[i], images[i]
+        _, height, width = image.shape
+        if as_uint8 and type(image) is JpegImage:
+            planes = image.planes(_scratch("rgbx", 4 * height * width + 3))
+            if planes is None:  # damaged data that Pillow decodes
+                _fill_one(item, image)
+            else:
+                np.copyto(item[:, :height, :width], planes, casting="unsafe")
+        else:
+            _fill_one(item, image)
+        if not zeroed:  # the padding a reused slot holds old pixels in
+            if height < max_height:
+                item[:, height:] = 0
+            if width < max_width:
+                item[:, :height, width:] = 0
 
 
 def _fill_one(item: npt.NDArray[Any], image: JpegImage | FloatImage) -> None:
@@ -65,8 +88,7 @@ def _fill_one(item: npt.NDArray[Any], image: JpegImage | FloatImage) -> None:
         _, height, width = image.shape
         planes = image.planes(_scratch("rgbx", 4 * height * width + 3))
         if planes is not None:
-            for channel, plane in enumerate(planes):
-                _put(item[channel, :height, :width], plane)
+            _put(item[:, :height, :width], planes)
             return
         chw = image.hwc().transpose(2, 0, 1)  # damaged data that Pillow decodes
     else:  # a FloatImage (the batcher let only these two through)

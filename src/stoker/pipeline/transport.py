@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from stoker.pipeline import main_buffers
 from stoker.pipeline.batch_pickler import BatchPickler
 from stoker.pipeline.main_floats import FloatBuffers, as_uint8
 from stoker.pipeline.payload_ring import PayloadRing, RingReader
@@ -535,9 +536,12 @@ def batch_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tens
 
     In a worker with a transport: a reused slot (not zeroed). In another worker: a fresh
     shared-memory segment (zero; reaches the main process without a copy). In the main process:
-    ``calloc``'d memory (zero; padding pages that are never written cost nothing).
+    a large batch reuses the memory of one nobody holds any more (not zeroed; its pages are
+    warm, see :mod:`stoker.pipeline.main_buffers`), a smaller one ``calloc``'d memory (zero).
     """
     if torch.utils.data.get_worker_info() is None:
+        if math.prod(shape) * dtype.itemsize >= main_buffers.MIN_BYTES:
+            return main_buffers.MAIN_BUFFERS.tensor(shape, dtype)
         if dtype in (torch.bfloat16, torch.complex32):  # no numpy equivalent
             return torch.zeros(shape, dtype=dtype), True
         np_dtype = torch.empty((), dtype=dtype).numpy().dtype
