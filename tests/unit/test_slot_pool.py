@@ -26,6 +26,19 @@ def test_claims_take_the_lowest_free_slot_and_time_out_when_none_is_free() -> No
     assert pool.claim(0.0) == 0  # the lowest: pages already touched are reused first
 
 
+def test_a_worker_that_ran_ahead_leaves_a_slot_to_each_other_worker() -> None:
+    pool = SlotPool(CONTEXT, slots=3, owners=2, slot_bytes=1 << 20)
+    assert [pool.claim(0.0, owner=1), pool.claim(0.0, owner=1)] == [0, 1]
+    started = time.perf_counter()
+    assert pool.claim(0.05, owner=1) is None  # at its most: waits for one of its own
+    assert time.perf_counter() - started >= 0.04
+    assert pool.claim(0.0, owner=0) == 2  # the batch due next still gets a slot
+    pool.free(2)  # owner 0's slot frees nothing for owner 1
+    assert pool.claim(0.0, owner=1) is None
+    pool.free(0)
+    assert pool.claim(0.0, owner=1) == 0
+
+
 def _claim_and_write(pool: SlotPool, results: Any) -> None:
     number = pool.claim(5.0)  # blocks until the parent frees one
     if number is not None:

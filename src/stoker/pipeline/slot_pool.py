@@ -14,6 +14,10 @@ claimed by whichever worker builds a batch next:
 * a table in shared memory says which slots are claimed; a semaphore counts the free ones, so a
   worker waits for one without polling (:meth:`SlotPool.claim`, with a timeout: a training loop
   that keeps batches never deadlocks its workers, they take fresh segments instead);
+* no worker holds more than ``slots - (owners - 1)`` slots (a semaphore per worker): the main
+  process hands batches out in worker order, so a worker that ran ahead and took every slot
+  would leave the worker whose batch is due none (it waited in vain, then took a fresh
+  segment: memory and page faults);
 * the main process frees a slot once every tensor of the batch in it is freed (or, for float
   batches sent as uint8, scaled): :meth:`SlotPool.free`.
 
@@ -23,16 +27,19 @@ waiting at most :data:`LOCK_SECONDS` per claim, then they take fresh segments.
 
 Example:
     >>> import multiprocessing
-    >>> pool = SlotPool(multiprocessing.get_context("fork"), slots=2, slot_bytes=1 << 20)
-    >>> number = pool.claim(0.0)
+    >>> pool = SlotPool(multiprocessing.get_context("fork"), slots=3, owners=2, slot_bytes=1 << 20)
+    >>> number = pool.claim(0.0, owner=1)
     >>> pool.array(number)[:4].tolist()  # a fresh slot is zero-filled
     [0, 0, 0, 0]
+    >>> pool.claim(0.0, owner=1), pool.claim(0.0, owner=1)  # the last one is left to owner 0
+    (1, None)
     >>> pool.free(number)
 """
 
 from __future__ import annotations
 
 import mmap
+import time
 from typing import Any
 
 import numpy as np
@@ -53,16 +60,21 @@ ALIGN = 64
 class SlotPool:
     """``slots`` shared-memory slots of ``slot_bytes`` (see module)."""
 
-    def __init__(self, context: Any, slots: int, slot_bytes: int = SLOT_BYTES) -> None:
+    def __init__(
+        self, context: Any, slots: int, *, owners: int = 1, slot_bytes: int = SLOT_BYTES
+    ) -> None:
         self.slot_bytes = slot_bytes
         self._maps = [mmap.mmap(-1, slot_bytes) for _ in range(slots)]  # MAP_SHARED, zero
         self._arrays = [np.frombuffer(m, dtype=np.uint8) for m in self._maps]
         self.storages = [torch.from_numpy(a).untyped_storage() for a in self._arrays]
-        self.claimed = context.RawArray("b", slots)  # 1: a worker or the main process has it
+        #: 0: free; else the claiming worker + 1 (until the main process frees its batch)
+        self.claimed = context.RawArray("b", slots)
         self.written = context.RawArray("q", slots)  # the most bytes a batch used of each
         self.frees = context.RawValue("q", 0)  # slots given back so far (progress)
         self.lock = context.Lock()
         self.free_slots = context.Semaphore(slots)
+        most = max(1, slots - owners + 1)
+        self.own = [context.Semaphore(most) for _ in range(owners)]  # slots each may claim
         self._by_pointer = {s.data_ptr(): n for n, s in enumerate(self.storages)}
 
     def __len__(self) -> int:
@@ -72,29 +84,38 @@ class SlotPool:
         """The number of the slot ``storage`` is, or None."""
         return self._by_pointer.get(storage.data_ptr())
 
-    def claim(self, wait: float) -> int | None:
-        """A free slot's number, now claimed, waiting up to ``wait`` s for one; None if none."""
-        got = self.free_slots.acquire(timeout=wait) if wait else self.free_slots.acquire(False)
-        if not got:
+    def claim(self, wait: float, owner: int = 0) -> int | None:
+        """A free slot's number, now claimed by worker ``owner``, waiting up to ``wait`` s for
+        one; None if none (or ``owner`` holds its most already)."""
+        deadline = time.monotonic() + wait
+        if not _acquire(self.own[owner], wait):
+            return None
+        if not _acquire(self.free_slots, max(0.0, deadline - time.monotonic()) if wait else 0.0):
+            self.own[owner].release()
             return None
         if not self.lock.acquire(timeout=LOCK_SECONDS):  # its holder died: leave the pool be
             self.free_slots.release()
+            self.own[owner].release()
             return None
         try:
             for number in range(len(self.storages)):
                 if not self.claimed[number]:
-                    self.claimed[number] = 1
+                    self.claimed[number] = owner + 1
                     return number
         finally:
             self.lock.release()
         self.free_slots.release()  # not reached: the semaphore counts free slots
+        self.own[owner].release()
         return None
 
     def free(self, number: int) -> None:
         """Give slot ``number`` back (its batch is freed everywhere)."""
+        owner = self.claimed[number] - 1
         self.claimed[number] = 0
         self.frees.value += 1
         self.free_slots.release()
+        if owner >= 0:
+            self.own[owner].release()
 
     def used(self, number: int, nbytes: int) -> None:
         """Note that a batch in slot ``number`` uses its first ``nbytes``."""
@@ -108,6 +129,11 @@ class SlotPool:
     def array(self, number: int) -> np.ndarray[Any, Any]:
         """Slot ``number``'s bytes as a numpy array (one per slot, kept)."""
         return self._arrays[number]
+
+
+def _acquire(semaphore: Any, wait: float) -> bool:
+    """Take ``semaphore``, waiting up to ``wait`` s (0: not at all)."""
+    return bool(semaphore.acquire(timeout=wait) if wait else semaphore.acquire(False))
 
 
 def aligned(nbytes: int) -> int:

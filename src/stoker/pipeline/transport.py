@@ -137,6 +137,7 @@ class WorkerTransport:
         self.pool = pool
         #: This worker's stats count the pool's slots (one worker of a loader does).
         self.reports_pool = False
+        self.worker = 0  # this worker's number (it claims pool slots as)
         self._pool_slot: int | None = None  # claimed for the batch being built
         self._pool_used = 0  # bytes of it handed out
         self._pool_tensors: list[tuple[int, int, bool]] = []  # (start, end, scaled) pointers
@@ -219,7 +220,7 @@ class WorkerTransport:
             frees = self.pool.frees.value
             self._pool_patient = self._pool_patient or frees != self._pool_frees
             wait = RELEASE_WAIT_SECONDS if self._pool_patient else 0.0
-            self._pool_slot = self.pool.claim(wait)
+            self._pool_slot = self.pool.claim(wait, self.worker)
             if self._pool_slot is None and wait:  # the loop keeps batches, or is slow
                 self._pool_patient, self._pool_frees = False, self.pool.frees.value
         if self._pool_slot is None:

@@ -158,7 +158,7 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
             floats_as_uint8=floats_travel_as_uint8(self.dataset),
             pool=self.slot_pool,
         )
-        transport.reports_pool = worker == 0  # the shared slots, counted once
+        transport.worker, transport.reports_pool = worker, worker == 0  # pool slots counted once
         use_transport(transport)  # batches are built in the worker's reused shared-memory slots
         use_cache_pool(self.cache_pool)  # what cookers with need_cache get, in this worker
         sender = Sender()
@@ -347,7 +347,7 @@ def _slot_pool(context: Any, loader: Loader, workers: int) -> SlotPool | None:
     if context.get_start_method() != "fork" or loader.options.batch_slots_mb is not None:
         return None
     try:
-        return SlotPool(context, workers + EXTRA_SLOTS)
+        return SlotPool(context, workers + EXTRA_SLOTS, owners=workers)
     except OSError:  # no address space for it (strict overcommit): slots per worker
         return None
 
