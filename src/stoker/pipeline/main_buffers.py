@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 
 import numpy as np
@@ -46,7 +45,6 @@ class MainBuffers:
     def __init__(self, keep: int = KEEP) -> None:
         self.keep = keep
         self._free: list[npt.NDArray[np.uint8]] = []
-        self._lock = threading.Lock()
 
     def tensor(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, bool]:
         """A contiguous tensor of ``shape`` and ``dtype``, and whether it is zero-filled (a
@@ -63,17 +61,20 @@ class MainBuffers:
         return torch.empty(0, dtype=dtype).set_(storage, 0, shape, stride), zeroed
 
     def _take(self, nbytes: int) -> npt.NDArray[np.uint8] | None:
-        """A free buffer for ``nbytes`` (not more than twice as large), or None."""
-        with self._lock:
-            for i, raw in enumerate(self._free):
-                if nbytes <= raw.nbytes <= 2 * nbytes:
-                    return self._free.pop(i)
-        return None
+        """A free buffer for ``nbytes`` (not more than twice as large), or None.
+
+        No lock: a buffer is given back by a finaliser, which may run in the middle of this
+        (a garbage collection) in the same thread. The list is swapped out whole instead (one
+        step under the GIL), so a buffer given back meanwhile lands in the new list.
+        """
+        free, self._free = self._free, []
+        found = next((raw for raw in free if nbytes <= raw.nbytes <= 2 * nbytes), None)
+        self._free.extend(raw for raw in free if raw is not found)
+        return found
 
     def _give_back(self, raw: npt.NDArray[np.uint8]) -> None:
-        with self._lock:
-            self._free.append(raw)
-            del self._free[: -self.keep or len(self._free)]  # the newest are kept
+        self._free.append(raw)
+        del self._free[: -self.keep or len(self._free)]  # the newest are kept
 
 
 def _capacity(nbytes: int) -> int:
