@@ -41,7 +41,7 @@ HEADER = 64
 #: Smallest and largest ring (bytes); between them, :data:`PAYLOADS` times the first payload.
 MIN_BYTES, MAX_BYTES = 4 << 20, 16 << 20
 #: The ring holds this many payloads of the first one's size (batches in flight and waiting).
-PAYLOADS = 32
+PAYLOADS = 64
 #: A payload larger than this share of the ring travels in its message.
 MAX_SHARE = 1 / 8
 #: Smaller payloads travel in their message (a ring span is not worth it).
@@ -53,7 +53,7 @@ def ring_capacity(payload: int) -> int:
 
     Example:
         >>> ring_capacity(3000) >> 20, ring_capacity(200_000) >> 20
-        (4, 6)
+        (4, 12)
     """
     wanted = min(max(PAYLOADS * payload, MIN_BYTES), MAX_BYTES)
     return -(-wanted // 4096) * 4096
@@ -84,6 +84,11 @@ class PayloadRing:
         self.storage: torch.UntypedStorage | None = None
         self._written = 0  # bytes written (and skipped at the end) since the start
         self._sent = False
+
+    @property
+    def capacity(self) -> int:
+        """Data bytes of the ring (0 until its first payload made it)."""
+        return 0 if self.storage is None else len(self._data)
 
     def put(self, payload: bytes | memoryview) -> Placed | None:
         """Copy ``payload`` (bytes) into the ring; None where it does not fit (send it in the
