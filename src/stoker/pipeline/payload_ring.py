@@ -41,7 +41,7 @@ HEADER = 64
 #: Smallest and largest ring (bytes); between them, :data:`PAYLOADS` times the first payload.
 MIN_BYTES, MAX_BYTES = 4 << 20, 16 << 20
 #: The ring holds this many payloads of the first one's size (batches in flight and waiting).
-PAYLOADS = 64
+PAYLOADS = 32
 #: A payload larger than this share of the ring travels in its message.
 MAX_SHARE = 1 / 8
 #: Smaller payloads travel in their message (a ring span is not worth it).
@@ -53,7 +53,7 @@ def ring_capacity(payload: int) -> int:
 
     Example:
         >>> ring_capacity(3000) >> 20, ring_capacity(200_000) >> 20
-        (4, 12)
+        (4, 6)
     """
     wanted = min(max(PAYLOADS * payload, MIN_BYTES), MAX_BYTES)
     return -(-wanted // 4096) * 4096
