@@ -45,8 +45,8 @@ T = TypeVar("T")
 #: messages (each ~0.3 ms of the main process's CPU on a shared 2-core machine) but let the
 #: workers run further ahead of the training loop: up to ``prefetch_factor`` bundles wait per
 #: worker. Measured at W=2 with an idle consumer, 50 ms bundles saved a fifth of the main
-#: process's CPU and yet left 11-15 % of what the workers made in a 60 000-sample run unread
-#: at its end (4-5 % at 20 ms): work a run pays for and never sees.
+#: process's CPU and yet left 10-13 % of what the workers made in a 60 000-sample run unread
+#: at its end (3-4 % at 20 ms; 8-17 % of a 20 000-sample run): work paid for and never seen.
 MAX_SECONDS = 0.02
 #: Most payload bytes in one bundle: a message that fits a pipe's buffer (64 kB on Linux) is
 #: written and read in one go; a larger one passes in pieces, each a wake-up of the other side
