@@ -131,7 +131,13 @@ def batch_texts(batch: Any) -> list[Any]:
     return list(batch.text)
 
 
-def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int) -> dict[str, Any]:
+def run_loader(
+    tool: str, workload: str, workers: int, path: Path, batches: int, warmup: int = 0
+) -> dict[str, Any]:
+    """Time ``batches`` batches after the first and ``warmup`` more (untimed). With workers, the
+    first batches come while the workers fill their prefetch queues: what they make ahead (a few
+    percent of a 60 000-sample run at W=2) is paid for in the timed batches unless a warm-up
+    lets the queues fill first."""
     import torch  # noqa: F401  (imports are not timed)
 
     if tool == "stoker":
@@ -144,6 +150,8 @@ def run_loader(tool: str, workload: str, workers: int, path: Path, batches: int)
     batch_iter = iter(loader)
     first = next(batch_iter)
     first_s = time.perf_counter() - start
+    for _ in range(warmup):
+        next(batch_iter)
     cpu_before, main_before = tree_cpu_s(), tree_cpu_s(children=False)
     start = time.perf_counter()
     for _ in range(batches):

@@ -11,6 +11,7 @@ Usage::
     python benchmarks/bench_text.py                         # ~5 minutes on 2 cores
     python benchmarks/bench_text.py --workloads jsonl --tools stoker,bare --repeats 5
     python benchmarks/bench_text.py --quick --tools stoker  # one short run each: W=2 / W=0 ratios
+    python benchmarks/bench_text.py --tools stoker --warmup-samples 20000  # steady state
     python benchmarks/bench_text.py --profile jsonl         # cProfile of stoker W=0 only
     # A/B against another stoker tree (e.g. `git worktree add /tmp/base <commit>`), alternating:
     python benchmarks/bench_text.py --tools base,stoker --baseline-src /tmp/base/src --workers 0
@@ -50,8 +51,9 @@ def child_main(spec: dict[str, Any]) -> None:
         result = run_bare(workload, workers, path, spec["bare_repeat"])
     else:
         result = run_loader(
-            "stoker" if tool == BASE else tool, workload, workers, path, spec["batches"]
-        )
+            "stoker" if tool == BASE else tool, workload, workers, path, spec["batches"],
+            spec.get("warmup", 0),
+        )  # fmt: skip
     print(RESULT + json.dumps(result), flush=True)
 
 
@@ -96,6 +98,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--samples", type=int, default=60_000, help="timed samples per run")
+    parser.add_argument(
+        "--warmup-samples", type=int, default=0,
+        help="untimed samples after the first batch (lets W>0 workers fill their prefetch "
+        "queues first: the steady state a training run sees)",
+    )  # fmt: skip
     parser.add_argument("--profile", choices=list(WORKLOADS), help="only profile stoker W=0")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--timeout", type=float, default=600)
@@ -194,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                     spec = {
                         "tool": tool, "workload": workload, "workers": w, "path": str(path),
                         "batches": max(1, args.samples // batch), "bare_repeat": 3,
+                        "warmup": args.warmup_samples // batch,
                     }  # fmt: skip
                     start = time.perf_counter()
                     result = in_subprocess(spec, args.timeout, args.baseline_src)

@@ -61,3 +61,14 @@ def test_waiting_between_bundles_does_not_count() -> None:
 def test_a_bundle_pickles_with_its_items_in_order() -> None:
     bundle = Bundle(["x", "y", "z"])
     assert pickle.loads(pickle.dumps(bundle)).items == ["x", "y", "z"]
+
+
+def test_ring_bytes_close_a_bundle_before_it_outgrows_its_share_of_the_ring() -> None:
+    bundler: Bundler[str] = Bundler(max_seconds=60.0)
+    bundler.add("first", 0, ring_bytes=500)
+    assert bundler.add("a", 0, ring_bytes=400) == []  # no limit until the worker sets one
+    bundler.max_ring_bytes = 1000
+    assert bundler.add("b", 0, ring_bytes=400) == []
+    assert items(bundler.add("c", 0, ring_bytes=400)) == [["a", "b", "c"]]  # 1200 >= 1000
+    assert bundler.add("d", 0, ring_bytes=999) == []  # counted afresh in the next bundle
+    assert items(bundler.add("e", 0, ring_bytes=1)) == [["d", "e"]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import multiprocessing.util
+import pickle
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ from stoker.pipeline.transport import (
     MainTransport,
     WorkerTransport,
     activate,
+    in_ring,
     slot_budget,
 )
 
@@ -268,3 +270,19 @@ def test_a_batch_sharing_a_tensor_is_taken_over_while_its_worker_lives() -> None
     finally:
         main.close()
     assert got == {0: [0, 0, 0], 1: [1, 1, 1]}
+
+
+def test_an_export_pickles_to_its_span_alone_only_when_nothing_else_is_set() -> None:
+    ringed = Exported(b"", (), True, True, (64, 300, 364))
+    assert in_ring((64, 300, 364)) == ringed
+    assert len(pickle.dumps(ringed)) < len(pickle.dumps(Exported(b"", (7,), True, True, (1, 2, 3))))
+    others = [
+        ringed,
+        Exported(b"", (7,), True, True, (64, 300, 364)),  # a dropped slot travels too
+        Exported(b"", (), True, True, (0, 300, 300), ring="the storage"),  # the ring, once
+        Exported(b"pickle", (), True, True),  # in the message
+        Exported(b"pickle", (1, 2), False, storages=(), side=()),
+    ]
+    for exported in others:
+        back = pickle.loads(pickle.dumps(exported))
+        assert back == exported and type(back) is Exported

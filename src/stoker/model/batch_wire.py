@@ -49,10 +49,16 @@ def _make_sources(
 ) -> list[SourceInfo]:
     """``count`` :class:`SourceInfo` from their columns, built in C loops."""
     made = list(map(_new, repeat(SourceInfo, count)))
-    drain = collections.deque[None](maxlen=0).extend
-    for setter, column in zip(_SETTERS, (paths, indices, shards, files), strict=True):
-        drain(map(setter, made, column))
+    set_path, set_index, set_shard, set_files = _SETTERS
+    _drain(map(set_path, made, paths))
+    _drain(map(set_index, made, indices))
+    _drain(map(set_shard, made, shards))
+    _drain(map(set_files, made, files))
     return made
+
+
+#: Runs an iterator to its end, keeping nothing (a deque of no length).
+_drain = collections.deque[None](maxlen=0).extend
 
 
 def _rebuild_sources(

@@ -85,6 +85,11 @@ class PayloadRing:
         self._written = 0  # bytes written (and skipped at the end) since the start
         self._sent = False
 
+    @property
+    def capacity(self) -> int:
+        """Data bytes of the ring (0 until its first payload made it)."""
+        return 0 if self.storage is None else len(self._data)
+
     def put(self, payload: bytes | memoryview) -> Placed | None:
         """Copy ``payload`` (bytes) into the ring; None where it does not fit (send it in the
         message)."""

@@ -24,13 +24,13 @@ from stoker.errors import ConfigError, StokerError
 from stoker.model.batch_wire import pack as pack_batch
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
-from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.refs import Buffers, Position, position
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.slot_pool import EXTRA_SLOTS, SlotPool
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
-from stoker.runtime.bundle import Bundle, Bundler
+from stoker.runtime.bundle import RING_SHARE, Bundle, Bundler
 from stoker.runtime.debug_log import DebugLog
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
@@ -166,12 +166,14 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
         bundler: Bundler[Envelope] = Bundler()
         try:
             for item in worker_items(self.dataset, worker, self.resume, meter):
-                nbytes, close = 0, False
+                nbytes, ring_bytes, close = 0, 0, False
                 if item.kind == BATCH:
-                    nbytes = self._export(item, transport, sender, worker)
+                    nbytes, ring_bytes = self._export(item, transport, sender, worker)
                     close = transport.refers_to_slots  # its slots are not held back
+                    if ring_bytes and bundler.max_ring_bytes is None:
+                        bundler.max_ring_bytes = int(transport.ring.capacity * RING_SHARE)
                 close = close or item.kind == ERROR
-                due = bundler.add(item, nbytes, close=close)
+                due = bundler.add(item, nbytes, close=close, ring_bytes=ring_bytes)
                 yield from due
                 if due:
                     bundler.resumed()
@@ -184,20 +186,23 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
             use_transport(None)
 
     @staticmethod
-    def _export(item: Envelope, transport: WorkerTransport, sender: Sender, worker: int) -> int:
+    def _export(
+        item: Envelope, transport: WorkerTransport, sender: Sender, worker: int
+    ) -> tuple[int, int]:
         """Pickle ``item``'s batch for the main process (in place); the bytes its message
-        carries (none where the pickle went into the payload ring). A batch that cannot be
-        pickled turns the item into an ERROR."""
+        carries (none where the pickle went into the payload ring) and those in the ring. A
+        batch that cannot be pickled turns the item into an ERROR."""
         CLOCK.start(TRANSPORT)
         started = perf_counter()
         try:
             item.held = sender.compact(item.stream, item.held)  # what changed
             exported = transport.export(pack_batch(item.batch))
             item.batch = exported
-            return len(exported.payload)
+            span = exported.span
+            return len(exported.payload), 0 if span is None else span[1]
         except Exception as e:  # a batch that cannot be pickled, say
             item.kind, item.batch = ERROR, WorkerFailure.capture(e, worker)
-            return 0
+            return 0, 0
         finally:
             CLOCK.stop()
             CLOCK.busy += perf_counter() - started
@@ -469,7 +474,8 @@ class Loader(LoaderState, LoaderMeasures):
                 self.exhausted.add(stream)
                 continue
             assert item.position is not None
-            self.positions[stream] = Position.from_list(item.position)
+            values = item.position  # Position.to_list(), made without the frozen __init__
+            self.positions[stream] = position(tuple(map(int, values[:-1])), int(values[-1]))
             if item.held:
                 self.buffers[stream] = item.held
             else:
