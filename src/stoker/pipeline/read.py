@@ -51,8 +51,8 @@ class RawSample(NamedTuple):
 _new_tuple = tuple.__new__
 
 
-def _lines_of_block(
-    block: tuple[int, int, bytes],
+def _held_lines(
+    held: list[tuple[int, int, bytes]],
     first: npt.NDArray[np.int64],
     last: npt.NDArray[np.int64],
     indices: Sequence[int],
@@ -60,15 +60,16 @@ def _lines_of_block(
     out: list[RawSample],
 ) -> None:
     """The raw samples of JSONL lines ``indices`` (bytes ``first[i]`` to ``last[i]`` of the
-    file), all held whole in ``block``, onto ``out``: as :meth:`ShardReader._lines` makes them
-    one by one, with the per-line work in C loops (slices, strips, keys, tuples)."""
-    data, base = block[2], block[0]
+    file, each held whole in read-ahead block ``held[i]``) onto ``out``: as
+    :meth:`ShardReader._lines` makes them one by one, with the per-line work in C loops."""
+    starts = first.tolist()
     lines = [
-        data[a:b] for a, b in zip((first - base).tolist(), (last - base).tolist(), strict=True)
+        block[2][a - block[0] : b - block[0]]
+        for block, a, b in zip(held, starts, last.tolist(), strict=True)
     ]
     parts = [{"json": line} for line in map(bytes.strip, lines)]
     # repeat() has no end: the lists (of one length) end the zip.
-    fields = zip(map(str, indices), parts, repeat(shard), indices, first.tolist(), strict=False)
+    fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
     out.extend(map(_new_tuple, repeat(RawSample), fields))
 
 
@@ -229,9 +230,8 @@ class ShardReader:
         first = offsets[picked].astype(np.int64)  # type: ignore[index]
         last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
         held = self._blocks.locate(shard, first, last)
-        block = held[0]
-        if block is not None and held.count(block) == len(held):  # one block holds them all
-            _lines_of_block(block, first, last, indices, shard, out)
+        if None not in held:  # all read ahead: cut in one go
+            _held_lines(held, first, last, indices, shard, out)  # type: ignore[arg-type]
             return len(held)
         read, append = self._read, out.append
         done = 0
