@@ -6,6 +6,7 @@ in cookers, the same skips, and the same error (file, offset, key) for a bad lin
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,13 @@ from stoker import (
 )
 from stoker.errors import SampleError
 from stoker.format.jsonl import prepare_jsonl
+from stoker.model import cooking
+from stoker.model.samples import CrudeSample
+from stoker.pipeline.decode import JSON_PART, NOT_SCANNED, SampleDecoder, scan_json
+from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.runtime import stream as stream_module
 from stoker.runtime.plain_runs import same_runs
+from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD
 from tests.conftest import make_val_texts
 
 
@@ -36,7 +42,7 @@ def jsonl_file(path: Path, count: int, bad: tuple[int, ...] = ()) -> Path:
         json.dumps({"i": i, "t": f"{path.stem} line {i} " + "é" * (i % 3)}) for i in range(count)
     ]
     for i in bad:
-        lines[i] = '{"i": %d, "t": "unterminated}' % i
+        lines[i] = '{"i": ' + str(i) + ', "t": "unterminated}'
     path.write_text("".join(line + "\n" for line in lines))
     prepare_jsonl(str(path))
     return path
@@ -200,3 +206,58 @@ def test_same_runs_are_the_runs_of_equal_values() -> None:
             else:
                 expected.append((v, 1))
         assert same_runs(values) == expected
+
+
+def test_scan_json_decodes_as_the_json_part_decoder_or_defers() -> None:
+    decoder = SampleDecoder()
+    cases = [
+        b'{"a": [1, 2.5e3, "\\u00e9", null, true]}', '{"t": "é ü"}'.encode(), b"17", b'"s"',
+        b' {"a": 1}', b'{"a": 1}\n', '{"a": 1}'.encode("utf-16"), b"\xef\xbb\xbf{}",
+        b'{"a": 1} {"b": 2}', b'{"a": ', b"", b"\xff\xfe{", b"NaN",
+    ]  # fmt: skip
+    for data in cases:
+        value = scan_json(data)
+        try:
+            expected = JSON_PART("json", data, decoder)
+        except Exception:
+            assert value is NOT_SCANNED, data
+            continue
+        if value is not NOT_SCANNED:
+            assert value == expected or (value != value and expected != expected), data
+    assert scan_json(b'{"a": 1}') == {"a": 1} and scan_json(b' {"a": 1}') is NOT_SCANNED
+
+
+def test_locate_maps_spans_all_held_as_block_finds_them() -> None:
+    blocks = LocalBlocks()
+    blocks.add({"a": [(0, 100, bytes(100)), (200, 300, bytes(100))]})
+    starts = np.array([5, 210, 0, 250, 99], np.int64)
+    ends = starts + 1
+    found = blocks.locate("a", starts, ends)
+    assert found == [blocks.block("a", s, e) for s, e in zip(starts, ends, strict=True)]
+    assert None not in found and found[1] is not found[0]
+
+
+def test_basic_sample_keys_takes_the_four_keys_of_sample() -> None:
+    assert cooking._FOUR  # else every cook takes the slower loop
+    crude = CrudeSample(
+        txt="x", __key__="k", __restore_key__=(1,), __subflavors__={}, __sources__=()
+    )
+    assert list(basic_sample_keys(crude)) == list(cooking._FIELDS)
+    assert basic_sample_keys(crude)["__restore_key__"] == (1,)
+
+
+def test_in_process_batches_leave_the_collector_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = jsonl_file(tmp_path / "a.jsonl", 50)
+    before = gc.get_threshold()
+    seen: list[int] = []
+
+    class Watching(Recording):
+        def cook(self, sample: dict[str, Any]) -> TextSample:
+            seen.append(gc.get_threshold()[0])
+            return super().cook(sample)
+
+    assert len(run(monkeypatch, path, runs=True, encoder=Watching())) == 5
+    assert gc.get_threshold() == before
+    assert set(seen) == {max(before[0], WORKER_GC_THRESHOLD)}
