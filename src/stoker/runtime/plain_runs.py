@@ -9,7 +9,7 @@ per sample between the stages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +37,11 @@ class Prepared:
 
     def __init__(self) -> None:
         self.samples: list[Any] = []
-        self.raws: list[RawSample | None] = []
+        self.raws: Sequence[RawSample | None] = []
         self.at = 0
         self.good = 0
 
-    def fill(self, samples: list[Any], raws: list[RawSample | None], good: int) -> None:
+    def fill(self, samples: list[Any], raws: Sequence[RawSample | None], good: int) -> None:
         """Hold ``samples`` (the first ``good`` assembled) and their raw samples."""
         self.samples, self.raws, self.at, self.good = samples, raws, 0, good
 

@@ -407,13 +407,14 @@ class SampleStream(RefSource):
         finally:
             clock.stop()
         good = len(samples)
+        kept: Sequence[RawSample | None] = raws
         if failed is not None:
             samples.append(_Failure(failed))
-            raws = raws[: good + 1]
+            kept = raws[: good + 1]
         elif error is not None:
             samples.append(_Failure(error))
-            raws = [*raws[:good], None]
-        queue.fill(samples, raws, good)
+            kept = [*raws[:good], None]
+        queue.fill(samples, kept, good)
 
     def _prepared(
         self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
