@@ -34,6 +34,7 @@ from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.runtime import stream as stream_module
 from stoker.runtime.plain_runs import same_runs
 from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD
+from stoker.sources.source import load_source
 from tests.conftest import make_val_texts
 
 
@@ -261,3 +262,20 @@ def test_in_process_batches_leave_the_collector_as_it_was(
     assert len(run(monkeypatch, path, runs=True, encoder=Watching())) == 5
     assert gc.get_threshold() == before
     assert set(seen) == {max(before[0], WORKER_GC_THRESHOLD)}
+
+
+def test_lines_read_ahead_are_the_lines_read_one_by_one(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    body = '{"i": 0}\n  {"i": 1} \r\n{"i": 2}\n\n\n{"i": 3}\t\n{"i": 4}\r\n{"i": 5}'  # no final \n
+    path.write_text(body)
+    prepare_jsonl(str(path))
+    reader = load_source(str(path)).reader()
+    indices = [5, 0, 3, 1, 4, 2, 5]
+    reader.prefetch(np.zeros(len(indices), np.int64), np.array(indices, np.int64))
+    offsets = reader.offsets(0).astype(np.int64)
+    picked = np.array(indices)
+    held = reader._blocks.locate(reader.shards[0], offsets[picked], offsets[picked + 1])
+    assert None not in held  # so read_run cuts them from the read-ahead block at once
+    raws, error = reader.read_run([0] * len(indices), indices)
+    assert error is None and raws == [reader.read(0, i) for i in indices]
+    assert [raw.parts["json"] for raw in raws[:3]] == [b'{"i": 5}', b'{"i": 0}', b'{"i": 3}']

@@ -63,9 +63,10 @@ def _held_lines(
     file, each held whole in read-ahead block ``held[i]``) onto ``out``: as
     :meth:`ShardReader._lines` makes them one by one, with the per-line work in C loops."""
     starts = first.tolist()
+    # A line's final newline is cut off with the slice: strip() then copies it no more.
     lines = [
-        block[2][a - block[0] : b - block[0]]
-        for block, a, b in zip(held, starts, last.tolist(), strict=True)
+        data[a - at : b - at - 1] if b > a and data[b - at - 1] == 10 else data[a - at : b - at]
+        for (at, _, data), a, b in zip(held, starts, last.tolist(), strict=True)
     ]
     parts = [{"json": line} for line in map(bytes.strip, lines)]
     # repeat() has no end: the lists (of one length) end the zip.
