@@ -162,6 +162,9 @@ def run_loader(
     texts = batch_texts(batch)
     if len(texts) != size or len(batch_texts(first)) != size:
         raise RuntimeError(f"{tool} {workload}: batch of {len(texts)} texts, not {size}")
+    skipped = loader.skipped().by_reason if tool == "stoker" else None
+    if skipped:  # a run that skips samples measures something else
+        raise RuntimeError(f"{tool} {workload}: samples skipped: {skipped}")
     close = getattr(loader, "close", None)
     del batch_iter, first, batch
     if close is not None:

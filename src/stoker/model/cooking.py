@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
@@ -129,18 +128,10 @@ def select_cooker(cookers: Sequence[Cooker[Any]], subflavors: dict[str, Any] | N
     )
 
 
-@functools.cache
-def _sample_fields() -> tuple[str, ...]:
-    """The names of :class:`Sample`'s fields (read once: called for every cooked sample)."""
-    return tuple(f.name for f in dataclasses.fields(Sample))
-
-
-@functools.cache
-def _sample_getter() -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    """All of :func:`_sample_fields` from a dict, as a tuple (a KeyError if one is missing)."""
-    fields = _sample_fields()
-    getter = operator.itemgetter(*fields)
-    return getter if len(fields) > 1 else lambda d: (getter(d),)
+#: The names of :class:`Sample`'s fields: the metadata keys a cooked sample takes over.
+_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
+#: Whether they are the four :func:`basic_sample_keys` takes in one expression.
+_FOUR = _FIELDS == ("__key__", "__restore_key__", "__subflavors__", "__sources__")
 
 
 def basic_sample_keys(
@@ -154,16 +145,23 @@ def basic_sample_keys(
         >>> basic_sample_keys({"__key__": "k", "__restore_key__": (), "txt": "hi"})
         {'__key__': 'k', '__restore_key__': ()}
     """
-    fields = _sample_fields()
     cls = type(crude_sample)
-    try:  # the common case: a plain crude sample with all of them, taken at once
-        if cls is not CrudeSample and cls is not dict:  # a __missing__ could answer any key
-            raise KeyError
-        # One value per field by construction (strict=True would cost ~1 us a sample).
-        out = dict(zip(fields, _sample_getter()(crude_sample), strict=False))
-    except KeyError:
+    out: dict[str, Any] | None = None
+    # The common case, called once per cooked sample: a plain crude sample with all of them,
+    # taken in one dict display (a subclass's __missing__ could answer any key: not here).
+    if _FOUR and (cls is CrudeSample or cls is dict):
+        try:  # noqa: SIM105 (per sample: suppress() costs more)
+            out = {
+                "__key__": crude_sample["__key__"],
+                "__restore_key__": crude_sample["__restore_key__"],
+                "__subflavors__": crude_sample["__subflavors__"],
+                "__sources__": crude_sample["__sources__"],
+            }
+        except KeyError:
+            pass
+    if out is None:
         out = {}
-        for name in fields:  # a loop, not a comprehension: one frame less per sample
+        for name in _FIELDS:  # a loop, not a comprehension: one frame less per sample
             if name in crude_sample:
                 out[name] = crude_sample[name]
     if additional_source_info:

@@ -25,7 +25,7 @@ from stoker.pipeline.stage_clock import BATCH, CLOCK, ENCODE_BATCH
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
     from stoker.pipeline.hook_index import BatchSlots
-    from stoker.pipeline.refs import Position, RefSource
+    from stoker.pipeline.refs import Position, RefSource, Runs
 
 #: What :meth:`BatchMaker.make` returns for a batch that was skipped.
 SKIPPED: Any = object()
@@ -131,6 +131,10 @@ class FixedBatcher(Node[tuple[Any, "Position"]]):
                 CLOCK.batched(1)
                 yield sample, position
             return
+        runs = self.upstream.runs()
+        if runs is not None:
+            yield from self._from_runs(runs, self.batch_size)
+            return
         pending: list[Any] = []
         last: Position | None = None
         for sample, last, _ in self.upstream.items():
@@ -141,6 +145,16 @@ class FixedBatcher(Node[tuple[Any, "Position"]]):
                     yield batch, last
         if pending and not self.drop_last and last is not None:
             batch = self.maker.make(pending)
+            if batch is not SKIPPED:
+                yield batch, last
+
+    def _from_runs(self, runs: Runs, size: int) -> Iterator[tuple[Any, Position]]:
+        """The batches of an upstream that hands out ``size`` samples at a time."""
+        while (taken := runs.take(size)) is not None:
+            samples, last = taken
+            if len(samples) < size and self.drop_last:  # the last, short one
+                return
+            batch = self.maker.make(samples)
             if batch is not SKIPPED:
                 yield batch, last
 

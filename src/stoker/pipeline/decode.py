@@ -252,6 +252,29 @@ def _json(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
 
 _scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
+#: The decoder of JSON parts (what :meth:`SampleDecoder.plain_decoder` gives for ``json``).
+JSON_PART: PartDecoder = _json
+#: What :func:`scan_json` returns where the JSON part decoder must decide.
+NOT_SCANNED: Any = object()
+
+
+def scan_json(data: bytes) -> Any:
+    """``data`` decoded as the JSON part decoder decodes it in its common case (UTF-8, one
+    value and nothing around it: a JSONL line), else :data:`NOT_SCANNED` (call the decoder,
+    which decodes the rest or reports the error). For loops over many lines: no frame of the
+    decoder's, no exception raised.
+
+    Example:
+        >>> scan_json(b'{"a": 1}'), scan_json(b'{"a": 1} x') is NOT_SCANNED
+        ({'a': 1}, True)
+    """
+    try:
+        text = data.decode("utf-8")
+        value, end = _scan_json(text, 0)
+    except Exception:
+        return NOT_SCANNED
+    return value if end == len(text) else NOT_SCANNED
+
 
 #: Decoders of small text parts, pure functions of their bytes (the fast path of decode_part).
 _PLAIN: frozenset[PartDecoder] = frozenset({_text, _int, _json})

@@ -88,6 +88,8 @@ class LocalBlocks:
             block_starts, block_ends, blocks = self._arrays(hint, name, found)
             at = np.searchsorted(block_starts, starts[todo], "right") - 1
             held = (at >= 0) & (ends[todo] <= block_ends[np.maximum(at, 0)])
+            if len(todo) == len(starts) and held.all():  # the common case: all in this hint
+                return list(map(blocks.__getitem__, at.tolist()))
             for k, i in zip(todo[held].tolist(), at[held].tolist(), strict=True):
                 out[k] = blocks[i]
             todo = todo[~held]

@@ -15,7 +15,7 @@ import itertools
 import sys
 import zlib
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,12 @@ class RefSource(Node[tuple[Any, "Position", Ref]]):
     #: The stream position after the last sample handed out.
     position: Position
 
+    def runs(self) -> Runs | None:
+        """The samples from here on, many at a time (:class:`Runs`), where this source can
+        hand them out so (its items and :meth:`runs` are one sequence: use one of them);
+        None where it hands them out one by one only."""
+        return None
+
     @abstractmethod
     def reread(self, refs: Sequence[Ref]) -> list[Any]:
         """The samples at ``refs``, read (and made) again."""
@@ -44,6 +50,33 @@ class RefSource(Node[tuple[Any, "Position", Ref]]):
     @abstractmethod
     def where(self, ref: Ref) -> str:
         """Where the sample at ``ref`` comes from, for messages."""
+
+
+class Runs:
+    """A source's samples taken in lists: :meth:`take` ``(n)`` gives the next ``n`` (fewer only
+    at the end) and the position after the last, or None after the end.
+
+    It drives a generator that is sent how many samples to give and yields each list with its
+    last sample's position and reference (primed here), so a source makes only the samples
+    asked for: each user hook runs when it would one sample at a time.
+    """
+
+    __slots__ = ("_chunks",)
+
+    def __init__(self, chunks: Generator[tuple[list[Any], Position, Ref], int, None]) -> None:
+        next(chunks)
+        self._chunks = chunks
+
+    def take(self, n: int) -> tuple[list[Any], Position] | None:
+        """The next ``n`` samples and the position after them; None at the end."""
+        try:
+            samples, position, _ = self._chunks.send(n)
+        except StopIteration:
+            return None
+        return samples, position
+
+    def close(self) -> None:
+        self._chunks.close()
 
 
 def pick(outputs: Sequence[Any], index: int, what: str) -> Any:

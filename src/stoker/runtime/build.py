@@ -10,7 +10,13 @@ from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
 from stoker.model.cooking import Cooker, select_cooker
 from stoker.model.samples import CrudeSample, Sample, source_info
-from stoker.pipeline.decode import PartDecoder, SampleDecoder
+from stoker.pipeline.decode import (
+    JSON_PART,
+    NOT_SCANNED,
+    PartDecoder,
+    SampleDecoder,
+    scan_json,
+)
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
@@ -122,6 +128,14 @@ class SampleBuilder:
             and self.join is None
             and (config.field_map is not None or config.part_filter is None)
         )
+        #: Whether each sample is a JSONL line whose ``json`` part the plain JSON decoder
+        #: decodes (:meth:`_jsonl_run`).
+        self.jsonl_lines = (
+            source.jsonl
+            and self.part_filter is None
+            and decoder is not None
+            and decoder.plain_decoder("json") is JSON_PART
+        )
         #: Whether user code (a sample loader, part filter, joiner or cooker) runs per sample.
         self.user_code = bool(
             self.sample_loader is not None
@@ -142,7 +156,9 @@ class SampleBuilder:
         """
         out: list[Any] = []
         try:
-            if self.bulk and (self.crude or self.plain_fields is not None):
+            if self.bulk and self.crude and self.jsonl_lines:
+                self._jsonl_run(raws, refs, out)
+            elif self.bulk and (self.crude or self.plain_fields is not None):
                 self._plain_run(raws, refs, out)
             else:
                 append, assemble = out.append, self.assemble
@@ -151,6 +167,26 @@ class SampleBuilder:
         except Exception as e:
             return out, e
         return out, None
+
+    def _jsonl_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
+        """Crude samples of JSONL lines (each one ``json`` part) into ``out``, as
+        :meth:`_plain_run` makes them, in a loop without a call per part; a line that
+        :func:`scan_json` does not take goes through :meth:`_plain_run` (which decodes or
+        reports it)."""
+        path, subflavors = self.source.path, self.subflavors
+        append, new, info = out.append, CrudeSample, source_info
+        for raw, ref in zip(raws, refs, strict=False):
+            key, parts = raw[0], raw[1]
+            data = parts.get("json")
+            value = scan_json(data) if data is not None and len(parts) == 1 else NOT_SCANNED
+            if value is NOT_SCANNED:
+                self._plain_run([raw], [ref], out)
+                continue
+            sample = new(json=value)
+            sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
+            sample["__subflavors__"] = subflavors.copy()
+            sample["__sources__"] = (info(path, ref, raw[2], (key + ".json",)),)
+            append(sample)
 
     def _plain_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
         """Crude samples, or typed ones of :attr:`plain_fields`, of ``raws`` into ``out``, as

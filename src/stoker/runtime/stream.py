@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import StokerError
-from stoker.model.samples import CrudeSample
 from stoker.model.task import (
     DefaultTaskEncoder,
     ErrorTracker,
@@ -42,13 +39,14 @@ from stoker.pipeline.hooks import NO_OUTPUT, call_hook, hook_items
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.read import RawSample, ShardReader
-from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, pick
+from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, Runs, pick
 from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
-from stoker.pipeline.stage_clock import CLOCK, COOK, DECODE, ENCODE_SAMPLE, READ
+from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
+from stoker.runtime.plain_runs import Prepared, plain_outputs, same_runs
 from stoker.sources.source import DataSource
 
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
@@ -58,6 +56,9 @@ _FIRST_BLOCK, _BLOCK = 1024, 4096
 _Refs = tuple[list[int], list[int], list[int]]
 #: References read and assembled at a time, in one call (see :meth:`SampleStream._prepare`).
 _RUN = 64
+#: Whether local samples are read, assembled and encoded in runs, and batched from lists
+#: (:meth:`SampleStream.runs`); False: one by one, as remote ones (what tests compare with).
+RUNS = True
 
 
 @dataclass
@@ -96,6 +97,7 @@ class SampleStream(RefSource):
         epoch: int,
     ) -> None:
         super().__init__()
+        self._runs: Runs | None = None
         self.spec, self.io, self.tracker = spec, io, tracker
         self.epoch = epoch
         #: Where the stream starts when reset without a state of its own.
@@ -123,93 +125,150 @@ class SampleStream(RefSource):
 
     def _run(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Encoded samples with the position after each and its reference."""
+        chunks = self._chunks()
+        next(chunks)
+        send = chunks.send
+        while True:
+            try:
+                outputs, position, ref = send(1)
+            except StopIteration:
+                return
+            yield outputs[0], position, ref
+
+    def runs(self) -> Runs | None:
+        if not RUNS:
+            return None
+        runs = self._runs
+        if runs is None:
+            if not self._ready:
+                self.reset()
+            runs = self._runs = Runs(self._chunks())
+        return runs
+
+    def _close_items(self) -> None:
+        super()._close_items()
+        runs, self._runs = self._runs, None
+        if runs is not None:
+            runs.close()
+
+    def _chunks(self) -> Generator[tuple[list[Any], Position, Ref], int, None]:
+        """Encoded samples in lists of the length sent in (fewer only at the end), with the
+        position after the last of each list and its reference (see :class:`Runs`).
+
+        Runs of one dataset's local references are read and assembled ahead (:meth:`_prepare`);
+        under the default ``encode_sample`` they are cooked and keyed in one loop
+        (:func:`plain_outputs`), never past the list being filled, so each hook sees the batch
+        index of the batch its sample goes into. Other references go one by one.
+        """
         counts, skip = list(self.start.counts), self.start.skip
         calls = sum(counts)  # the stream's encode_sample calls so far (sum of the counts)
         block = self._next_block(counts, _FIRST_BLOCK)
         encode, prepare, prepared = self._encode, self._prepare, self._prepared
         # Datasets whose samples are read and assembled in runs (local, no user code before
         # cooking).
-        bulk = [io.builder.bulk and io.reader.local for io in self.io]
-        # Per dataset: the samples read and assembled ahead, and their raw samples.
-        queues: list[deque[Any]] = [deque() for _ in counts]
-        raw_queues: list[deque[Any]] = [deque() for _ in counts]
-        # The default encode_sample: each sample is its one output (_plain, inline below).
-        plain, identity = self._plain, self.direct_hook is _IDENTITY
+        bulk = [RUNS and io.builder.bulk and io.reader.local for io in self.io]
+        # Per dataset: the samples read and assembled ahead.
+        queues = [Prepared() for _ in counts]
+        # The default encode_sample: each sample is its one output (plain_outputs).
+        identity = self.direct_hook is _IDENTITY
+        out: list[Any] = []
+        last: tuple[Position, Ref] | None = None
+        want: int = yield  # type: ignore[misc]  # primed by Runs / _run
         while block is not None:
             choices, refs = block
             # Locate (and so prefetch) the next block before reading this one: its reads overlap.
             after = np.add(counts, np.bincount(choices, minlength=len(counts))).tolist()
             block = self._next_block(after, _BLOCK)
             taken = [0] * len(counts)
-            for d in choices.tolist():
-                at = taken[d]
+            for d, length in same_runs(choices):
                 mine = refs[d]
-                ref, shard_id, index = mine[0][at], mine[1][at], mine[2][at]
-                if bulk[d]:
-                    queue, raw_queue = queues[d], raw_queues[d]
-                    if not queue:
-                        prepare(d, mine, at, queue, raw_queue)
-                    raw, sample = raw_queue.popleft(), queue.popleft()
-                    if identity and not skip:
-                        output = plain(raw, sample, d, shard_id, index, calls)
+                stop = taken[d] + length
+                while taken[d] < stop:
+                    at = taken[d]
+                    queue = queues[d]
+                    if bulk[d] and queue.at == len(queue.samples):
+                        prepare(d, mine, at, queue)
+                    if (
+                        identity
+                        and not skip
+                        and queue.at < queue.good
+                        and not self.corrupt
+                        and not self.unreachable
+                    ):
+                        n = min(stop - at, want - len(out), queue.good - queue.at)
+                        done, made = self._plain(queue, n, d, mine, at, counts[d], calls, out)
+                        if made is not None:
+                            made_counts = list(counts)
+                            made_counts[d] = made
+                            last = (make_position(tuple(made_counts), 1), (d, made, 0))
+                        taken[d] += done
+                        counts[d] += done
+                        calls += done
+                    else:
+                        ref, shard_id, index = mine[0][at], mine[1][at], mine[2][at]
+                        if bulk[d]:
+                            raw, sample = queue.pop()
+                            outputs = prepared(raw, sample, d, shard_id, index, calls)
+                        else:
+                            outputs = encode(d, shard_id, index, ref, calls)
                         taken[d] += 1
-                        if output is not _END:
-                            self.position = position = make_position(tuple(counts), 1)
-                            yield output, position, (d, counts[d], 0)
+                        for used, output in enumerate(outputs, start=1):
+                            if used > skip:
+                                out.append(output)
+                                last = (
+                                    make_position(tuple(counts), used),
+                                    (d, counts[d], used - 1),
+                                )
+                                if len(out) >= want:
+                                    self.position = last[0]
+                                    want = yield out, last[0], last[1]
+                                    out = []
+                        skip = 0
                         counts[d] += 1
                         calls += 1
                         continue
-                    outputs = prepared(raw, sample, d, shard_id, index, calls)
-                else:
-                    outputs = encode(d, shard_id, index, ref, calls)
-                taken[d] += 1
-                for used, output in enumerate(outputs, start=1):
-                    if used > skip:
-                        self.position = make_position(tuple(counts), used)
-                        yield output, self.position, (d, counts[d], used - 1)
-                skip = 0
-                counts[d] += 1
-                calls += 1
+                    if len(out) >= want and last is not None:
+                        self.position = last[0]
+                        want = yield out, last[0], last[1]
+                        out = []
+        if out and last is not None:
+            self.position = last[0]
+            yield out, last[0], last[1]
 
     def _plain(
-        self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
-    ) -> Any:
-        """The one output of a reference :meth:`_prepare` read, under the default
-        ``encode_sample`` (:meth:`_prepared` made lean for it); ``_END`` for none."""
-        if self.corrupt or self.unreachable or type(sample) is _Failure:
-            outputs = tuple(self._prepared(raw, sample, d, shard_id, index, calls))
-            return outputs[0] if outputs else _END
+        self,
+        queue: Prepared,
+        n: int,
+        d: int,
+        refs: _Refs,
+        at: int,
+        count: int,
+        calls: int,
+        out: list[Any],
+    ) -> tuple[int, int | None]:
+        """The outputs of the next ``n`` prepared samples of ``queue`` (references ``at`` ...
+        of ``refs``, counts ``count`` ...) under the default ``encode_sample``, cooked and keyed,
+        onto ``out``: how many references were used (fewer than ``n`` after a failure) and the
+        count of the last that gave an output (None: none did)."""
         slots = self.slots
-        sample_index = calls * slots.step + slots.first % slots.step
-        kitchen = self.io[d].builder.kitchen
-        if kitchen is not None and isinstance(sample, CrudeSample):
-            active = hook_index.ACTIVE  # hook_index.push / pop, inline
-            active.append((slots.first + slots.made * slots.step, sample_index))
-            started = perf_counter()
-            try:
-                sample = kitchen.cook(sample)
-            except Exception as e:
-                self._failed(e, self.tracker, d, shard_id, index, raw)
-                return _END
-            finally:
-                CLOCK.charge(COOK, perf_counter() - started)
-                active.pop()
-        tracker = self.tracker
-        if tracker.consecutive or tracker.storage_shards:
-            tracker.succeeded()
-        # encoded_key, inline: the restore key read here is the one to extend.
-        if isinstance(sample, dict):
-            key = sample.get("__restore_key__")
-            if isinstance(key, tuple) and len(key) == 3:
-                sample["__restore_key__"] = (*key, sample_index, 0)
-            return sample
-        key = getattr(sample, "__restore_key__", None)
-        if isinstance(key, tuple) and len(key) == 3:
-            try:  # noqa: SIM105 (per sample: suppress() costs more)
-                sample.__restore_key__ = (*key, sample_index, 0)
-            except (AttributeError, TypeError):  # frozen: left as it is
-                pass
-        return sample
+        start = queue.at
+
+        def failed(e: Exception, j: int) -> None:
+            raw = queue.raws[start + j]
+            self._failed(e, self.tracker, d, refs[1][at + j], refs[2][at + j], raw)
+
+        done, made = plain_outputs(
+            queue.samples[start : start + n],
+            self.io[d].builder.kitchen,
+            slots.first + slots.made * slots.step,
+            calls * slots.step + slots.first % slots.step,
+            slots.step,
+            self.tracker,
+            out,
+            failed,
+        )
+        queue.at = start + done
+        return done, None if made is None else count + made
 
     def _next_block(
         self, counts: list[int], size: int
@@ -325,20 +384,17 @@ class SampleStream(RefSource):
             return ()
         return self._finish(io, sample, raw, calls, tracker, d, shard_id, index)
 
-    def _prepare(
-        self, d: int, refs: _Refs, at: int, queue: deque[Any], raw_queue: deque[Any]
-    ) -> None:
+    def _prepare(self, d: int, refs: _Refs, at: int, queue: Prepared) -> None:
         """Read and assemble the next run of dataset ``d``'s references of this block (from
-        ``at``, up to :data:`_RUN`) into ``queue`` (their raw samples into ``raw_queue``), up to
-        the first that fails, which ends the run as a :class:`_Failure` (raw sample or None)."""
+        ``at``, up to :data:`_RUN`) into ``queue``, up to the first that fails, which ends the
+        run as a :class:`_Failure` (its raw sample or None)."""
         end = at + _RUN
         shard_ids = refs[1][at:end]
         if self.corrupt or self.unreachable:  # stop before a shard that failed in this pass
             broken = self.corrupt | self.unreachable
             shard_ids = list(itertools.takewhile(lambda s: (d, s) not in broken, shard_ids))
             if not shard_ids:  # the next is skipped unread (see _prepared)
-                queue.append(None)
-                raw_queue.append(None)
+                queue.fill([None], [None], 0)
                 return
             end = at + len(shard_ids)
         io = self.io[d]
@@ -350,14 +406,15 @@ class SampleStream(RefSource):
             samples, failed = io.builder.assemble_run(raws, refs[0][at:end])
         finally:
             clock.stop()
-        queue.extend(samples)
-        raw_queue.extend(raws[: len(samples)])
+        good = len(samples)
+        kept: Sequence[RawSample | None] = raws
         if failed is not None:
-            queue.append(_Failure(failed))
-            raw_queue.append(raws[len(samples)])
+            samples.append(_Failure(failed))
+            kept = raws[: good + 1]
         elif error is not None:
-            queue.append(_Failure(error))
-            raw_queue.append(None)
+            samples.append(_Failure(error))
+            kept = [*raws[:good], None]
+        queue.fill(samples, kept, good)
 
     def _prepared(
         self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int

@@ -1,0 +1,129 @@
+"""Many small samples per call on a stream's hot path: the samples read and assembled ahead
+(:class:`Prepared`), the runs of one dataset in a block (:func:`same_runs`), and their outputs
+under the default ``encode_sample`` in one loop (:func:`plain_outputs`).
+
+The loop does per sample exactly what :meth:`SampleStream._prepared` does for one (cook crude
+samples with the hook indices set, count the success, extend the restore key), without a call
+per sample between the stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stoker.model.samples import CrudeSample
+from stoker.pipeline import hook_index
+from stoker.pipeline.stage_clock import CLOCK, COOK
+
+if TYPE_CHECKING:
+    from stoker.pipeline.errors import ErrorTracker
+    from stoker.pipeline.read import RawSample
+    from stoker.runtime.build import Kitchen
+
+
+class Prepared:
+    """One dataset's samples read and assembled ahead, taken from :attr:`at` on.
+
+    The first :attr:`good` are samples; at most one more entry follows, for the reference
+    that failed to read or assemble (its error, or None for a reference left unread).
+    """
+
+    __slots__ = ("at", "good", "raws", "samples")
+
+    def __init__(self) -> None:
+        self.samples: list[Any] = []
+        self.raws: Sequence[RawSample | None] = []
+        self.at = 0
+        self.good = 0
+
+    def fill(self, samples: list[Any], raws: Sequence[RawSample | None], good: int) -> None:
+        """Hold ``samples`` (the first ``good`` assembled) and their raw samples."""
+        self.samples, self.raws, self.at, self.good = samples, raws, 0, good
+
+    def pop(self) -> tuple[RawSample | None, Any]:
+        """The next entry's raw sample and sample (or failure)."""
+        at = self.at
+        self.at = at + 1
+        return self.raws[at], self.samples[at]
+
+
+def same_runs(choices: npt.NDArray[np.integer[Any]]) -> list[tuple[int, int]]:
+    """``(value, length)`` of each run of equal values of ``choices``, in order.
+
+    Example:
+        >>> same_runs(np.array([0, 0, 1, 0, 0, 0]))
+        [(0, 2), (1, 1), (0, 3)]
+    """
+    if len(choices) == 0:
+        return []
+    cuts = (np.flatnonzero(choices[1:] != choices[:-1]) + 1).tolist()
+    starts = [0, *cuts]
+    lengths = np.diff([*starts, len(choices)]).tolist()
+    return list(zip(choices[starts].tolist(), lengths, strict=True))
+
+
+def plain_outputs(
+    samples: list[Any],
+    kitchen: Kitchen | None,
+    batch_index: int,
+    sample_index: int,
+    step: int,
+    tracker: ErrorTracker,
+    out: list[Any],
+    failed: Callable[[Exception, int], None],
+) -> tuple[int, int | None]:
+    """Append the one output of each of ``samples`` under the default ``encode_sample`` to
+    ``out``: cooked (crude samples where there are cookers) with the hook indices
+    ``(batch_index, sample_index + j * step)`` set for sample ``j``, the restore key extended
+    by that sample index (as :func:`encoded_key`).
+
+    All go into the batch ``batch_index``. A cooker's failure goes to ``failed(error, j)``
+    (called with the hook indices still set) and ends the run. Returns how many samples were
+    used and the place of the last that gave an output (None: none did).
+    """
+    append = out.append
+    cook = kitchen.cook if kitchen is not None else None
+    active = hook_index.ACTIVE
+    made: int | None = None
+    if cook is not None:
+        active.append((batch_index, sample_index))
+        started = perf_counter()
+    try:
+        for j, sample in enumerate(samples):
+            index = sample_index + j * step
+            if cook is not None and isinstance(sample, CrudeSample):
+                active[-1] = (batch_index, index)
+                try:
+                    sample = cook(sample)
+                except Exception as e:
+                    failed(e, j)
+                    return j + 1, made
+            if tracker.consecutive or tracker.storage_shards:
+                tracker.succeeded()
+            # encoded_key, inline: the restore key read here is the one to extend.
+            if isinstance(sample, dict):
+                key = sample.get("__restore_key__")
+                if isinstance(key, tuple) and len(key) == 3:
+                    sample["__restore_key__"] = (*key, index, 0)
+            else:
+                key = getattr(sample, "__restore_key__", None)
+                if isinstance(key, tuple) and len(key) == 3:
+                    try:  # noqa: SIM105 (per sample: suppress() costs more)
+                        sample.__restore_key__ = (*key, index, 0)
+                    except (AttributeError, TypeError):  # frozen: left as it is
+                        pass
+            append(sample)
+            made = j
+    finally:
+        if cook is not None:
+            active.pop()
+            CLOCK.charge(COOK, perf_counter() - started)
+    return len(samples), made
+
+
+__all__ = ["Prepared", "plain_outputs", "same_runs"]
