@@ -87,7 +87,9 @@ class ProbeEncoder(DefaultTaskEncoder[Any, Any, Any, Any]):
     cookers = [Cooker(stateless(cook_collector_probe))]  # noqa: RUF012
 
 
-def test_workers_tune_their_collector_and_leave_the_training_process_alone(lines: Path) -> None:
+def test_batches_are_made_with_spaced_collections_and_the_user_settings_stay_between_them(
+    lines: Path,
+) -> None:
     before = gc.get_threshold()
     for workers in (2, 0):
         dataset = get_train_dataset(
@@ -96,10 +98,13 @@ def test_workers_tune_their_collector_and_leave_the_training_process_alone(lines
             batch_size=8, shuffle_buffer_size=20, max_samples_per_sequence=10,
             task_encoder=ProbeEncoder(),
         )  # fmt: skip
+        texts = set()
         with get_savable_loader(dataset) as it:
-            texts = {text for _, batch in zip(range(6), it, strict=False) for text in batch.text}
+            for _, batch in zip(range(6), it, strict=False):
+                texts.update(batch.text)
+                assert gc.get_threshold() == before  # the user's, between batches
         if workers:
             assert texts == {f"{WORKER_GC_THRESHOLD} True"}
-        else:  # num_workers=0: the training process's collector is the user's
-            assert texts == {f"{before[0]} {gc.get_freeze_count() > 0}"}
+        else:  # num_workers=0: spaced while the batch is made, nothing frozen
+            assert texts == {f"{WORKER_GC_THRESHOLD} {gc.get_freeze_count() > 0}"}
     assert gc.get_threshold() == before

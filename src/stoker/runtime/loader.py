@@ -221,8 +221,8 @@ def _with_options(items: Iterator[Envelope], options: LoaderOptions) -> Iterator
                 item = next(items, None)
             finally:
                 activate(previous)
-                if thresholds is not None:
-                    gc.set_threshold(*thresholds)
+                if thresholds is not None and gc.get_threshold()[0] == WORKER_GC_THRESHOLD:
+                    gc.set_threshold(*thresholds)  # (unless user code set its own meanwhile)
             if item is None:
                 return
             yield item
