@@ -126,14 +126,17 @@ def run_loader(config: Config, path: Path, batches: int) -> dict[str, Any]:
     first_s = time.perf_counter() - start
     shape = check_batch(first, config)
     del first  # a training loop lets go of each batch: so does every tool here
-    start, cpu = time.perf_counter(), tree_cpu_s()
+    start, cpu, main_cpu = time.perf_counter(), tree_cpu_s(), tree_cpu_s(children=False)
     for _ in range(batches):
         batch = next(batch_iter)
     seconds, cpu = time.perf_counter() - start, tree_cpu_s() - cpu
+    main_cpu = tree_cpu_s(children=False) - main_cpu
     check_batch(batch, config)
     result = {
         "samples_per_s": batches * BATCH / seconds,
         "cpu_ms_per_sample": 1000 * cpu / (batches * BATCH),
+        # the training process's share (at W=0, all of it; at W>0, receiving the batches)
+        "main_cpu_ms_per_sample": 1000 * main_cpu / (batches * BATCH),
         "first_batch_s": first_s,
         "batch": shape,
     }

@@ -84,6 +84,9 @@ class Run:
     cpu_ms_per_sample: float = 0.0
     #: The peak's PSS per process, MB: the main process first, then the workers.
     peak_parts_mb: tuple[float, ...] = ()
+    #: The main (training) process's part of ``cpu_ms_per_sample``; None where not measured
+    #: (the bare loop's processes report their own CPU only).
+    main_cpu_ms_per_sample: float | None = None
 
 
 def in_subprocess(
@@ -118,6 +121,7 @@ def in_subprocess(
         wall,
         result.get("cpu_ms_per_sample", 0.0),
         tuple(part / 2**20 for part in poller.peak_parts),
+        result.get("main_cpu_ms_per_sample"),
     )
 
 
@@ -147,7 +151,7 @@ def print_tables(results: dict[Config, list[Run]]) -> None:
         print(
             f"{config.label:<24} {len(runs):>4} {median(runs, 'samples_per_s'):>10,.0f} "
             f"{median(runs, 'first_batch_s'):>14.2f} {median(runs, 'peak_mb'):>8.0f} "
-            f"{median(runs, 'wall_s'):>7.1f}"
+            f"{median(runs, 'wall_s'):>7.1f} {median(runs, 'cpu_ms_per_sample'):>14.2f}"
         )
     others = ("stoker-nostats", BASELINE, "energon", "webdataset", "bare", "bare-pil")
     # CPU per sample is the figure that survives a loaded machine: "CPU ms" rows give
@@ -275,11 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         src = args.baseline_src if config.tool == BASELINE else None
         result, run = in_subprocess(spec, args.poll, args.timeout, src)
         results.setdefault(config, []).append(run)
+        main_cpu = run.main_cpu_ms_per_sample
+        main_part = "" if main_cpu is None else f" (main process {main_cpu:.3f})"
         print(
             f"  {config.label:<24} {run.samples_per_s:>8,.0f} samples/s, first batch "
             f"{run.first_batch_s:.2f} s, peak {run.peak_mb:.0f} MB "
             f"({' + '.join(f'{part:.0f}' for part in run.peak_parts_mb)}), "
-            f"{run.cpu_ms_per_sample:.2f} CPU ms/sample ({result['batch']})",
+            f"{run.cpu_ms_per_sample:.2f} CPU ms/sample{main_part} ({result['batch']})",
             flush=True,
         )
     print()
