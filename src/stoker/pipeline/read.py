@@ -157,7 +157,11 @@ class ShardReader:
             start, end = self.byte_range(shard_id, index)
         else:
             start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
-        data = self._read(shard_id, start, end)
+        return self._sample(self._read(shard_id, start, end), shard, index, start, end)
+
+    def _sample(self, data: bytes, shard: str, index: int, start: int, end: int) -> RawSample:
+        """The raw sample of ``data``, the bytes ``[start, end)`` of ``shard`` read for
+        sample ``index`` (checked: read whole, well formed)."""
         if len(data) != end - start:
             raise CorruptShardError(
                 f"the shard ended early: expected {end - start} bytes of sample {index}.",
@@ -182,6 +186,9 @@ class ShardReader:
         """
         out: list[RawSample] = []
         try:
+            if not self.local:
+                self._remote_run(shard_ids, indices, out)
+                return out, None
             if self.jsonl and shard_ids and min(shard_ids) == max(shard_ids):
                 done = self._lines(shard_ids[0], indices, out)
                 if done == len(indices):
@@ -196,6 +203,35 @@ class ShardReader:
         except Exception as e:
             return out, e
         return out, None
+
+    def _remote_run(
+        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
+    ) -> None:
+        """Samples of remote shards into ``out``: the first as :meth:`read` reads it (waiting
+        for its request, retrying and reporting as for one sample), then the next ones whose
+        bytes the read-ahead has received already, up to the first that is not: the run ends
+        there, so a run never waits for a sample ahead of its turn, nor reports its failure
+        (each is read when needed, as one by one)."""
+        if not shard_ids:
+            return
+        out.append(self.read(shard_ids[0], indices[0]))
+        ahead = self._ahead
+        if ahead is None or len(shard_ids) == 1:
+            return
+        shards, cached = self.shards, self._offsets
+        wanted: list[tuple[str, int, int]] = []
+        for shard_id, index in zip(shard_ids[1:], indices[1:], strict=True):
+            shard = shards[shard_id]
+            offsets = cached.get(shard)
+            if offsets is None or not 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+                break  # read() reports it (or reads the index) when its turn comes
+            start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+            wanted.append((shard, start, end))
+        held = ahead.take_held(wanted)
+        sample, append = self._sample, out.append
+        # zip ends with ``held``: the samples received so far.
+        for (shard, start, end), index, data in zip(wanted, indices[1:], held, strict=False):
+            append(sample(data, shard, index, start, end))
 
     def _members(
         self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]

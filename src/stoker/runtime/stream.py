@@ -166,7 +166,7 @@ class SampleStream(RefSource):
         encode, prepare, prepared = self._encode, self._prepare, self._prepared
         # Datasets whose samples are read and assembled in runs (local, no user code before
         # cooking).
-        bulk = [RUNS and io.builder.bulk and io.reader.local for io in self.io]
+        bulk = [RUNS and io.builder.bulk for io in self.io]
         # Per dataset: the samples read and assembled ahead.
         queues = [Prepared() for _ in counts]
         # The default encode_sample: each sample is its one output (plain_outputs).
