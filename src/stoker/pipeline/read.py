@@ -100,7 +100,7 @@ class ShardReader:
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
         #: Whether the shards are local files: reading samples a run ahead costs nothing
-        #: then (remote samples are read when needed, or as the read-ahead budget allows).
+        #: then (a run of remote samples takes only those the read-ahead has received).
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
 
     def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
@@ -181,6 +181,8 @@ class ShardReader:
     ) -> tuple[list[RawSample], Exception | None]:
         """:meth:`read` of each ``(shard_ids[i], indices[i])`` in order, up to the first that
         fails (and its error): many small samples per call, each read as :meth:`read` would.
+        Of remote shards, the run may end sooner, without an error: after the first sample it
+        takes only what the read-ahead has received (:meth:`_remote_run`).
 
         Example: ``read_run([0, 0], [4, 5])`` reads samples 4 and 5 of the first shard.
         """
