@@ -121,9 +121,11 @@ class PlainHTTP:
             while idle:
                 kept = idle.pop()
                 try:  # readable while idle: closed by the server (or garbage): not reusable
-                    readable = select.select([kept.sock], [], [], 0)[0]
+                    poll = select.poll()
+                    poll.register(kept.sock, select.POLLIN)
+                    readable = bool(poll.poll(0))
                 except (OSError, ValueError):
-                    readable = [kept.sock]
+                    readable = True
                 if not readable:
                     return kept
                 kept.close()
@@ -131,7 +133,10 @@ class PlainHTTP:
 
     def close(self) -> None:
         """Close the kept connections (those in use close when their answer is read)."""
-        with self._lock:
+        lock = getattr(self, "_lock", None)  # (None: made only in part)
+        if lock is None:
+            return
+        with lock:
             idle, self._idle = self._idle, {}
         for connections in idle.values():
             for kept in connections:
