@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 
 #: Ranges of one shard closer than this are fetched in one request. The bytes between are read
 #: too, and samples announced later that lie in them are taken from that request. (A request
-#: costs about as much as 4 MiB of transfer: measured on loopback, ~3.3 ms of server CPU per GET
-#: against ~0.8 ms per MiB, and ~0.2 ms of client CPU against ~0.3 ms per MiB; a remote store's
-#: round trip of tens of ms is a few MiB of one connection's transfer too. See docs/storage.md.)
-REMOTE_GAP = 4 << 20
+#: costs milliseconds of client CPU and a round trip: about as much as a MiB of transfer.)
+REMOTE_GAP = 1 << 20
 #: The largest request made by merging ranges (one sample larger than this is one request).
 MAX_REQUEST = 8 << 20
 #: The largest first request when nothing is buffered yet (the first samples are awaited).
