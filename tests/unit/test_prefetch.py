@@ -422,3 +422,98 @@ def test_readers_of_a_process_share_one_pool_and_budget_and_take_turns() -> None
     for reader in readers:
         reader.close()
     assert service.readers == 0 and service._pool is None  # the last reader shut it down
+
+
+class GatedStore(MemStore):
+    """A :class:`MemStore` whose reads of the shards in :attr:`held` wait for :attr:`release`."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        super().__init__(files)
+        self.held: set[str] = set()
+        self.release = threading.Event()
+
+    def read_range(self, path: str, offset: int, size: int) -> bytes:
+        if path in self.held:
+            self.release.wait(10)
+        return super().read_range(path, offset, size)
+
+
+def received(ahead: Prefetcher, name: str) -> None:
+    """Wait until ``name``'s requests (those announced) are answered."""
+    for chunk in list(ahead.service._live):
+        if chunk.request.name == name and chunk.future is not None:
+            chunk.future.exception(10)
+
+
+def test_take_held_gives_received_samples_only_and_never_waits() -> None:
+    store = make_store(shards=3, per_shard=10)
+    gated = GatedStore(store.files)
+    gated.held.add("shard_1.tar")
+    gated.failing.add("shard_2.tar")
+    reader = ShardReader(gated, shard_names(gated))
+    ahead = reader._ahead = Prefetcher(gated, budget=1 << 20, threads=3)
+    pairs = [(0, i) for i in range(5)] + [(1, 0), (0, 5), (2, 0)]
+    expected = direct(store, pairs)
+    reader.prefetch(*refs(pairs))
+    keys = [(shard_names(gated)[s], *reader.byte_range(s, i)) for s, i in pairs]
+    received(ahead, "shard_0.tar")
+    received(ahead, "shard_2.tar")
+    hits = read_ahead_module.TAKEN["hits"]
+    # Shard 0's request is here; shard 1's is not (the run stops there, without waiting).
+    got = ahead.take_held(keys)
+    assert [f"s0_{i:05d}.txt".encode() in data for i, data in enumerate(got)] == [True] * 5
+    parsed = [
+        reader._sample(data, name, index, start, end).parts
+        for data, (name, start, end), (_, index) in zip(got, keys, pairs, strict=False)
+    ]
+    assert parsed == expected[:5]
+    assert read_ahead_module.TAKEN["hits"] == hits + 5
+    assert ahead.take_held(keys[5:]) == []
+    gated.release.set()
+    received(ahead, "shard_1.tar")
+    assert len(ahead.take_held(keys[5:])) == 2  # now (1, 0) and (0, 5); (2, 0)'s GET failed
+    assert ahead.take_held(keys[7:]) == []  # a failed request: left for read() to report
+    with pytest.raises(StorageError, match="GET failed"):
+        reader.read(2, 0)
+    assert ahead.take_held([("shard_0.tar", 0, 10)]) == []  # all its reads were taken: let go
+    assert ahead.held_bytes == 0
+    reader.close()
+
+
+def test_a_remote_run_reads_its_first_sample_and_then_what_was_received() -> None:
+    store = make_store(shards=2, per_shard=10)
+    gated = GatedStore(store.files)
+    gated.held.add("shard_1.tar")
+    reader = ShardReader(gated, shard_names(gated))
+    assert not reader.local
+    reader._ahead = Prefetcher(gated, budget=1 << 20, threads=2)
+    pairs = [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1)]
+    expected = direct(store, pairs)
+    reader.prefetch(*refs(pairs))
+    raws, error = reader.read_run([s for s, _ in pairs], [i for _, i in pairs])
+    assert error is None and [raw.parts for raw in raws] == expected[:2]  # stops at shard 1
+    gated.release.set()
+    raws, error = reader.read_run([s for s, _ in pairs[2:]], [i for _, i in pairs[2:]])
+    assert error is None and [raw.parts for raw in raws] == expected[2:]  # waits for the first
+    assert raws == one_by_one(store, pairs[2:])  # keys, shards and offsets too
+    assert len(gated.reads) == 2  # one request per shard, nothing read directly
+    reader.close()
+
+
+def one_by_one(store: MemStore, pairs: list[tuple[int, int]]) -> list[object]:
+    reader = ShardReader(store, shard_names(store))
+    return [reader.read(s, i) for s, i in pairs]
+
+
+def test_a_remote_run_reports_its_first_sample_as_read_does() -> None:
+    store = make_store(shards=2, per_shard=10)
+    store.failing.add("shard_1.tar")
+    reader = ShardReader(store, shard_names(store))
+    reader.prefetch(*refs([(1, 0), (0, 0)]))
+    raws, error = reader.read_run([1, 0], [0, 0])
+    assert raws == [] and isinstance(error, StorageError) and "GET failed" in str(error)
+    raws, error = reader.read_run([0, 0], [0, 99])  # outside the index: read() says so
+    assert [raw.key for raw in raws] == ["s0_00000"] and error is None
+    raws, error = reader.read_run([0], [99])
+    assert raws == [] and error is not None and "outside the shard's index" in str(error)
+    reader.close()

@@ -1,16 +1,20 @@
-"""A stream that reads, assembles, cooks and batches local samples in runs (``stream.RUNS``,
-:mod:`stoker.runtime.plain_runs`) gives what the one-by-one path gives: the same batches (keys,
-restore keys, sources, texts), the same saved state after every batch, the same hook indices
-in cookers, the same skips, and the same error (file, offset, key) for a bad line."""
+"""A stream that reads, assembles, cooks and batches samples in runs (``stream.RUNS``,
+:mod:`stoker.runtime.plain_runs`), local or remote, gives what the one-by-one path gives: the
+same batches (keys, restore keys, sources, texts), the same saved state after every batch, the
+same hook indices in cookers, the same skips, and the same error (file, offset, key) for a bad
+line."""
 
 from __future__ import annotations
 
 import dataclasses
 import gc
 import json
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fsspec  # type: ignore[import-untyped]
 import numpy as np
 import pytest
 
@@ -31,6 +35,7 @@ from stoker.model import cooking
 from stoker.model.samples import CrudeSample
 from stoker.pipeline.decode import JSON_PART, NOT_SCANNED, SampleDecoder, scan_json
 from stoker.pipeline.local_blocks import LocalBlocks
+from stoker.pipeline.read import ShardReader
 from stoker.runtime import stream as stream_module
 from stoker.runtime.plain_runs import same_runs
 from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD
@@ -279,3 +284,86 @@ def test_lines_read_ahead_are_the_lines_read_one_by_one(tmp_path: Path) -> None:
     raws, error = reader.read_run([0] * len(indices), indices)
     assert error is None and raws == [reader.read(0, i) for i in indices]
     assert [raw.parts["json"] for raw in raws[:3]] == [b'{"i": 5}', b'{"i": 0}', b'{"i": 3}']
+
+
+@pytest.fixture
+def remote() -> Iterator[str]:
+    """A fresh ``memory://`` folder: a remote store, read through the read-ahead."""
+    url = f"memory://stoker-runs-{uuid.uuid4().hex}"
+    yield url
+    fs = fsspec.filesystem("memory")
+    if fs.exists(url):
+        fs.rm(url, recursive=True)
+
+
+def upload(folder: Path, url: str) -> str:
+    fs = fsspec.filesystem("memory")
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            fs.pipe_file(f"{url}/{path.relative_to(folder).as_posix()}", path.read_bytes())
+    return url
+
+
+def counting_remote_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of each remote run read from now on (ShardReader._remote_run)."""
+    lengths: list[int] = []
+    real = ShardReader._remote_run
+
+    def counted(self: ShardReader, shard_ids: Any, indices: Any, out: list[Any]) -> None:
+        before = len(out)
+        real(self, shard_ids, indices, out)
+        lengths.append(len(out) - before)
+
+    monkeypatch.setattr(ShardReader, "_remote_run", counted)
+    return lengths
+
+
+def test_remote_tar_samples_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: str
+) -> None:
+    url = upload(make_val_texts(tmp_path / "d", shards=12, per_shard=9), remote)
+    lengths = counting_remote_runs(monkeypatch)
+    fast = run(monkeypatch, url, runs=True, split_part="val", batch_size=7)  # type: ignore[arg-type]
+    assert sum(lengths) == 108 and max(lengths) > 1  # read in runs from the read-ahead
+    lengths.clear()
+    assert fast == run(monkeypatch, url, runs=False, split_part="val", batch_size=7)  # type: ignore[arg-type]
+    assert lengths == []
+    assert sum(len(batch["text"]) for batch, _ in fast) == 108
+
+
+def test_remote_lines_with_skips_and_bad_lines_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: str
+) -> None:
+    (tmp_path / "d").mkdir()
+    jsonl_file(tmp_path / "d" / "a.jsonl", 200, bad=(5, 70, 71, 150))
+    url = upload(tmp_path / "d", remote) + "/a.jsonl"
+    skip = frozenset({0, 9, 64, 65, 66, 199})
+    fast, slow = Recording(skip), Recording(skip)
+    lengths = counting_remote_runs(monkeypatch)
+    got = run(monkeypatch, url, runs=True, encoder=fast, policy="skip")  # type: ignore[arg-type]
+    assert max(lengths) > 1
+    assert got == run(monkeypatch, url, runs=False, encoder=slow, policy="skip")  # type: ignore[arg-type]
+    assert fast.seen == slow.seen
+    assert len([t for batch, _ in got for t in batch["text"]]) == 200 - 4 - len(skip)
+    errors = []
+    for runs in (True, False):
+        with pytest.raises(SampleError) as failure:
+            run(monkeypatch, url, runs=runs, encoder=Recording())  # type: ignore[arg-type]
+        errors.append(str(failure.value))
+    assert errors[0] == errors[1] and "a.jsonl" in errors[0]
+
+
+def test_remote_runs_restored_and_with_workers_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: str
+) -> None:
+    (tmp_path / "d").mkdir()
+    jsonl_file(tmp_path / "d" / "a.jsonl", 250)
+    url = upload(tmp_path / "d", remote) + "/a.jsonl"
+    whole = run(monkeypatch, url, runs=True, encoder=Recording())  # type: ignore[arg-type]
+    assert whole == run(monkeypatch, url, runs=False, encoder=Recording())  # type: ignore[arg-type]
+    state = whole[12][1]
+    resumed = run(monkeypatch, url, runs=True, encoder=Recording(), state=state)  # type: ignore[arg-type]
+    assert resumed == whole[13:]
+    slow = run(monkeypatch, url, runs=False, encoder=Recording(), workers=2)  # type: ignore[arg-type]
+    fast = run(monkeypatch, url, runs=True, encoder=Recording(), workers=2)  # type: ignore[arg-type]
+    assert fast == slow

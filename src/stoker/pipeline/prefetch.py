@@ -143,6 +143,15 @@ class Prefetcher:
             return None
         return service.take(self._token, name, start, end)
 
+    def take_held(self, samples: Sequence[SampleKey]) -> list[bytes]:
+        """The bytes of the first of ``samples`` (shard, start, end) that were announced and
+        are received already, up to the first that is not (:meth:`ReadAhead.take_held`): never
+        waits, never raises for a failed request (:meth:`take` reads and reports those)."""
+        service = self.service
+        if self._token is None:
+            return []
+        return service.take_held(self._token, samples)
+
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(item) for item in items]``, run on the shared pool (the first error raised)."""
         self._registered()  # the pool lives while a reader is registered

@@ -100,7 +100,7 @@ class ShardReader:
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
         #: Whether the shards are local files: reading samples a run ahead costs nothing
-        #: then (remote samples are read when needed, or as the read-ahead budget allows).
+        #: then (a run of remote samples takes only those the read-ahead has received).
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
 
     def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]:
@@ -157,7 +157,11 @@ class ShardReader:
             start, end = self.byte_range(shard_id, index)
         else:
             start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
-        data = self._read(shard_id, start, end)
+        return self._sample(self._read(shard_id, start, end), shard, index, start, end)
+
+    def _sample(self, data: bytes, shard: str, index: int, start: int, end: int) -> RawSample:
+        """The raw sample of ``data``, the bytes ``[start, end)`` of ``shard`` read for
+        sample ``index`` (checked: read whole, well formed)."""
         if len(data) != end - start:
             raise CorruptShardError(
                 f"the shard ended early: expected {end - start} bytes of sample {index}.",
@@ -177,11 +181,16 @@ class ShardReader:
     ) -> tuple[list[RawSample], Exception | None]:
         """:meth:`read` of each ``(shard_ids[i], indices[i])`` in order, up to the first that
         fails (and its error): many small samples per call, each read as :meth:`read` would.
+        Of remote shards, the run may end sooner, without an error: after the first sample it
+        takes only what the read-ahead has received (:meth:`_remote_run`).
 
         Example: ``read_run([0, 0], [4, 5])`` reads samples 4 and 5 of the first shard.
         """
         out: list[RawSample] = []
         try:
+            if not self.local:
+                self._remote_run(shard_ids, indices, out)
+                return out, None
             if self.jsonl and shard_ids and min(shard_ids) == max(shard_ids):
                 done = self._lines(shard_ids[0], indices, out)
                 if done == len(indices):
@@ -196,6 +205,35 @@ class ShardReader:
         except Exception as e:
             return out, e
         return out, None
+
+    def _remote_run(
+        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
+    ) -> None:
+        """Samples of remote shards into ``out``: the first as :meth:`read` reads it (waiting
+        for its request, retrying and reporting as for one sample), then the next ones whose
+        bytes the read-ahead has received already, up to the first that is not: the run ends
+        there, so a run never waits for a sample ahead of its turn, nor reports its failure
+        (each is read when needed, as one by one)."""
+        if not shard_ids:
+            return
+        out.append(self.read(shard_ids[0], indices[0]))
+        ahead = self._ahead
+        if ahead is None or len(shard_ids) == 1:
+            return
+        shards, cached = self.shards, self._offsets
+        wanted: list[tuple[str, int, int]] = []
+        for shard_id, index in zip(shard_ids[1:], indices[1:], strict=True):
+            shard = shards[shard_id]
+            offsets = cached.get(shard)
+            if offsets is None or not 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+                break  # read() reports it (or reads the index) when its turn comes
+            start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+            wanted.append((shard, start, end))
+        held = ahead.take_held(wanted)
+        sample, append = self._sample, out.append
+        # zip ends with ``held``: the samples received so far.
+        for (shard, start, end), index, data in zip(wanted, indices[1:], held, strict=False):
+            append(sample(data, shard, index, start, end))
 
     def _members(
         self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]

@@ -74,6 +74,7 @@ class _Chunk:
     urgent: bool = False  # needed by the first reads of a cold start: fetched whatever the lead
     future: Future[bytes] | None = None
     dropped: bool = False
+    data: bytes | None = None  # the bytes received, once a run took from it (take_held)
 
 
 def _covering(chunks: list[_Chunk], start: int, end: int) -> _Chunk | None:
@@ -240,6 +241,50 @@ class ReadAhead:
         data = future.result()
         offset = start - chunk.request.start
         return data[offset : offset + end - start]
+
+    def take_held(self, reader: int, samples: Sequence[SampleKey]) -> list[bytes]:
+        """The bytes of the first of ``samples`` (shard, start, end), as :meth:`take` gives
+        them, as long as each lies in a request of ``reader`` that was received whole: it never
+        waits, and it stops at the first sample that is not (not announced, still coming, or
+        whose request failed), which the caller then reads with :meth:`take` (that waits,
+        raises, or says to read directly, as for any read). Each sample given counts as one
+        read of it, as with :meth:`take`; the lock is taken once for all.
+        """
+        out: list[bytes] = []
+        if not self.enabled or os.getpid() != self._pid:
+            return out
+        append = out.append
+        with self._lock:
+            by_name = self._by_name
+            pump = False
+            for name, start, end in samples:
+                chunks = by_name.get((reader, name))
+                chunk = _covering(chunks, start, end) if chunks else None
+                if chunk is None:
+                    break
+                data = chunk.data
+                if data is None:
+                    future = chunk.future
+                    if future is None or not future.done() or future.cancelled():
+                        break
+                    if future.exception() is not None:
+                        break
+                    data = chunk.data = future.result()
+                self._tick += 1
+                chunk.wanted -= 1
+                chunk.touched = self._tick
+                if not chunk.used:  # no longer ahead of the readers: room to fetch the next
+                    chunk.used = pump = True
+                    self._ahead -= chunk.request.size
+                if chunk.wanted <= 0:
+                    self._drop(chunk)
+                    pump = True
+                offset = start - chunk.request.start
+                append(data[offset : offset + end - start])
+            TAKEN["hits"] += len(out)
+            if pump:
+                self._pump()
+        return out
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(item) for item in items]``, run on the pool (the first error is raised)."""

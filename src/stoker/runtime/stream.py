@@ -56,8 +56,8 @@ _FIRST_BLOCK, _BLOCK = 1024, 4096
 _Refs = tuple[list[int], list[int], list[int]]
 #: References read and assembled at a time, in one call (see :meth:`SampleStream._prepare`).
 _RUN = 64
-#: Whether local samples are read, assembled and encoded in runs, and batched from lists
-#: (:meth:`SampleStream.runs`); False: one by one, as remote ones (what tests compare with).
+#: Whether samples are read, assembled and encoded in runs, and batched from lists
+#: (:meth:`SampleStream.runs`); False: one by one (what tests compare with).
 RUNS = True
 
 
@@ -155,7 +155,7 @@ class SampleStream(RefSource):
         """Encoded samples in lists of the length sent in (fewer only at the end), with the
         position after the last of each list and its reference (see :class:`Runs`).
 
-        Runs of one dataset's local references are read and assembled ahead (:meth:`_prepare`);
+        Runs of one dataset's references are read and assembled ahead (:meth:`_prepare`);
         under the default ``encode_sample`` they are cooked and keyed in one loop
         (:func:`plain_outputs`), never past the list being filled, so each hook sees the batch
         index of the batch its sample goes into. Other references go one by one.
@@ -164,9 +164,9 @@ class SampleStream(RefSource):
         calls = sum(counts)  # the stream's encode_sample calls so far (sum of the counts)
         block = self._next_block(counts, _FIRST_BLOCK)
         encode, prepare, prepared = self._encode, self._prepare, self._prepared
-        # Datasets whose samples are read and assembled in runs (local, no user code before
-        # cooking).
-        bulk = [RUNS and io.builder.bulk and io.reader.local for io in self.io]
+        # Datasets whose samples are read and assembled in runs (no user code before cooking;
+        # remote runs take only what the read-ahead has received, see ShardReader.read_run).
+        bulk = [RUNS and io.builder.bulk for io in self.io]
         # Per dataset: the samples read and assembled ahead.
         queues = [Prepared() for _ in counts]
         # The default encode_sample: each sample is its one output (plain_outputs).

@@ -177,7 +177,6 @@ def with_retry(
             error, and how to raise the budget.
         Exception: a permanent failure, at once, as ``attempt`` raised it.
     """
-    rng = rng or random.Random()
     tries = failures = 0  # attempts, and failures since the budget was last renewed
     first_failure: float | None = None
     deadline = 0.0
@@ -199,6 +198,7 @@ def with_retry(
                 elapsed = now - first_failure
                 raise _exhausted(e, budget, what, url, tries, elapsed, received) from e
             RETRIED["retries"] += 1
+            rng = rng or random.Random()  # made on the first failure: most requests have none
             sleep(min(budget.delay(failures - 1, rng), deadline - now))
 
 

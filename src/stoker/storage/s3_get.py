@@ -196,6 +196,7 @@ class Transport:
         )
         from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
 
+        from stoker.storage.plain_http import PlainHTTP
         from stoker.storage.s3_client import keepalive_for, verify_for
 
         config = client.meta.config
@@ -220,6 +221,8 @@ class Transport:
             cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE",
             ca_certs=get_cert_path(verify) if verify else None,
         )
+        #: Plain ``http`` GETs, on bare sockets (:mod:`stoker.storage.plain_http`).
+        self._plain = PlainHTTP(timeout[0], timeout[1], options, config.max_pool_connections)
         self._botocore = URLLib3Session(
             verify=verify, proxies=proxies, timeout=timeout, socket_options=options,
             max_pool_connections=config.max_pool_connections, client_cert=config.client_cert,
@@ -236,6 +239,8 @@ class Transport:
 
             return self._botocore.send(AWSPreparedRequest("GET", url, headers, None, True)).raw
         scheme, host, port, target = route
+        if scheme == "http":
+            return self._plain.get(host, port, target, headers)
         return self._pool.connection_from_host(host, port, scheme).urlopen(
             "GET", target, headers=headers, retries=False, redirect=False,
             assert_same_host=False, preload_content=False, decode_content=False,
