@@ -15,7 +15,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -62,16 +62,53 @@ def _held_lines(
     """The raw samples of JSONL lines ``indices`` (bytes ``first[i]`` to ``last[i]`` of the
     file, each held whole in read-ahead block ``held[i]``) onto ``out``: as
     :meth:`ShardReader._lines` makes them one by one, with the per-line work in C loops."""
+    lines, starts = _cut_lines(held, first, last)
+    parts = [{"json": line} for line in lines]
+    # repeat() has no end: the lists (of one length) end the zip.
+    fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
+    out.extend(map(_new_tuple, repeat(RawSample), fields))
+
+
+def _cut_lines(
+    held: list[tuple[int, int, bytes]], first: npt.NDArray[np.int64], last: npt.NDArray[np.int64]
+) -> tuple[list[bytes], list[int]]:
+    """The stripped bytes of the lines ``first[i]`` to ``last[i]`` (each held whole in block
+    ``held[i]``) and their starts."""
     starts = first.tolist()
     # A line's final newline is cut off with the slice: strip() then copies it no more.
     lines = [
         data[a - at : b - at - 1] if b > a and data[b - at - 1] == 10 else data[a - at : b - at]
         for (at, _, data), a, b in zip(held, starts, last.tolist(), strict=True)
     ]
-    parts = [{"json": line} for line in map(bytes.strip, lines)]
-    # repeat() has no end: the lists (of one length) end the zip.
-    fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
-    out.extend(map(_new_tuple, repeat(RawSample), fields))
+    return list(map(bytes.strip, lines)), starts
+
+
+class LineRaws(Sequence[RawSample]):
+    """The raw samples of JSONL lines cut in one go (:meth:`ShardReader.line_run`), each made
+    only when asked for (as :meth:`ShardReader.read` makes it): a run's raw samples serve
+    only to report a failure or to go one by one, rarely."""
+
+    __slots__ = ("indices", "lines", "shard", "starts")
+
+    def __init__(
+        self, lines: list[bytes], indices: Sequence[int], starts: list[int], shard: str
+    ) -> None:
+        self.lines, self.indices, self.starts, self.shard = lines, indices, starts, shard
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, at: int) -> RawSample: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
+
+    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self.lines)))]
+        index = self.indices[at]
+        return RawSample(str(index), {"json": self.lines[at]}, self.shard, index, self.starts[at])
 
 
 class _LRU(OrderedDict[str, object]):
@@ -216,6 +253,28 @@ class ShardReader:
                         append(_new_tuple(RawSample, (simple[0], simple[1], shard, index, start)))
                         continue
             append(read(shard_id, index))
+
+    def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> LineRaws | None:
+        """The JSONL lines ``indices`` of one file, cut in one go, where :meth:`read_run` would
+        read them all from read-ahead blocks (None otherwise: :meth:`read_run` then reads them,
+        or reports what fails)."""
+        if not self.jsonl or not shard_ids or min(shard_ids) != max(shard_ids):
+            return None
+        shard = self.shards[shard_ids[0]]
+        offsets = self._offsets.get(shard)
+        if offsets is None:
+            return None
+        picked = np.asarray(indices, dtype=np.int64)
+        count = len(offsets) - 1  # type: ignore[arg-type]
+        if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
+            return None
+        first = offsets[picked].astype(np.int64)  # type: ignore[index]
+        last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
+        held = self._blocks.locate(shard, first, last)
+        if None in held:
+            return None
+        lines, starts = _cut_lines(held, first, last)  # type: ignore[arg-type]
+        return LineRaws(lines, indices, starts, shard)
 
     def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
         """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
