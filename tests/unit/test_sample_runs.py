@@ -28,6 +28,7 @@ from stoker import (
 from stoker.errors import FormatError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
+from stoker.pipeline import read as read_module
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.pipeline.read import _coalesce
@@ -201,6 +202,24 @@ def test_coalescing_in_numpy_equals_the_plain_loop() -> None:
             else:
                 merged.append((start, end))
         assert _coalesce(starts, ends) == merged
+
+
+def test_prefetch_of_few_samples_per_shard_reads_the_blocks_of_the_numpy_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_val_texts(tmp_path / "d", shards=4, per_shard=9, dataset_yaml=YAMLS["crude"])
+    source = load_source(str(root), split_part="val")
+    rng = np.random.default_rng(0)
+    shard_ids = rng.integers(0, 4, 40)
+    indices = rng.integers(-2, 11, 40)  # some outside the shards' indexes: left out of the hint
+    kept: dict[int, Any] = {}
+    for few in (32, 0):  # plain lists, then numpy for every shard
+        monkeypatch.setattr(read_module, "_FEW", few)
+        reader = source.reader()
+        reader.prefetch(shard_ids, indices)
+        kept[few] = list(reader._blocks._hints)
+        reader.close()
+    assert kept[32] == kept[0] and len(kept[0]) == 1 and len(kept[0][0]) == 4
 
 
 def test_charge_counts_as_start_and_stop_would() -> None:

@@ -29,6 +29,8 @@ from stoker.storage import Store
 
 _MAX_OPEN = 256
 _COALESCE_GAP = 1 << 16
+#: A shard's hinted samples up to this many are looked up in plain lists (numpy beyond).
+_FEW = 32
 
 
 class RawSample(NamedTuple):
@@ -326,10 +328,20 @@ class ShardReader:
         self._load_offsets(unique)
         local_ranges: dict[str, tuple[str, list[tuple[int, int]]]] = {}
         remote: list[tuple[int, int, int, int]] = []  # (place in the hint, shard, start, end)
+        in_order: list[int] | None = None  # the hint's indices by shard, as a list (made once)
         for shard_id, (lo, hi) in zip(unique, bounds, strict=True):
             name = self.shards[shard_id]
             local = self.store.local_path(name)
             offsets = self.offsets(shard_id)
+            if local is not None and hi - lo <= _FEW:  # few: plain lists cost less than numpy
+                if in_order is None:
+                    in_order = indices[order].tolist()
+                count = len(offsets) - 1
+                few = sorted({i for i in in_order[lo:hi] if 0 <= i < count})
+                spans = offsets.tolist()
+                starts, ends = [spans[i] for i in few], [spans[i + 1] for i in few]
+                local_ranges[name] = (local, _coalesce_lists(starts, ends))
+                continue
             places = order[lo:hi]
             picked = indices[places]
             keep = (picked >= 0) & (picked < len(offsets) - 1)
@@ -406,13 +418,7 @@ def _coalesce(
         [(0, 20), (1048576, 1048581)]
     """
     if len(starts) < 64:  # few: a plain loop costs less than numpy's calls
-        ranges: list[tuple[int, int]] = []
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
-                ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
-            else:
-                ranges.append((start, end))
-        return ranges
+        return _coalesce_lists(starts.tolist(), ends.tolist())
     first = starts.astype(np.int64)
     last = np.maximum.accumulate(ends.astype(np.int64))  # the end of everything so far
     # A range starts where the gap after everything before it is wider than _COALESCE_GAP.
@@ -420,6 +426,22 @@ def _coalesce(
     begins = np.concatenate(([0], cut))
     finals = np.concatenate((cut - 1, [len(first) - 1]))
     return list(zip(first[begins].tolist(), last[finals].tolist(), strict=True))
+
+
+def _coalesce_lists(starts: list[int], ends: list[int]) -> list[tuple[int, int]]:
+    """:func:`_coalesce` of a few ranges given as lists, in a plain loop.
+
+    Example:
+        >>> _coalesce_lists([0, 10, 1 << 20], [10, 20, (1 << 20) + 5])
+        [(0, 20), (1048576, 1048581)]
+    """
+    ranges: list[tuple[int, int]] = []
+    for start, end in zip(starts, ends, strict=True):
+        if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
+            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+        else:
+            ranges.append((start, end))
+    return ranges
 
 
 #: Header type flags of regular files (``0``, NUL for old tars, ``7``).
