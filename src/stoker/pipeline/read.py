@@ -16,12 +16,20 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import repeat
 from typing import Any, NamedTuple, overload
+from zlib import adler32
 
 import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import CorruptShardError, FormatError, StorageError
-from stoker.format.tar import BLOCK, TarScan, checksum_ok, split_name
+from stoker.format.tar import (
+    BLOCK,
+    SKIP_META_RE,
+    SPLIT_NAME_RE,
+    TarScan,
+    checksum_ok,
+    split_name,
+)
 from stoker.format.tar_index import load_offsets, tar_index_name
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher
@@ -243,11 +251,16 @@ class ShardReader:
         others by :meth:`read` (which reads and reports as for one)."""
         shards, cached, take = self.shards, self._offsets, self._blocks.take
         append, read = out.append, self.read
+        listed: dict[str, list[int]] = {}  # the offsets of this run's shards, as lists
         for shard_id, index in zip(shard_ids, indices, strict=True):
             shard = shards[shard_id]
-            offsets = cached.get(shard)
-            if offsets is not None and 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
-                start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+            spans = listed.get(shard)
+            if spans is None:
+                offsets = cached.get(shard)
+                if offsets is not None:
+                    spans = listed[shard] = offsets.tolist()  # type: ignore[attr-defined]
+            if spans is not None and 0 <= index < len(spans) - 1:
+                start, end = spans[index], spans[index + 1]
                 data = take(shard, start, end)
                 if data is not None and len(data) == end - start:
                     simple = _parse_simple(data)
@@ -444,6 +457,9 @@ def _coalesce_lists(starts: list[int], ends: list[int]) -> list[tuple[int, int]]
     return ranges
 
 
+#: split_name's two patterns (read once per tar member of a small sample).
+skip_meta, split_match = SKIP_META_RE.match, SPLIT_NAME_RE.match
+
 #: Header type flags of regular files (``0``, NUL for old tars, ``7``).
 _REGULAR = frozenset(b"0\x007")
 
@@ -472,14 +488,28 @@ def _parse_simple(data: bytes) -> tuple[str, dict[str, bytes]] | None:
             return None
         if header[345] and header[257:262] == b"ustar":  # a name prefix: the full reader
             return None
-        if not checksum_ok(header):
+        # checksum_ok, inline for its common case (the unsigned sum; it decides the others)
+        stored = header[148:156]
+        try:
+            unsigned = int(stored.split(b"\0", 1)[0].strip(), 8) == (
+                (adler32(header[:256]) & 0xFFFF) + (adler32(header[256:]) & 0xFFFF)
+                - 2 - sum(stored) + 256
+            )  # fmt: skip
+        except ValueError:
+            return None
+        if not unsigned and not checksum_ok(header):
             return None
         try:
             size = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
         except ValueError:
             return None
-        split = split_name(header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape"))
-        if split is None or split[1] in parts or (key is not None and split[0] != key):
+        # split_name, inline
+        name = header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        match = None if skip_meta(name) else split_match(name)
+        if match is None:
+            return None
+        split = match.groups()
+        if split[1] in parts or (key is not None and split[0] != key):
             return None
         key = split[0]
         start = pos + BLOCK
