@@ -28,6 +28,7 @@ from stoker import (
 from stoker.errors import FormatError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
+from stoker.pipeline import read as read_module
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.pipeline.read import _coalesce
@@ -101,6 +102,30 @@ def test_jsonl_runs_equal_one_by_one_and_stop_at_the_first_failure(tmp_path: Pat
     with pytest.raises(FormatError) as expected_read:
         reader.read(0, 40)
     assert raws == [reader.read(0, 5)] and str(error) == str(expected_read.value)
+
+
+def test_lines_cut_in_one_go_build_the_samples_of_read_run(tmp_path: Path) -> None:
+    lines = [json.dumps({"i": i, "t": "é" * i}) for i in range(40)]
+    lines[9] = ' {"i": 9} '  # whitespace around: the JSON decoder's, not the scanner's
+    lines[25] = '{"i": 25, broken}'
+    source = load_source(str(jsonl_file(tmp_path, lines)))
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    assert builder.jsonl_crude
+    indices = [3, 1, 30, 9, 2, 25, 7]
+    assert reader.line_run([0] * len(indices), indices) is None  # nothing read ahead yet
+    reader.prefetch(np.zeros(len(indices), np.int64), np.array(indices, np.int64))
+    raws = reader.line_run([0] * len(indices), indices)
+    assert raws is not None and len(raws) == len(indices)
+    read, error = reader.read_run([0] * len(indices), indices)
+    assert error is None and list(raws) == read and raws[2:5] == read[2:5]
+    samples, failed = builder.assemble_lines(raws, indices)
+    expected, expected_failure = builder.assemble_run(read, indices)
+    assert [as_fields(s) for s in samples] == [as_fields(s) for s in expected]
+    assert len(samples) == 5 and samples[3]["json"] == {"i": 9}
+    assert isinstance(failed, SampleError) and str(failed) == str(expected_failure)
+    # Not all of one file, or outside the index: left to read_run, which reports it.
+    assert reader.line_run([0, 1], [3, 1]) is None
+    assert reader.line_run([0, 0], [3, 40]) is None
 
 
 def test_a_typed_run_reports_a_missing_part_as_one_by_one(tmp_path: Path) -> None:
@@ -177,6 +202,24 @@ def test_coalescing_in_numpy_equals_the_plain_loop() -> None:
             else:
                 merged.append((start, end))
         assert _coalesce(starts, ends) == merged
+
+
+def test_prefetch_of_few_samples_per_shard_reads_the_blocks_of_the_numpy_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_val_texts(tmp_path / "d", shards=4, per_shard=9, dataset_yaml=YAMLS["crude"])
+    source = load_source(str(root), split_part="val")
+    rng = np.random.default_rng(0)
+    shard_ids = rng.integers(0, 4, 40)
+    indices = rng.integers(-2, 11, 40)  # some outside the shards' indexes: left out of the hint
+    kept: dict[int, Any] = {}
+    for few in (32, 0):  # plain lists, then numpy for every shard
+        monkeypatch.setattr(read_module, "_FEW", few)
+        reader = source.reader()
+        reader.prefetch(shard_ids, indices)
+        kept[few] = list(reader._blocks._hints)
+        reader.close()
+    assert kept[32] == kept[0] and len(kept[0]) == 1 and len(kept[0][0]) == 4
 
 
 def test_charge_counts_as_start_and_stop_would() -> None:

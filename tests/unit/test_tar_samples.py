@@ -11,6 +11,7 @@ import pytest
 
 from stoker.errors import FormatError
 from stoker.format.prepare import prepare_dataset
+from stoker.format.tar import split_name
 from stoker.format.tar_index import load_offsets
 from stoker.pipeline.read import RawSample, ShardReader, _parse_sample, _parse_simple
 from stoker.storage import open_store
@@ -76,3 +77,23 @@ def test_a_damaged_header_fails_as_the_full_scanner_says() -> None:
     with pytest.raises(FormatError, match="truncated"):
         _parse_sample(good[:514], "s.tar", "s.tar", 0, 0)
     assert _parse_simple(b"") is None
+
+
+def test_the_inline_checks_take_and_refuse_what_checksum_ok_and_split_name_do() -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        info = tarfile.TarInfo("k.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"abc"))
+    good = bytearray(out.getvalue()[:1024])
+    good[3] = 0xE9  # a name byte > 127: the signed and unsigned sums differ
+    header = bytes(good[:148]) + b" " * 8 + bytes(good[156:512])
+    signed = sum(b - 256 if b > 127 else b for b in header)
+    good[148:156] = b"%06o\0 " % signed  # the signed sum, as some old tar programs wrote it
+    chunk = bytes(good)
+    full = _parse_sample(chunk, "s.tar", "s.tar", 0, 0)
+    assert _parse_simple(chunk) == (full.key, full.parts)
+    meta = bytearray(out.getvalue()[:1024])  # a meta member (no sample): the full scanner
+    meta[0:11] = b"__d__/k.txt"
+    meta[148:156] = b"%06o\0 " % (sum(bytes(meta[:148]) + b" " * 8 + bytes(meta[156:512])))
+    assert split_name("__d__/k.txt") is None and _parse_simple(bytes(meta)) is None

@@ -252,6 +252,9 @@ def _json(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
 
 _scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
+#: ``scan(text, 0)``: the first JSON value of ``text`` and where it ends (raises where none
+#: starts there): the scanner of :func:`scan_json`, for loops that inline it.
+JSON_SCANNER = _scan_json
 #: The decoder of JSON parts (what :meth:`SampleDecoder.plain_decoder` gives for ``json``).
 JSON_PART: PartDecoder = _json
 #: What :func:`scan_json` returns where the JSON part decoder must decide.

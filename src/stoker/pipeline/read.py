@@ -15,13 +15,21 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
+from zlib import adler32
 
 import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import CorruptShardError, FormatError, StorageError
-from stoker.format.tar import BLOCK, TarScan, checksum_ok, split_name
+from stoker.format.tar import (
+    BLOCK,
+    SKIP_META_RE,
+    SPLIT_NAME_RE,
+    TarScan,
+    checksum_ok,
+    split_name,
+)
 from stoker.format.tar_index import load_offsets, tar_index_name
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher
@@ -29,6 +37,8 @@ from stoker.storage import Store
 
 _MAX_OPEN = 256
 _COALESCE_GAP = 1 << 16
+#: A shard's hinted samples up to this many are looked up in plain lists (numpy beyond).
+_FEW = 32
 
 
 class RawSample(NamedTuple):
@@ -62,16 +72,53 @@ def _held_lines(
     """The raw samples of JSONL lines ``indices`` (bytes ``first[i]`` to ``last[i]`` of the
     file, each held whole in read-ahead block ``held[i]``) onto ``out``: as
     :meth:`ShardReader._lines` makes them one by one, with the per-line work in C loops."""
+    lines, starts = _cut_lines(held, first, last)
+    parts = [{"json": line} for line in lines]
+    # repeat() has no end: the lists (of one length) end the zip.
+    fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
+    out.extend(map(_new_tuple, repeat(RawSample), fields))
+
+
+def _cut_lines(
+    held: list[tuple[int, int, bytes]], first: npt.NDArray[np.int64], last: npt.NDArray[np.int64]
+) -> tuple[list[bytes], list[int]]:
+    """The stripped bytes of the lines ``first[i]`` to ``last[i]`` (each held whole in block
+    ``held[i]``) and their starts."""
     starts = first.tolist()
     # A line's final newline is cut off with the slice: strip() then copies it no more.
     lines = [
         data[a - at : b - at - 1] if b > a and data[b - at - 1] == 10 else data[a - at : b - at]
         for (at, _, data), a, b in zip(held, starts, last.tolist(), strict=True)
     ]
-    parts = [{"json": line} for line in map(bytes.strip, lines)]
-    # repeat() has no end: the lists (of one length) end the zip.
-    fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
-    out.extend(map(_new_tuple, repeat(RawSample), fields))
+    return list(map(bytes.strip, lines)), starts
+
+
+class LineRaws(Sequence[RawSample]):
+    """The raw samples of JSONL lines cut in one go (:meth:`ShardReader.line_run`), each made
+    only when asked for (as :meth:`ShardReader.read` makes it): a run's raw samples serve
+    only to report a failure or to go one by one, rarely."""
+
+    __slots__ = ("indices", "lines", "shard", "starts")
+
+    def __init__(
+        self, lines: list[bytes], indices: Sequence[int], starts: list[int], shard: str
+    ) -> None:
+        self.lines, self.indices, self.starts, self.shard = lines, indices, starts, shard
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, at: int) -> RawSample: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
+
+    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self.lines)))]
+        index = self.indices[at]
+        return RawSample(str(index), {"json": self.lines[at]}, self.shard, index, self.starts[at])
 
 
 class _LRU(OrderedDict[str, object]):
@@ -242,11 +289,16 @@ class ShardReader:
         others by :meth:`read` (which reads and reports as for one)."""
         shards, cached, take = self.shards, self._offsets, self._blocks.take
         append, read = out.append, self.read
+        listed: dict[str, list[int]] = {}  # the offsets of this run's shards, as lists
         for shard_id, index in zip(shard_ids, indices, strict=True):
             shard = shards[shard_id]
-            offsets = cached.get(shard)
-            if offsets is not None and 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
-                start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+            spans = listed.get(shard)
+            if spans is None:
+                offsets = cached.get(shard)
+                if offsets is not None:
+                    spans = listed[shard] = offsets.tolist()  # type: ignore[attr-defined]
+            if spans is not None and 0 <= index < len(spans) - 1:
+                start, end = spans[index], spans[index + 1]
                 data = take(shard, start, end)
                 if data is not None and len(data) == end - start:
                     simple = _parse_simple(data)
@@ -254,6 +306,28 @@ class ShardReader:
                         append(_new_tuple(RawSample, (simple[0], simple[1], shard, index, start)))
                         continue
             append(read(shard_id, index))
+
+    def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> LineRaws | None:
+        """The JSONL lines ``indices`` of one file, cut in one go, where :meth:`read_run` would
+        read them all from read-ahead blocks (None otherwise: :meth:`read_run` then reads them,
+        or reports what fails)."""
+        if not self.jsonl or not shard_ids or min(shard_ids) != max(shard_ids):
+            return None
+        shard = self.shards[shard_ids[0]]
+        offsets = self._offsets.get(shard)
+        if offsets is None:
+            return None
+        picked = np.asarray(indices, dtype=np.int64)
+        count = len(offsets) - 1  # type: ignore[arg-type]
+        if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
+            return None
+        first = offsets[picked].astype(np.int64)  # type: ignore[index]
+        last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
+        held = self._blocks.locate(shard, first, last)
+        if None in held:
+            return None
+        lines, starts = _cut_lines(held, first, last)  # type: ignore[arg-type]
+        return LineRaws(lines, indices, starts, shard)
 
     def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
         """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
@@ -305,10 +379,20 @@ class ShardReader:
         self._load_offsets(unique)
         local_ranges: dict[str, tuple[str, list[tuple[int, int]]]] = {}
         remote: list[tuple[int, int, int, int]] = []  # (place in the hint, shard, start, end)
+        in_order: list[int] | None = None  # the hint's indices by shard, as a list (made once)
         for shard_id, (lo, hi) in zip(unique, bounds, strict=True):
             name = self.shards[shard_id]
             local = self.store.local_path(name)
             offsets = self.offsets(shard_id)
+            if local is not None and hi - lo <= _FEW:  # few: plain lists cost less than numpy
+                if in_order is None:
+                    in_order = indices[order].tolist()
+                count = len(offsets) - 1
+                few = sorted({i for i in in_order[lo:hi] if 0 <= i < count})
+                spans = offsets.tolist()
+                starts, ends = [spans[i] for i in few], [spans[i + 1] for i in few]
+                local_ranges[name] = (local, _coalesce_lists(starts, ends))
+                continue
             places = order[lo:hi]
             picked = indices[places]
             keep = (picked >= 0) & (picked < len(offsets) - 1)
@@ -385,13 +469,7 @@ def _coalesce(
         [(0, 20), (1048576, 1048581)]
     """
     if len(starts) < 64:  # few: a plain loop costs less than numpy's calls
-        ranges: list[tuple[int, int]] = []
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
-                ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
-            else:
-                ranges.append((start, end))
-        return ranges
+        return _coalesce_lists(starts.tolist(), ends.tolist())
     first = starts.astype(np.int64)
     last = np.maximum.accumulate(ends.astype(np.int64))  # the end of everything so far
     # A range starts where the gap after everything before it is wider than _COALESCE_GAP.
@@ -400,6 +478,25 @@ def _coalesce(
     finals = np.concatenate((cut - 1, [len(first) - 1]))
     return list(zip(first[begins].tolist(), last[finals].tolist(), strict=True))
 
+
+def _coalesce_lists(starts: list[int], ends: list[int]) -> list[tuple[int, int]]:
+    """:func:`_coalesce` of a few ranges given as lists, in a plain loop.
+
+    Example:
+        >>> _coalesce_lists([0, 10, 1 << 20], [10, 20, (1 << 20) + 5])
+        [(0, 20), (1048576, 1048581)]
+    """
+    ranges: list[tuple[int, int]] = []
+    for start, end in zip(starts, ends, strict=True):
+        if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
+            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+        else:
+            ranges.append((start, end))
+    return ranges
+
+
+#: split_name's two patterns (read once per tar member of a small sample).
+skip_meta, split_match = SKIP_META_RE.match, SPLIT_NAME_RE.match
 
 #: Header type flags of regular files (``0``, NUL for old tars, ``7``).
 _REGULAR = frozenset(b"0\x007")
@@ -429,14 +526,28 @@ def _parse_simple(data: bytes) -> tuple[str, dict[str, bytes]] | None:
             return None
         if header[345] and header[257:262] == b"ustar":  # a name prefix: the full reader
             return None
-        if not checksum_ok(header):
+        # checksum_ok, inline for its common case (the unsigned sum; it decides the others)
+        stored = header[148:156]
+        try:
+            unsigned = int(stored.split(b"\0", 1)[0].strip(), 8) == (
+                (adler32(header[:256]) & 0xFFFF) + (adler32(header[256:]) & 0xFFFF)
+                - 2 - sum(stored) + 256
+            )  # fmt: skip
+        except ValueError:
+            return None
+        if not unsigned and not checksum_ok(header):
             return None
         try:
             size = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
         except ValueError:
             return None
-        split = split_name(header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape"))
-        if split is None or split[1] in parts or (key is not None and split[0] != key):
+        # split_name, inline
+        name = header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        match = None if skip_meta(name) else split_match(name)
+        if match is None:
+            return None
+        split = match.groups()
+        if split[1] in parts or (key is not None and split[0] != key):
             return None
         key = split[0]
         start = pos + BLOCK

@@ -12,13 +12,14 @@ from stoker.model.cooking import Cooker, select_cooker
 from stoker.model.samples import CrudeSample, Sample, source_info
 from stoker.pipeline.decode import (
     JSON_PART,
+    JSON_SCANNER,
     NOT_SCANNED,
     PartDecoder,
     SampleDecoder,
     scan_json,
 )
 from stoker.pipeline.errors import SkipSample, wrap_failure
-from stoker.pipeline.read import RawSample
+from stoker.pipeline.read import LineRaws, RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
 from stoker.sources.aux import (
     DecodeFileStore,
@@ -136,6 +137,9 @@ class SampleBuilder:
             and decoder is not None
             and decoder.plain_decoder("json") is JSON_PART
         )
+        #: Whether runs of JSONL lines become crude samples straight from their bytes
+        #: (:meth:`assemble_lines`).
+        self.jsonl_crude = self.bulk and self.crude and self.jsonl_lines
         #: Whether user code (a sample loader, part filter, joiner or cooker) runs per sample.
         self.user_code = bool(
             self.sample_loader is not None
@@ -187,6 +191,35 @@ class SampleBuilder:
             sample["__subflavors__"] = subflavors.copy()
             sample["__sources__"] = (info(path, ref, raw[2], (key + ".json",)),)
             append(sample)
+
+    def assemble_lines(self, raws: LineRaws, refs: list[int]) -> tuple[list[Any], Exception | None]:
+        """:meth:`assemble_run` of JSONL lines cut in one go (where :attr:`jsonl_crude`): the
+        crude samples made straight from the lines' bytes, a raw sample made only for a line
+        that :func:`scan_json` does not take (:meth:`_plain_run` decodes or reports it)."""
+        out: list[Any] = []
+        path, subflavors, shard = self.source.path, self.subflavors, raws.shard
+        append, new, info, scan = out.append, CrudeSample, source_info, JSON_SCANNER
+        lines, copy = raws.lines, subflavors.copy
+        try:
+            for at, (index, ref) in enumerate(zip(raws.indices, refs, strict=False)):
+                try:  # scan_json, inline: the common case (UTF-8, one value, nothing around)
+                    text = lines[at].decode("utf-8")
+                    value, end = scan(text, 0)
+                    scanned = end == len(text)
+                except Exception:
+                    scanned = False
+                if not scanned:
+                    self._plain_run([raws[at]], [ref], out)
+                    continue
+                key = str(index)
+                sample = new(json=value)
+                sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
+                sample["__subflavors__"] = copy()
+                sample["__sources__"] = (info(path, ref, shard, (key + ".json",)),)
+                append(sample)
+        except Exception as e:
+            return out, e
+        return out, None
 
     def _plain_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
         """Crude samples, or typed ones of :attr:`plain_fields`, of ``raws`` into ``out``, as

@@ -401,9 +401,20 @@ class SampleStream(RefSource):
         clock = CLOCK
         clock.start(READ)
         try:
-            raws, error = io.reader.read_run(shard_ids, refs[2][at:end])
-            clock.switch(DECODE)
-            samples, failed = io.builder.assemble_run(raws, refs[0][at:end])
+            # JSONL lines of one file, all read ahead: crude samples straight from their bytes
+            lines = (
+                io.reader.line_run(shard_ids, refs[2][at:end]) if io.builder.jsonl_crude else None
+            )
+            if lines is not None:
+                raws: Sequence[RawSample] = lines
+                error: Exception | None = None
+                clock.switch(DECODE)
+                samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
+            else:
+                read, error = io.reader.read_run(shard_ids, refs[2][at:end])
+                raws = read
+                clock.switch(DECODE)
+                samples, failed = io.builder.assemble_run(read, refs[0][at:end])
         finally:
             clock.stop()
         good = len(samples)
