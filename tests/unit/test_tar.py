@@ -105,3 +105,18 @@ def test_truncated_tar_names_offset(tmp_path: Path) -> None:
         scan(path)
     assert info.value.offset == 0
     assert "copy it again" in info.value.message
+
+
+def test_a_last_member_whose_padding_is_cut_short_ends_the_archive_at_the_file_size(
+    tmp_path: Path,
+) -> None:
+    full = tmp_path / "full.tar"
+    with tarfile.open(full, "w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("a.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"abc"))
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(full.read_bytes()[: 512 + 100])  # the data whole, its padding and the end gone
+    members, end = scan(cut)
+    assert members == [("a.txt", 0, 512, 3)]
+    assert end == 612  # not past the file (the padded member would end at 1024)

@@ -266,7 +266,7 @@ def _iter_members(read_at: ReadAt, file_size: int, path: str, scan: TarScan) -> 
             yield TarMember(name, member_start, data_offset, size)
         long_name, pax, member_start = None, {}, None
         pos = next_pos
-    scan.end = pos
+    scan.end = min(pos, file_size)  # the last member's padding may be cut short
     if pos < file_size and file_size - pos < BLOCK:
         raise FormatError(
             f"truncated tar: {file_size - pos} stray bytes after the last member.",
