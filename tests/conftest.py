@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,16 @@ def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WeedMini]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def memory_root() -> Iterator[str]:
+    """A fresh ``memory://`` folder (a remote store; fsspec's memory filesystem is shared by the
+    process), removed afterwards."""
+    import fsspec
+
+    url = f"memory://stoker-{uuid.uuid4().hex}"
+    yield url
+    fs = fsspec.filesystem("memory")
+    if fs.exists(url):
+        fs.rm(url, recursive=True)

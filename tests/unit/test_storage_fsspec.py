@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -19,19 +17,9 @@ from stoker.storage.fsspec_store import FsspecStore, filesystem_for
 from tests.conftest import text_samples, write_shard
 
 
-@pytest.fixture
-def root() -> Iterator[str]:
-    """A fresh ``memory://`` folder (the memory filesystem is shared by the process)."""
-    url = f"memory://stoker-{uuid.uuid4().hex}"
-    yield url
-    fs = fsspec.filesystem("memory")
-    if fs.exists(url):
-        fs.rm(url, recursive=True)
-
-
-def test_open_store_reads_writes_and_lists_through_fsspec(root: str) -> None:
-    store = open_store(f"{root}/ds/")
-    assert isinstance(store, FsspecStore) and store.root == f"{root}/ds"
+def test_open_store_reads_writes_and_lists_through_fsspec(memory_root: str) -> None:
+    store = open_store(f"{memory_root}/ds/")
+    assert isinstance(store, FsspecStore) and store.root == f"{memory_root}/ds"
     store.write_bytes("a/b.bin", bytes(range(100)))
     store.write_bytes("c.txt", b"hello")
     assert store.list_files() == ["a/b.bin", "c.txt"]
@@ -46,11 +34,11 @@ def test_open_store_reads_writes_and_lists_through_fsspec(root: str) -> None:
         f.seek(50)
         assert f.read(3) == bytes([50, 51, 52]) and f.read() == bytes(range(53, 100))
     assert store.local_path("c.txt") is None
-    assert store.url("c.txt") == f"{root}/ds/c.txt"
+    assert store.url("c.txt") == f"{memory_root}/ds/c.txt"
 
 
-def test_publish_replaces_and_remove_forgets(root: str) -> None:
-    store = open_store(root)
+def test_publish_replaces_and_remove_forgets(memory_root: str) -> None:
+    store = open_store(memory_root)
     store.write_bytes("x.json", b"old")
     store.write_bytes("x.json.stoker-tmp", b"new")
     store.publish("x.json.stoker-tmp", "x.json")
@@ -60,8 +48,8 @@ def test_publish_replaces_and_remove_forgets(root: str) -> None:
     assert store.list_files() == []
 
 
-def test_missing_file_is_a_storage_error_naming_the_url(root: str) -> None:
-    store = open_store(root)
+def test_missing_file_is_a_storage_error_naming_the_url(memory_root: str) -> None:
+    store = open_store(memory_root)
     with pytest.raises(StorageError, match=r"/nope.bin: file not found"):
         store.read_range("nope.bin", 0, 10)
     with pytest.raises(StorageError, match=r"/nope.bin: file not found"):
@@ -69,8 +57,8 @@ def test_missing_file_is_a_storage_error_naming_the_url(root: str) -> None:
     assert store.cached_local_path("nope.bin") is None
 
 
-def test_cached_local_path_is_a_local_copy(root: str, tmp_path: Path) -> None:
-    store = open_store(root)
+def test_cached_local_path_is_a_local_copy(memory_root: str, tmp_path: Path) -> None:
+    store = open_store(memory_root)
     store.write_bytes(".nv-meta/index.sqlite", b"SQLite format 3\x00...")
     local = store.cached_local_path(".nv-meta/index.sqlite")
     assert local is not None and Path(local).read_bytes() == b"SQLite format 3\x00..."
@@ -103,8 +91,8 @@ def test_http_is_read_only_and_unlistable_with_a_hint() -> None:
             call()
 
 
-def test_each_process_makes_its_own_filesystem(root: str) -> None:
-    store = FsspecStore(root)
+def test_each_process_makes_its_own_filesystem(memory_root: str) -> None:
+    store = FsspecStore(memory_root)
     mine = filesystem_for(store.protocol, store.settings)
     assert filesystem_for(store.protocol, store.settings) is mine  # made once per process
     read, write = os.pipe()
@@ -121,12 +109,12 @@ def test_each_process_makes_its_own_filesystem(root: str) -> None:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_prepare_in_place_then_load(root: str, tmp_path: Path, workers: int) -> None:
+def test_prepare_in_place_then_load(memory_root: str, tmp_path: Path, workers: int) -> None:
     fs = fsspec.filesystem("memory")
     for s in range(2):
         shard = write_shard(tmp_path / f"part_{s}.tar", text_samples(f"s{s}_", 6))
-        fs.pipe_file(f"{root}/ds/part_{s}.tar", shard.read_bytes())
-    url = f"{root}/ds"
+        fs.pipe_file(f"{memory_root}/ds/part_{s}.tar", shard.read_bytes())
+    url = f"{memory_root}/ds"
     prepare_dataset(url, dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
                     split_parts=[("val", "part_")])  # fmt: skip
     files = open_store(url).list_files()

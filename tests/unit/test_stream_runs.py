@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -286,16 +284,6 @@ def test_lines_read_ahead_are_the_lines_read_one_by_one(tmp_path: Path) -> None:
     assert [raw.parts["json"] for raw in raws[:3]] == [b'{"i": 5}', b'{"i": 0}', b'{"i": 3}']
 
 
-@pytest.fixture
-def remote() -> Iterator[str]:
-    """A fresh ``memory://`` folder: a remote store, read through the read-ahead."""
-    url = f"memory://stoker-runs-{uuid.uuid4().hex}"
-    yield url
-    fs = fsspec.filesystem("memory")
-    if fs.exists(url):
-        fs.rm(url, recursive=True)
-
-
 def upload(folder: Path, url: str) -> str:
     fs = fsspec.filesystem("memory")
     for path in sorted(folder.rglob("*")):
@@ -319,9 +307,9 @@ def counting_remote_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_remote_tar_samples_equal_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_root: str
 ) -> None:
-    url = upload(make_val_texts(tmp_path / "d", shards=12, per_shard=9), remote)
+    url = upload(make_val_texts(tmp_path / "d", shards=12, per_shard=9), memory_root)
     lengths = counting_remote_runs(monkeypatch)
     fast = run(monkeypatch, url, runs=True, split_part="val", batch_size=7)  # type: ignore[arg-type]
     assert sum(lengths) == 108 and max(lengths) > 1  # read in runs from the read-ahead
@@ -332,11 +320,11 @@ def test_remote_tar_samples_equal_one_by_one(
 
 
 def test_remote_lines_with_skips_and_bad_lines_equal_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_root: str
 ) -> None:
     (tmp_path / "d").mkdir()
     jsonl_file(tmp_path / "d" / "a.jsonl", 200, bad=(5, 70, 71, 150))
-    url = upload(tmp_path / "d", remote) + "/a.jsonl"
+    url = upload(tmp_path / "d", memory_root) + "/a.jsonl"
     skip = frozenset({0, 9, 64, 65, 66, 199})
     fast, slow = Recording(skip), Recording(skip)
     lengths = counting_remote_runs(monkeypatch)
@@ -354,11 +342,11 @@ def test_remote_lines_with_skips_and_bad_lines_equal_one_by_one(
 
 
 def test_remote_runs_restored_and_with_workers_equal_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_root: str
 ) -> None:
     (tmp_path / "d").mkdir()
     jsonl_file(tmp_path / "d" / "a.jsonl", 250)
-    url = upload(tmp_path / "d", remote) + "/a.jsonl"
+    url = upload(tmp_path / "d", memory_root) + "/a.jsonl"
     whole = run(monkeypatch, url, runs=True, encoder=Recording())  # type: ignore[arg-type]
     assert whole == run(monkeypatch, url, runs=False, encoder=Recording())  # type: ignore[arg-type]
     state = whole[12][1]

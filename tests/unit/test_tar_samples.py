@@ -57,13 +57,18 @@ def test_every_tar_format_reads_the_same_samples(tmp_path: Path, fmt: int) -> No
             assert simple is None  # extended headers: the full scanner
 
 
-def test_a_damaged_header_fails_as_the_full_scanner_says() -> None:
+def one_member_ustar() -> bytes:
+    """A ustar header of member ``k.txt`` and its data block (``abc``), no end marker."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         info = tarfile.TarInfo("k.txt")
         info.size = 3
         tar.addfile(info, io.BytesIO(b"abc"))
-    good = out.getvalue()[:1024]
+    return out.getvalue()[:1024]
+
+
+def test_a_damaged_header_fails_as_the_full_scanner_says() -> None:
+    good = one_member_ustar()
     assert _parse_simple(good) == ("k", {"txt": b"abc"})
     bad = good[:10] + b"?" + good[11:]  # the checksum no longer matches
     assert _parse_simple(bad) is None
@@ -80,12 +85,7 @@ def test_a_damaged_header_fails_as_the_full_scanner_says() -> None:
 
 
 def test_the_inline_checks_take_and_refuse_what_checksum_ok_and_split_name_do() -> None:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        info = tarfile.TarInfo("k.txt")
-        info.size = 3
-        tar.addfile(info, io.BytesIO(b"abc"))
-    good = bytearray(out.getvalue()[:1024])
+    good = bytearray(one_member_ustar())
     good[3] = 0xE9  # a name byte > 127: the signed and unsigned sums differ
     header = bytes(good[:148]) + b" " * 8 + bytes(good[156:512])
     signed = sum(b - 256 if b > 127 else b for b in header)
@@ -93,7 +93,7 @@ def test_the_inline_checks_take_and_refuse_what_checksum_ok_and_split_name_do() 
     chunk = bytes(good)
     full = _parse_sample(chunk, "s.tar", "s.tar", 0, 0)
     assert _parse_simple(chunk) == (full.key, full.parts)
-    meta = bytearray(out.getvalue()[:1024])  # a meta member (no sample): the full scanner
+    meta = bytearray(one_member_ustar())  # a meta member (no sample): the full scanner
     meta[0:11] = b"__d__/k.txt"
     meta[148:156] = b"%06o\0 " % (sum(bytes(meta[:148]) + b" " * 8 + bytes(meta[156:512])))
     assert split_name("__d__/k.txt") is None and _parse_simple(bytes(meta)) is None
