@@ -137,6 +137,8 @@ def test_subflavors_outer_wins(root: Path) -> None:
     batch = next(iter(get_loader(train(path, batch_size=20))))
     flavors = {str(sorted(f.items())) for f in batch.__subflavors__}
     assert flavors == {"[('kind', 'a'), ('source', 'outer')]", "[('source', 'outer')]"}
+    # as in Energon, the samples of one dataset carry its one subflavors dict (not a copy each)
+    assert len({id(f) for f in batch.__subflavors__}) == 2
 
 
 def test_dataset_named_twice_warns_and_gets_its_own_order(root: Path) -> None:

@@ -111,7 +111,8 @@ class SampleBuilder:
         self.crude = config.is_crude
         #: The class and (field, part) pairs where each field is one part (:func:`plain_fields`).
         self.plain_fields = plain_fields(config) if self.sample_loader is None else None
-        #: The sample's subflavors: the dataset.yaml's, overridden by the metadataset's.
+        #: The samples' subflavors: the dataset.yaml's, overridden by the metadataset's; one dict
+        #: every sample of the dataset carries, as in Energon (not a copy per sample).
         self.subflavors = {**config.subflavors, **(source.subflavors or {})}
         self.kitchen: Kitchen | None = None
         if task_encoder is not None and task_encoder.cookers:
@@ -188,7 +189,7 @@ class SampleBuilder:
                 continue
             sample = new(json=value)
             sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
-            sample["__subflavors__"] = subflavors.copy()
+            sample["__subflavors__"] = subflavors
             sample["__sources__"] = (info(path, ref, raw[2], (key + ".json",)),)
             append(sample)
 
@@ -199,7 +200,7 @@ class SampleBuilder:
         out: list[Any] = []
         path, subflavors, shard = self.source.path, self.subflavors, raws.shard
         append, new, info, scan = out.append, CrudeSample, source_info, JSON_SCANNER
-        lines, copy = raws.lines, subflavors.copy
+        lines = raws.lines
         try:
             for at, (index, ref) in enumerate(zip(raws.indices, refs, strict=False)):
                 try:  # scan_json, inline: the common case (UTF-8, one value, nothing around)
@@ -214,7 +215,7 @@ class SampleBuilder:
                 key = str(index)
                 sample = new(json=value)
                 sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
-                sample["__subflavors__"] = copy()
+                sample["__subflavors__"] = subflavors
                 sample["__sources__"] = (info(path, ref, shard, (key + ".json",)),)
                 append(sample)
         except Exception as e:
@@ -255,7 +256,7 @@ class SampleBuilder:
             sources = (source_info(path, ref, shard, names),)
             if typed is None:
                 sample["__key__"], sample["__restore_key__"] = key, restore_key
-                sample["__subflavors__"], sample["__sources__"] = subflavors.copy(), sources
+                sample["__subflavors__"], sample["__sources__"] = subflavors, sources
                 append(sample)
                 continue
             cls, pairs = typed
@@ -266,7 +267,7 @@ class SampleBuilder:
                 append(
                     cls(
                         __key__=key, __restore_key__=restore_key,
-                        __subflavors__=subflavors.copy(), __sources__=sources, **fields,
+                        __subflavors__=subflavors, __sources__=sources, **fields,
                     )
                 )  # fmt: skip
             except (KeyError, TypeError):
@@ -284,7 +285,7 @@ class SampleBuilder:
         if self.crude:  # as build_sample makes it, without its other cases
             sample: Any = CrudeSample(decoded)
             sample["__key__"], sample["__restore_key__"] = raw.key, restore_key
-            sample["__subflavors__"], sample["__sources__"] = self.subflavors.copy(), sources
+            sample["__subflavors__"], sample["__sources__"] = self.subflavors, sources
         else:
             sample = build_sample(
                 source.config,
