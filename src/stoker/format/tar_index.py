@@ -54,7 +54,7 @@ def load_offsets(data: bytes, path: str) -> npt.NDArray[np.uint64]:
         values = offsets.tolist()
         if values[-1] < _HUGE and all(map(operator.le, values, values[1:])):
             return offsets
-    huge = np.flatnonzero(offsets >= np.uint64(1 << 63))
+    huge = np.flatnonzero(offsets >= np.uint64(_HUGE))
     if len(huge):
         raise _bad_entry(path, int(huge[0]), f"is {int(offsets[huge[0]])}, beyond 2^63 - 1")
     falling = np.flatnonzero(offsets[1:] < offsets[:-1])

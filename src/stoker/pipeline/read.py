@@ -496,7 +496,7 @@ def _coalesce_lists(starts: list[int], ends: list[int]) -> list[tuple[int, int]]
 
 
 #: split_name's two patterns (read once per tar member of a small sample).
-skip_meta, split_match = SKIP_META_RE.match, SPLIT_NAME_RE.match
+_skip_meta, _split_match = SKIP_META_RE.match, SPLIT_NAME_RE.match
 
 #: Header type flags of regular files (``0``, NUL for old tars, ``7``).
 _REGULAR = frozenset(b"0\x007")
@@ -543,7 +543,7 @@ def _parse_simple(data: bytes) -> tuple[str, dict[str, bytes]] | None:
             return None
         # split_name, inline
         name = header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-        match = None if skip_meta(name) else split_match(name)
+        match = None if _skip_meta(name) else _split_match(name)
         if match is None:
             return None
         split = match.groups()

@@ -3,7 +3,9 @@ and cook crude samples with the task encoder's cookers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import SampleError, StokerError
@@ -13,10 +15,8 @@ from stoker.model.samples import CrudeSample, Sample, source_info
 from stoker.pipeline.decode import (
     JSON_PART,
     JSON_SCANNER,
-    NOT_SCANNED,
     PartDecoder,
     SampleDecoder,
-    scan_json,
 )
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import LineRaws, RawSample
@@ -41,6 +41,16 @@ from stoker.sources.source import DataSource
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
+
+
+#: A raw sample's key and shard (its fields 0 and 2).
+_first, _third = itemgetter(0), itemgetter(2)
+
+
+def _json_part(raw: RawSample) -> bytes | None:
+    """The bytes of ``raw``'s ``json`` part where it is its only part, else None."""
+    parts = raw[1]
+    return parts.get("json") if len(parts) == 1 else None
 
 
 def fuses_float_images(
@@ -175,52 +185,50 @@ class SampleBuilder:
 
     def _jsonl_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
         """Crude samples of JSONL lines (each one ``json`` part) into ``out``, as
-        :meth:`_plain_run` makes them, in a loop without a call per part; a line that
-        :func:`scan_json` does not take goes through :meth:`_plain_run` (which decodes or
-        reports it)."""
-        path, subflavors = self.source.path, self.subflavors
-        append, new, info = out.append, CrudeSample, source_info
-        for raw, ref in zip(raws, refs, strict=False):
-            key, parts = raw[0], raw[1]
-            data = parts.get("json")
-            value = scan_json(data) if data is not None and len(parts) == 1 else NOT_SCANNED
-            if value is NOT_SCANNED:
-                self._plain_run([raw], [ref], out)
-                continue
-            sample = new(json=value)
-            sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
-            sample["__subflavors__"] = subflavors
-            sample["__sources__"] = (info(path, ref, raw[2], (key + ".json",)),)
-            append(sample)
+        :meth:`_plain_run` makes them (:meth:`_crude_lines`)."""
+        items = zip(map(_first, raws), map(_json_part, raws), map(_third, raws), strict=True)
+        self._crude_lines(items, raws, refs, out)
 
     def assemble_lines(self, raws: LineRaws, refs: list[int]) -> tuple[list[Any], Exception | None]:
         """:meth:`assemble_run` of JSONL lines cut in one go (where :attr:`jsonl_crude`): the
         crude samples made straight from the lines' bytes, a raw sample made only for a line
-        that :func:`scan_json` does not take (:meth:`_plain_run` decodes or reports it)."""
+        that :func:`scan_json` does not take."""
         out: list[Any] = []
-        path, subflavors, shard = self.source.path, self.subflavors, raws.shard
-        append, new, info, scan = out.append, CrudeSample, source_info, JSON_SCANNER
-        lines = raws.lines
+        items = zip(map(str, raws.indices), raws.lines, repeat(raws.shard))
         try:
-            for at, (index, ref) in enumerate(zip(raws.indices, refs, strict=False)):
-                try:  # scan_json, inline: the common case (UTF-8, one value, nothing around)
-                    text = lines[at].decode("utf-8")
-                    value, end = scan(text, 0)
-                    scanned = end == len(text)
-                except Exception:
-                    scanned = False
-                if not scanned:
-                    self._plain_run([raws[at]], [ref], out)
-                    continue
-                key = str(index)
-                sample = new(json=value)
-                sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
-                sample["__subflavors__"] = subflavors
-                sample["__sources__"] = (info(path, ref, shard, (key + ".json",)),)
-                append(sample)
+            self._crude_lines(items, raws, refs, out)
         except Exception as e:
             return out, e
         return out, None
+
+    def _crude_lines(
+        self,
+        items: Iterable[tuple[str, bytes | None, str]],
+        raws: Sequence[RawSample],
+        refs: list[int],
+        out: list[Any],
+    ) -> None:
+        """Crude samples of JSONL lines, ``items`` (key, the ``json`` part's bytes or None,
+        shard) of ``raws``, into ``out`` in a loop without a call per part; a line that
+        :func:`scan_json` does not take goes through :meth:`_plain_run` (which decodes or
+        reports it)."""
+        path, subflavors = self.source.path, self.subflavors
+        append, new, info, scan = out.append, CrudeSample, source_info, JSON_SCANNER
+        for at, ((key, data, shard), ref) in enumerate(zip(items, refs, strict=False)):
+            try:  # scan_json, inline: the common case (UTF-8, one value, nothing around)
+                text = data.decode("utf-8")  # type: ignore[union-attr]  # (None: to _plain_run)
+                value, end = scan(text, 0)
+                scanned = end == len(text)
+            except Exception:
+                scanned = False
+            if not scanned:
+                self._plain_run([raws[at]], [ref], out)
+                continue
+            sample = new(json=value)
+            sample["__key__"], sample["__restore_key__"] = key, ("Webdataset", path, ref)
+            sample["__subflavors__"] = subflavors
+            sample["__sources__"] = (info(path, ref, shard, (key + ".json",)),)
+            append(sample)
 
     def _plain_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
         """Crude samples, or typed ones of :attr:`plain_fields`, of ``raws`` into ``out``, as
