@@ -158,3 +158,33 @@ def _children() -> list[str]:
         except FileNotFoundError:
             continue
     return out
+
+
+def test_a_stop_does_not_wait_on_the_done_event_a_terminated_worker_held(root: Path) -> None:
+    # A worker terminated in the middle of checking torch's shared "workers done" event leaves
+    # that event's lock taken: a process that takes the lock and is killed stands for it.
+    import multiprocessing
+
+    loader = loader_of(root, repeat=True)
+    batches = iter(loader)
+    next(batches)
+    live = loader._live
+    assert live is not None and live._torch_iter is not None
+    lock = live._torch_iter._workers_done_event._cond
+    holder = multiprocessing.get_context("fork").Process(target=_hold_forever, args=(lock,))
+    holder.start()
+    deadline = time.monotonic() + 10
+    while lock.acquire(timeout=0.01):  # until the holder has it
+        lock.release()
+        assert time.monotonic() < deadline
+    holder.kill()
+    holder.join()
+    stopper = threading.Thread(target=loader._stop, kwargs={"wait": False}, daemon=True)
+    stopper.start()
+    stopper.join(20)
+    assert not stopper.is_alive()  # (before: it waited for the lock forever)
+
+
+def _hold_forever(lock: Any) -> None:
+    lock.acquire()
+    time.sleep(3600)

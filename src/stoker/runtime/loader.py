@@ -43,7 +43,12 @@ from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
 from stoker.runtime.worker_meter import Meter
-from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD, WorkerProcesses, tune_collector
+from stoker.runtime.worker_procs import (
+    WORKER_GC_THRESHOLD,
+    WorkerProcesses,
+    tune_collector,
+    unshare_done_event,
+)
 from stoker.storage.options import LoaderOptions, activate
 
 
@@ -357,10 +362,12 @@ class _Live:
         if self._torch_iter is not None:
             if not wait:  # collected in a cycle: torch's queues may be gone (see worker_procs)
                 self._workers.terminate()
+                unshare_done_event(self._torch_iter)
             freed = weakref.ref(self._torch_iter)
             self._torch_iter = None  # torch's iterator stops its workers when it is freed
             if wait and freed() is not None:  # still held (by a traceback, say): end them here
                 self._workers.terminate(join=1.0)
+                unshare_done_event(freed())
         if self._transport is not None:
             self._transport.close()
             self._transport = None

@@ -13,6 +13,10 @@ status 0 on a ``SIGTERM`` sent by their parent, so torch's ``SIGCHLD`` handler, 
 workers killed by a signal, stays quiet, while a worker killed by anyone else is still reported
 (tests/integration/test_worker_shutdown.py fails if torch changes that). While the interpreter
 exits, torch's and ``multiprocessing``'s exit handlers stop the workers and nothing is done here.
+
+One private attribute is touched (:func:`unshare_done_event`): a worker terminated while it held
+the lock of torch's shared "workers done" event (its loop takes it to check the event) leaves
+that lock taken for good, and the iterator's own stop, which sets the event, would wait forever.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import atexit
 import contextlib
 import gc
 import multiprocessing
+import threading
 from collections.abc import Callable, Iterator
 from multiprocessing.process import BaseProcess
 from typing import TypeVar
@@ -68,6 +73,14 @@ class WorkerProcesses:
                 process.join(join)
 
 
+def unshare_done_event(torch_iter: object) -> None:
+    """After its workers were terminated: give torch's DataLoader iterator a "workers done"
+    event of this process alone, so that its stop (which sets the event) cannot wait on a lock
+    a terminated worker held (see module). Nothing where torch has no such event."""
+    if hasattr(torch_iter, "_workers_done_event"):
+        torch_iter._workers_done_event = threading.Event()
+
+
 @contextlib.contextmanager
 def _frozen_while_forking() -> Iterator[None]:
     """This process's objects frozen (``gc.freeze``) while the workers fork, thawed after.
@@ -105,4 +118,4 @@ def tune_collector() -> None:
     gc.set_threshold(WORKER_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
-__all__ = ["WORKER_GC_THRESHOLD", "WorkerProcesses", "tune_collector"]
+__all__ = ["WORKER_GC_THRESHOLD", "WorkerProcesses", "tune_collector", "unshare_done_event"]
