@@ -3,8 +3,7 @@ and cook crude samples with the task encoder's cookers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from stoker.pipeline.decode import (
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import LineRaws, RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
+from stoker.runtime.line_runs import scanned_lines
 from stoker.sources.aux import (
     DecodeFileStore,
     FileStore,
@@ -186,35 +186,43 @@ class SampleBuilder:
     def _jsonl_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
         """Crude samples of JSONL lines (each one ``json`` part) into ``out``, as
         :meth:`_plain_run` makes them (:meth:`_crude_lines`)."""
-        items = zip(map(_first, raws), map(_json_part, raws), map(_third, raws), strict=True)
-        self._crude_lines(items, raws, refs, out)
+        keys, lines = list(map(_first, raws)), list(map(_json_part, raws))
+        self._crude_lines(keys, lines, list(map(_third, raws)), raws, refs, out)
 
     def assemble_lines(self, raws: LineRaws, refs: list[int]) -> tuple[list[Any], Exception | None]:
         """:meth:`assemble_run` of JSONL lines cut in one go (where :attr:`jsonl_crude`): the
         crude samples made straight from the lines' bytes, a raw sample made only for a line
         that :func:`scan_json` does not take."""
         out: list[Any] = []
-        items = zip(map(str, raws.indices), raws.lines, repeat(raws.shard))
+        keys, shards = list(map(str, raws.indices)), [raws.shard] * len(raws)
         try:
-            self._crude_lines(items, raws, refs, out)
+            self._crude_lines(keys, raws.lines, shards, raws, refs, out)
         except Exception as e:
             return out, e
         return out, None
 
     def _crude_lines(
         self,
-        items: Iterable[tuple[str, bytes | None, str]],
+        keys: list[str],
+        lines: Sequence[bytes | None],
+        shards: list[str],
         raws: Sequence[RawSample],
         refs: list[int],
         out: list[Any],
     ) -> None:
-        """Crude samples of JSONL lines, ``items`` (key, the ``json`` part's bytes or None,
-        shard) of ``raws``, into ``out`` in a loop without a call per part; a line that
+        """Crude samples of JSONL lines of ``raws`` (their keys, the ``json`` parts' bytes or
+        None, and shards) into ``out``: all in C loops where every line is one JSON value
+        (:func:`scanned_lines`), else in a loop without a call per part, where a line that
         :func:`scan_json` does not take goes through :meth:`_plain_run` (which decodes or
         reports it)."""
         path, subflavors = self.source.path, self.subflavors
+        run = scanned_lines(path, subflavors, keys, lines, shards, refs)
+        if run is not None:
+            out.extend(run)
+            return
         append, new, info, scan = out.append, CrudeSample, source_info, JSON_SCANNER
-        for at, ((key, data, shard), ref) in enumerate(zip(items, refs, strict=False)):
+        items = zip(keys, lines, shards, refs, strict=False)
+        for at, (key, data, shard, ref) in enumerate(items):
             try:  # scan_json, inline: the common case (UTF-8, one value, nothing around)
                 text = data.decode("utf-8")  # type: ignore[union-attr]  # (None: to _plain_run)
                 value, end = scan(text, 0)
