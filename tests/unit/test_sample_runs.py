@@ -8,8 +8,10 @@ import collections
 import dataclasses
 import json
 import random
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -25,18 +27,20 @@ from stoker import (
     get_loader,
     get_train_dataset,
 )
-from stoker.errors import FormatError, SampleError
+from stoker.errors import ConfigError, FormatError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.model.samples import CrudeSample, source_info
 from stoker.pipeline import read as read_module
 from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.pipeline.read import _coalesce
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
 from stoker.runtime import build as build_module
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.line_runs import scanned_lines
+from stoker.runtime.plain_runs import plain_outputs
 from stoker.sources.source import load_source
 from tests.conftest import make_val_texts
 
@@ -216,6 +220,57 @@ def test_a_jsonl_loader_skips_a_bad_line_in_a_run_and_reports_where(tmp_path: Pa
         list(loader)
     assert failure.value.path is not None and failure.value.path.endswith("lines.jsonl")
     assert failure.value.offset == offset and failure.value.key == "123"
+
+
+RAISED: list[Exception] = []
+CALLERS: list[str] = []
+
+
+def cook_or_raise(sample: dict[str, Any]) -> TextSample:
+    CALLERS.append(sys._getframe(1).f_code.co_name)
+    if RAISED:
+        raise RAISED[0]
+    return TextSample(**basic_sample_keys(sample), text=sample["json"]["t"])
+
+
+class CookOrRaise(DefaultTaskEncoder[Any, Any, Any, Any]):
+    cookers = (Cooker(cook_or_raise),)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("bad"), SampleError("no key"), SampleError("keyed", key="k"), SkipSample(),
+     ConfigError("setup")],
+)  # fmt: skip
+def test_a_run_calls_the_cooker_itself_and_fails_as_the_kitchen_does(
+    tmp_path: Path, error: Exception
+) -> None:
+    source = load_source(str(jsonl_file(tmp_path, ['{"t": "a"}', '{"t": "b"}'])))
+    kitchen = SampleBuilder(source, SampleDecoder(), CookOrRaise()).kitchen
+    assert kitchen is not None and kitchen.direct is cook_or_raise
+    reader = source.reader()
+    crude = SampleBuilder(source, SampleDecoder()).assemble(reader.read(0, 1), 1)
+    tracker = SimpleNamespace(consecutive=0, storage_shards=set())
+    out: list[Any] = []
+    CALLERS.clear()
+    assert plain_outputs([crude], kitchen, 0, 0, 1, tracker, out, pytest.fail) == (1, 0)  # type: ignore[arg-type]
+    assert CALLERS == ["plain_outputs"] and out[0].text == "b"  # no Kitchen.cook between
+    RAISED[:] = [error]
+    try:
+        failures: list[tuple[Exception, int]] = []
+        plain_outputs([crude], kitchen, 0, 0, 1, tracker, [], lambda e, j: failures.append((e, j)))  # type: ignore[arg-type]
+        with pytest.raises(Exception) as expected:  # noqa: PT011 (any: what cook raises)
+            kitchen.cook(crude)
+    finally:
+        RAISED.clear()
+    [(failure, at)] = failures
+    assert at == 0 and type(failure) is type(expected.value)
+    assert str(failure) == str(expected.value) and vars(failure) == vars(expected.value)
+    assert failure.__cause__ is expected.value.__cause__
+    assert failure.__context__ is expected.value.__context__ is None or (
+        type(failure.__context__) is type(expected.value.__context__)
+    )
+    assert failure.__traceback__ is not None
 
 
 def test_locate_finds_what_block_finds() -> None:

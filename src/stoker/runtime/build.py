@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
@@ -379,8 +379,9 @@ class Kitchen:
         self._needs: dict[int, tuple[bool, bool]] = {}
         #: The task encoder's cook_crude_sample (bound once).
         self.cook_crude = task_encoder.cook_crude_sample
-        #: The one cook function where cook_crude_sample would just call it without stores.
-        self._direct = (
+        #: The one cook function where cook_crude_sample would just call it without stores:
+        #: a loop over many samples may call it itself, with :meth:`reraise` for a failure.
+        self.direct = (
             self._always.cook
             if self._bare
             and self._always is not None
@@ -394,8 +395,8 @@ class Kitchen:
     def cook(self, sample: CrudeSample) -> Any:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
         try:
-            if self._direct is not None:  # the common case: the cooker's function, at once
-                return self._direct(sample)
+            if self.direct is not None:  # the common case: the cooker's function, at once
+                return self.direct(sample)
             cooker = self._always
             if cooker is not None and self._bare:  # no store to pass
                 return self.cook_crude(sample, cooker, {})
@@ -409,16 +410,22 @@ class Kitchen:
             if needs[1]:
                 aux["cache"] = current_cache_pool()
             return self.cook_crude(sample, cooker, aux)
-        except SkipSample:
-            raise
-        except SampleError as e:
-            if e.key is not None:
-                raise
-            raise SampleError(e.problem, key=sample.get("__key__"), part=e.part, hint=e.hint) from e
-        except StokerError:
-            raise  # a configuration problem, not this sample's
         except Exception as e:
-            raise wrap_failure(e, sample, "cook")  # noqa: B904 (wrap_failure sets the cause)
+            self.reraise(e, sample)
+
+    def reraise(self, e: Exception, sample: CrudeSample) -> NoReturn:
+        """Raise what :meth:`cook` raises where cooking ``sample`` raised ``e`` (call it while
+        handling ``e``): ``e`` itself, or a :class:`SampleError` naming the sample, caused by
+        ``e``."""
+        if isinstance(e, SkipSample):
+            raise e
+        if isinstance(e, SampleError):
+            if e.key is not None:
+                raise e
+            raise SampleError(e.problem, key=sample.get("__key__"), part=e.part, hint=e.hint) from e
+        if isinstance(e, StokerError):
+            raise e  # a configuration problem, not this sample's
+        raise wrap_failure(e, sample, "cook")  # (wrap_failure sets the cause)
 
     def aux(self) -> dict[str, FileStore]:
         """The source's aux stores by name (opened on first use)."""
