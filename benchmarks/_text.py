@@ -81,7 +81,7 @@ def open_loader(tool: str, workload: str, workers: int, path: Path) -> Any:
     if workload == "jsonl":  # crude samples need a cooker (Energon raises without one)
 
         class Encoder(lib.DefaultTaskEncoder):  # type: ignore[misc, name-defined]
-            cookers = [lib.Cooker(lib.stateless(cook_text))]  # noqa: RUF012
+            cookers = [lib.Cooker(lib.stateless(text_cooker(lib)))]  # noqa: RUF012
 
         task_encoder = Encoder()
     dataset = lib.get_train_dataset(
@@ -95,13 +95,17 @@ def open_loader(tool: str, workload: str, workers: int, path: Path) -> Any:
     return lib.get_loader(dataset)
 
 
-def cook_text(sample: dict[str, Any]) -> Any:
-    """A JSONL line's ``text`` as a ``TextSample`` (the same cooker for stoker and Energon)."""
-    import sys
+def text_cooker(lib: Any) -> Any:
+    """The cooker of a JSONL line's ``text`` as ``lib``'s ``TextSample``: the same code for
+    stoker and Energon, with the library's names bound once, as a user's module binds them
+    (looking the library up per sample, with an ``import``, cost ~12 % of stoker's
+    instructions per sample)."""
+    text_sample, sample_keys = lib.TextSample, lib.basic_sample_keys
 
-    stoker = type(sample).__module__.startswith("stoker")
-    lib = sys.modules["stoker" if stoker else "megatron.energon"]
-    return lib.TextSample(**lib.basic_sample_keys(sample), text=sample["json"]["text"])
+    def cook_text(sample: dict[str, Any]) -> Any:
+        return text_sample(**sample_keys(sample), text=sample["json"]["text"])
+
+    return cook_text
 
 
 def webdataset_loader(path: Path, workers: int, batch: int) -> Any:

@@ -8,8 +8,10 @@ import collections
 import dataclasses
 import json
 import random
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -25,15 +27,20 @@ from stoker import (
     get_loader,
     get_train_dataset,
 )
-from stoker.errors import FormatError, SampleError
+from stoker.errors import ConfigError, FormatError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
+from stoker.model.samples import CrudeSample, source_info
 from stoker.pipeline import read as read_module
 from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.pipeline.read import _coalesce
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
+from stoker.runtime import build as build_module
 from stoker.runtime.build import SampleBuilder
+from stoker.runtime.line_runs import scanned_lines
+from stoker.runtime.plain_runs import plain_outputs
 from stoker.sources.source import load_source
 from tests.conftest import make_val_texts
 
@@ -128,6 +135,46 @@ def test_lines_cut_in_one_go_build_the_samples_of_read_run(tmp_path: Path) -> No
     assert reader.line_run([0, 0], [3, 40]) is None
 
 
+def test_runs_of_scanned_lines_are_the_line_by_line_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [json.dumps({"i": i, "t": "é" * i, "n": [1.5, None, True]}) for i in range(40)]
+    source = load_source(str(jsonl_file(tmp_path, lines)))
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    indices = [3, 1, 30, 9, 2, 25, 7]
+    reader.prefetch(np.zeros(len(indices), np.int64), np.array(indices, np.int64))
+    raws = reader.line_run([0] * len(indices), indices)
+    assert raws is not None
+    refs = [100 + i for i in indices]
+    made = []
+    monkeypatch.setattr(build_module, "scanned_lines", lambda *a: made.append(scanned_lines(*a)))
+    line_by_line, failed = builder.assemble_lines(raws, refs)  # scanned_lines' None: the loop
+    assert failed is None and made[0] is not None and len(made[0]) == len(indices)
+    for sample, expected in zip(made[0], line_by_line, strict=True):
+        assert type(sample) is CrudeSample and list(sample.items()) == list(expected.items())
+    assert made[0][0]["__sources__"][0] == source_info(source.path, 103, "lines.jsonl", ("3.json",))
+    read, error = reader.read_run([0] * len(indices), indices)
+    assert error is None
+    assert builder.assemble_run(read, refs)[0] == line_by_line  # raw samples: the same path
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b' {"a": 1}', b'{"a": 1} ', b'{"a": 1}{}', b"", b"\xff", b'{"a": 1', b"]", None,
+     bytearray(b"{}")],
+)  # fmt: skip
+def test_scanned_lines_leave_any_other_run_to_the_line_by_line_loop(line: Any) -> None:
+    keys, refs, shards = ["0", "1", "2"], [0, 1, 2], ["a.jsonl"] * 3
+    good = scanned_lines("/d", None, keys, [b"{}", b"[1]", b'"x"'], shards, refs)
+    assert good is not None and [s["json"] for s in good] == [{}, [1], "x"]
+    for at in range(3):
+        lines: list[Any] = [b"{}", b"[1]", b'"x"']
+        lines[at] = line
+        assert scanned_lines("/d", None, keys, lines, shards, refs) is None, (at, line)
+    assert scanned_lines("/d", None, keys[:2], [b"{}"] * 3, shards, refs) is None
+    assert scanned_lines("/d", None, [], [], [], []) is None
+
+
 def test_a_typed_run_reports_a_missing_part_as_one_by_one(tmp_path: Path) -> None:
     yaml = make_dataset_yaml("TextSample", {"text": "txt"})
     root = make_val_texts(tmp_path / "d", shards=1, per_shard=3, dataset_yaml=yaml)
@@ -173,6 +220,57 @@ def test_a_jsonl_loader_skips_a_bad_line_in_a_run_and_reports_where(tmp_path: Pa
         list(loader)
     assert failure.value.path is not None and failure.value.path.endswith("lines.jsonl")
     assert failure.value.offset == offset and failure.value.key == "123"
+
+
+RAISED: list[Exception] = []
+CALLERS: list[str] = []
+
+
+def cook_or_raise(sample: dict[str, Any]) -> TextSample:
+    CALLERS.append(sys._getframe(1).f_code.co_name)
+    if RAISED:
+        raise RAISED[0]
+    return TextSample(**basic_sample_keys(sample), text=sample["json"]["t"])
+
+
+class CookOrRaise(DefaultTaskEncoder[Any, Any, Any, Any]):
+    cookers = (Cooker(cook_or_raise),)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("bad"), SampleError("no key"), SampleError("keyed", key="k"), SkipSample(),
+     ConfigError("setup")],
+)  # fmt: skip
+def test_a_run_calls_the_cooker_itself_and_fails_as_the_kitchen_does(
+    tmp_path: Path, error: Exception
+) -> None:
+    source = load_source(str(jsonl_file(tmp_path, ['{"t": "a"}', '{"t": "b"}'])))
+    kitchen = SampleBuilder(source, SampleDecoder(), CookOrRaise()).kitchen
+    assert kitchen is not None and kitchen.direct is cook_or_raise
+    reader = source.reader()
+    crude = SampleBuilder(source, SampleDecoder()).assemble(reader.read(0, 1), 1)
+    tracker = SimpleNamespace(consecutive=0, storage_shards=set())
+    out: list[Any] = []
+    CALLERS.clear()
+    assert plain_outputs([crude], kitchen, 0, 0, 1, tracker, out, pytest.fail) == (1, 0)  # type: ignore[arg-type]
+    assert CALLERS == ["plain_outputs"] and out[0].text == "b"  # no Kitchen.cook between
+    RAISED[:] = [error]
+    try:
+        failures: list[tuple[Exception, int]] = []
+        plain_outputs([crude], kitchen, 0, 0, 1, tracker, [], lambda e, j: failures.append((e, j)))  # type: ignore[arg-type]
+        with pytest.raises(Exception) as expected:  # noqa: PT011 (any: what cook raises)
+            kitchen.cook(crude)
+    finally:
+        RAISED.clear()
+    [(failure, at)] = failures
+    assert at == 0 and type(failure) is type(expected.value)
+    assert str(failure) == str(expected.value) and vars(failure) == vars(expected.value)
+    assert failure.__cause__ is expected.value.__cause__
+    assert failure.__context__ is expected.value.__context__ is None or (
+        type(failure.__context__) is type(expected.value.__context__)
+    )
+    assert failure.__traceback__ is not None
 
 
 def test_locate_finds_what_block_finds() -> None:

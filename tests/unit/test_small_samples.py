@@ -58,6 +58,22 @@ def test_blocks_serve_runs_from_the_last_block_and_forget_it_with_its_hint() -> 
     assert blocks.take("a", 1, 2) is None  # not served from the remembered block
 
 
+def test_blocks_look_at_the_older_hint_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stream reads the older hint's samples while the newer one (its next block) is read
+    # ahead: a run held whole by the older hint is found with one hint's arrays.
+    blocks = LocalBlocks()
+    older, newer = (0, 8, b"abcdefgh"), (4, 12, b"efghijkl")
+    blocks.add({"a": [older]})
+    blocks.add({"a": [newer]})
+    looked_at = []
+    arrays = blocks._arrays
+    monkeypatch.setattr(blocks, "_arrays", lambda *a: looked_at.append(a[2]) or arrays(*a))
+    starts = np.array([0, 2, 5], np.int64)
+    assert blocks.locate("a", starts, starts + 2) == [older] * 3
+    assert len(looked_at) == 1
+    assert blocks.block("a", 5, 7) == older and blocks.take("a", 9, 12) == b"jkl"
+
+
 def test_hinted_lines_are_read_ahead_in_one_block(jsonl: Path) -> None:
     expected = [s.parts["json"] for s in map(reader_of(jsonl).read, [0] * 50, range(50))]
     reader = reader_of(jsonl)

@@ -23,42 +23,18 @@ Example:
 
 from __future__ import annotations
 
-import collections
 import copyreg
-from itertools import repeat
 from typing import Any
 
-from stoker.model.samples import SourceInfo
+from stoker.model.samples import SourceInfo, source_infos
 
 #: Fewer sources than this are pickled one by one (columns are not worth it).
 MIN_SOURCES = 8
 
-_new = object.__new__
 #: What ``__reduce_ex__`` names to make an object of a class without calling its ``__init__``.
 _COPYREG_NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 (not in the stubs)
 #: The default ``__reduce_ex__`` (a class that overrides it is pickled its own way).
 _DEFAULT_REDUCE_EX: Any = object.__reduce_ex__
-_SETTERS = tuple(
-    SourceInfo.__dict__[name].__set__  # slot descriptors: writing through them skips frozenness
-    for name in ("dataset_path", "index", "shard_name", "file_names")
-)
-
-
-def _make_sources(
-    count: int, paths: list[Any], indices: list[Any], shards: list[Any], files: list[Any]
-) -> list[SourceInfo]:
-    """``count`` :class:`SourceInfo` from their columns, built in C loops."""
-    made = list(map(_new, repeat(SourceInfo, count)))
-    set_path, set_index, set_shard, set_files = _SETTERS
-    _drain(map(set_path, made, paths))
-    _drain(map(set_index, made, indices))
-    _drain(map(set_shard, made, shards))
-    _drain(map(set_files, made, files))
-    return made
-
-
-#: Runs an iterator to its end, keeping nothing (a deque of no length).
-_drain = collections.deque[None](maxlen=0).extend
 
 
 def _rebuild_sources(
@@ -67,7 +43,7 @@ def _rebuild_sources(
     """The sources value :func:`_pack_sources` took apart (``lengths``: None for a flat
     sequence, 1 for one-tuples only; else per element, the length of its tuple or -1 for
     None)."""
-    made = _make_sources(len(columns[0]), *columns)
+    made = source_infos(len(columns[0]), *columns)
     if lengths is None:
         return container(made)
     if isinstance(lengths, int):  # 1: one-tuples, made in C

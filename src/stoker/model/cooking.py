@@ -132,6 +132,9 @@ def select_cooker(cookers: Sequence[Cooker[Any]], subflavors: dict[str, Any] | N
 _FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 #: Whether they are the four :func:`basic_sample_keys` takes in one expression.
 _FOUR = _FIELDS == ("__key__", "__restore_key__", "__subflavors__", "__sources__")
+#: The crude sample types :func:`basic_sample_keys` reads in one expression (where
+#: :data:`_FOUR`).
+_PLAIN = (CrudeSample, dict) if _FOUR else ()
 
 
 def basic_sample_keys(
@@ -145,13 +148,11 @@ def basic_sample_keys(
         >>> basic_sample_keys({"__key__": "k", "__restore_key__": (), "txt": "hi"})
         {'__key__': 'k', '__restore_key__': ()}
     """
-    cls = type(crude_sample)
-    out: dict[str, Any] | None = None
     # The common case, called once per cooked sample: a plain crude sample with all of them,
     # taken in one dict display (a subclass's __missing__ could answer any key: not here).
-    if _FOUR and (cls is CrudeSample or cls is dict):
-        try:  # noqa: SIM105 (per sample: suppress() costs more)
-            out = {
+    if type(crude_sample) in _PLAIN and not additional_source_info:
+        try:
+            return {
                 "__key__": crude_sample["__key__"],
                 "__restore_key__": crude_sample["__restore_key__"],
                 "__subflavors__": crude_sample["__subflavors__"],
@@ -159,11 +160,10 @@ def basic_sample_keys(
             }
         except KeyError:
             pass
-    if out is None:
-        out = {}
-        for name in _FIELDS:  # a loop, not a comprehension: one frame less per sample
-            if name in crude_sample:
-                out[name] = crude_sample[name]
+    out: dict[str, Any] = {}
+    for name in _FIELDS:  # a loop, not a comprehension: one frame less per sample
+        if name in crude_sample:
+            out[name] = crude_sample[name]
     if additional_source_info:
         out["__sources__"] = (*(crude_sample.get("__sources__") or ()), *additional_source_info)
     return out

@@ -15,8 +15,11 @@ may re-declare a field without a default or add fields without defaults.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stoker.model.dataclass_helpers import edataclass
@@ -94,11 +97,38 @@ def source_info(
     return made
 
 
+def source_infos(
+    count: int,
+    paths: Sequence[str],
+    indices: Sequence[int | str],
+    shards: Sequence[str | None],
+    files: Sequence[tuple[str, ...]],
+) -> list[SourceInfo]:
+    """``count`` :class:`SourceInfo` from their fields as columns, made in C loops (``map``
+    over the slots' setters): for many at once, several times faster than one by one.
+
+    Example:
+        >>> [a, b] = source_infos(2, ["/d"] * 2, [0, 1], ["a.tar"] * 2, [("0.txt",), ("1.txt",)])
+        >>> b == source_info("/d", 1, "a.tar", ("1.txt",))
+        True
+    """
+    made = list(map(_new, repeat(SourceInfo, count)))
+    set_path, set_index, set_shard, set_names = _SOURCE_INFO_SETTERS
+    _drain(map(set_path, made, paths))
+    _drain(map(set_index, made, indices))
+    _drain(map(set_shard, made, shards))
+    _drain(map(set_names, made, files))
+    return made
+
+
 _new = object.__new__
-#: The slots' setters of :class:`SourceInfo`, in field order.
+#: The slots' setters of :class:`SourceInfo`, in field order (writing through them skips
+#: frozenness).
 _SOURCE_INFO_SETTERS = tuple(
     getattr(SourceInfo, f.name).__set__ for f in dataclasses.fields(SourceInfo)
 )
+#: Runs an iterator to its end, keeping nothing (a deque of no length).
+_drain = collections.deque[None](maxlen=0).extend
 _source_info = source_info  # the name its pickles were made with
 
 

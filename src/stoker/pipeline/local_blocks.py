@@ -60,8 +60,12 @@ class LocalBlocks:
 
     def block(self, name: str, start: int, end: int) -> tuple[int, int, bytes] | None:
         """``(block start, block end, bytes)`` of the kept block of shard ``name`` that holds
-        all of ``[start, end)``, if any (callers that read many samples keep it at hand)."""
-        for hint in reversed(self._hints):
+        all of ``[start, end)``, if any (callers that read many samples keep it at hand).
+
+        Hints are looked at oldest first: the stream reads the samples of the older hint while
+        the newer one (its next block) is read ahead. Bytes held by both are the same bytes.
+        """
+        for hint in self._hints:
             found = hint.get(name)
             if found is None:
                 continue
@@ -81,7 +85,8 @@ class LocalBlocks:
         block holds it), looked up for all at once: for many small samples of one shard."""
         out: list[tuple[int, int, bytes] | None] = [None] * len(starts)
         todo = np.arange(len(starts))
-        for hint in reversed(self._hints):
+        # Oldest first (see block): all of a run are then mostly in the first hint looked at.
+        for hint in self._hints:
             found = hint.get(name)
             if found is None or len(todo) == 0:
                 continue

@@ -3,10 +3,9 @@ and cook crude samples with the task encoder's cookers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
@@ -21,6 +20,7 @@ from stoker.pipeline.decode import (
 from stoker.pipeline.errors import SkipSample, wrap_failure
 from stoker.pipeline.read import LineRaws, RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
+from stoker.runtime.line_runs import scanned_lines
 from stoker.sources.aux import (
     DecodeFileStore,
     FileStore,
@@ -186,35 +186,43 @@ class SampleBuilder:
     def _jsonl_run(self, raws: list[RawSample], refs: list[int], out: list[Any]) -> None:
         """Crude samples of JSONL lines (each one ``json`` part) into ``out``, as
         :meth:`_plain_run` makes them (:meth:`_crude_lines`)."""
-        items = zip(map(_first, raws), map(_json_part, raws), map(_third, raws), strict=True)
-        self._crude_lines(items, raws, refs, out)
+        keys, lines = list(map(_first, raws)), list(map(_json_part, raws))
+        self._crude_lines(keys, lines, list(map(_third, raws)), raws, refs, out)
 
     def assemble_lines(self, raws: LineRaws, refs: list[int]) -> tuple[list[Any], Exception | None]:
         """:meth:`assemble_run` of JSONL lines cut in one go (where :attr:`jsonl_crude`): the
         crude samples made straight from the lines' bytes, a raw sample made only for a line
         that :func:`scan_json` does not take."""
         out: list[Any] = []
-        items = zip(map(str, raws.indices), raws.lines, repeat(raws.shard))
+        keys, shards = list(map(str, raws.indices)), [raws.shard] * len(raws)
         try:
-            self._crude_lines(items, raws, refs, out)
+            self._crude_lines(keys, raws.lines, shards, raws, refs, out)
         except Exception as e:
             return out, e
         return out, None
 
     def _crude_lines(
         self,
-        items: Iterable[tuple[str, bytes | None, str]],
+        keys: list[str],
+        lines: Sequence[bytes | None],
+        shards: list[str],
         raws: Sequence[RawSample],
         refs: list[int],
         out: list[Any],
     ) -> None:
-        """Crude samples of JSONL lines, ``items`` (key, the ``json`` part's bytes or None,
-        shard) of ``raws``, into ``out`` in a loop without a call per part; a line that
+        """Crude samples of JSONL lines of ``raws`` (their keys, the ``json`` parts' bytes or
+        None, and shards) into ``out``: all in C loops where every line is one JSON value
+        (:func:`scanned_lines`), else in a loop without a call per part, where a line that
         :func:`scan_json` does not take goes through :meth:`_plain_run` (which decodes or
         reports it)."""
         path, subflavors = self.source.path, self.subflavors
+        run = scanned_lines(path, subflavors, keys, lines, shards, refs)
+        if run is not None:
+            out.extend(run)
+            return
         append, new, info, scan = out.append, CrudeSample, source_info, JSON_SCANNER
-        for at, ((key, data, shard), ref) in enumerate(zip(items, refs, strict=False)):
+        items = zip(keys, lines, shards, refs, strict=False)
+        for at, (key, data, shard, ref) in enumerate(items):
             try:  # scan_json, inline: the common case (UTF-8, one value, nothing around)
                 text = data.decode("utf-8")  # type: ignore[union-attr]  # (None: to _plain_run)
                 value, end = scan(text, 0)
@@ -371,8 +379,9 @@ class Kitchen:
         self._needs: dict[int, tuple[bool, bool]] = {}
         #: The task encoder's cook_crude_sample (bound once).
         self.cook_crude = task_encoder.cook_crude_sample
-        #: The one cook function where cook_crude_sample would just call it without stores.
-        self._direct = (
+        #: The one cook function where cook_crude_sample would just call it without stores:
+        #: a loop over many samples may call it itself, with :meth:`reraise` for a failure.
+        self.direct = (
             self._always.cook
             if self._bare
             and self._always is not None
@@ -386,8 +395,8 @@ class Kitchen:
     def cook(self, sample: CrudeSample) -> Any:
         """``cook(sample, **aux)`` of the first matching cooker, as a typed sample."""
         try:
-            if self._direct is not None:  # the common case: the cooker's function, at once
-                return self._direct(sample)
+            if self.direct is not None:  # the common case: the cooker's function, at once
+                return self.direct(sample)
             cooker = self._always
             if cooker is not None and self._bare:  # no store to pass
                 return self.cook_crude(sample, cooker, {})
@@ -401,16 +410,22 @@ class Kitchen:
             if needs[1]:
                 aux["cache"] = current_cache_pool()
             return self.cook_crude(sample, cooker, aux)
-        except SkipSample:
-            raise
-        except SampleError as e:
-            if e.key is not None:
-                raise
-            raise SampleError(e.problem, key=sample.get("__key__"), part=e.part, hint=e.hint) from e
-        except StokerError:
-            raise  # a configuration problem, not this sample's
         except Exception as e:
-            raise wrap_failure(e, sample, "cook")  # noqa: B904 (wrap_failure sets the cause)
+            self.reraise(e, sample)
+
+    def reraise(self, e: Exception, sample: CrudeSample) -> NoReturn:
+        """Raise what :meth:`cook` raises where cooking ``sample`` raised ``e`` (call it while
+        handling ``e``): ``e`` itself, or a :class:`SampleError` naming the sample, caused by
+        ``e``."""
+        if isinstance(e, SkipSample):
+            raise e
+        if isinstance(e, SampleError):
+            if e.key is not None:
+                raise e
+            raise SampleError(e.problem, key=sample.get("__key__"), part=e.part, hint=e.hint) from e
+        if isinstance(e, StokerError):
+            raise e  # a configuration problem, not this sample's
+        raise wrap_failure(e, sample, "cook")  # (wrap_failure sets the cause)
 
     def aux(self) -> dict[str, FileStore]:
         """The source's aux stores by name (opened on first use)."""

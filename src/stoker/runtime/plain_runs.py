@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -87,7 +87,13 @@ def plain_outputs(
     used and the place of the last that gave an output (None: none did).
     """
     append = out.append
-    cook = kitchen.cook if kitchen is not None else None
+    # The cooker's function itself where Kitchen.cook would only call it (a call less per
+    # sample); its failure is then raised as Kitchen.cook raises it (Kitchen.reraise).
+    cook: Callable[[Any], Any] | None = None
+    reraise = None
+    if kitchen is not None:
+        cook = kitchen.cook if kitchen.direct is None else kitchen.direct
+        reraise = None if kitchen.direct is None else kitchen.reraise
     active = hook_index.ACTIVE
     made: int | None = None
     if cook is not None:
@@ -101,7 +107,7 @@ def plain_outputs(
                 try:
                     sample = cook(sample)
                 except Exception as e:
-                    failed(e, j)
+                    failed(e if reraise is None else _raised(reraise, e, sample), j)
                     return j + 1, made
             if tracker.consecutive or tracker.storage_shards:
                 tracker.succeeded()
@@ -124,6 +130,15 @@ def plain_outputs(
             active.pop()
             CLOCK.charge(COOK, perf_counter() - started)
     return len(samples), made
+
+
+def _raised(reraise: Callable[[Exception, Any], NoReturn], e: Exception, sample: Any) -> Exception:
+    """What ``reraise(e, sample)`` raises (:meth:`Kitchen.reraise`: what :meth:`Kitchen.cook`
+    raises where its cooker raised ``e``), with its traceback and context as there."""
+    try:
+        reraise(e, sample)
+    except Exception as raised:
+        return raised
 
 
 __all__ = ["Prepared", "plain_outputs", "same_runs"]
