@@ -320,6 +320,30 @@ def test_prefetch_of_few_samples_per_shard_reads_the_blocks_of_the_numpy_path(
     assert kept[32] == kept[0] and len(kept[0]) == 1 and len(kept[0][0]) == 4
 
 
+def test_offsets_of_large_indexes_taken_one_by_one_read_what_whole_lists_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A shard index larger than _LIST_WHOLE is not made a list whole per run or hint (that cost
+    # ~0.1 ms per run for 10^4-sample shards): its few offsets are taken from numpy instead.
+    root = make_val_texts(tmp_path / "d", shards=3, per_shard=9, dataset_yaml=YAMLS["crude"])
+    source = load_source(str(root), split_part="val")
+    rng = np.random.default_rng(1)
+    shard_ids, indices = rng.integers(0, 3, 30), rng.integers(0, 9, 30)
+    seen: dict[int, Any] = {}
+    for whole in (1024, 0):  # every index listed whole, then none
+        monkeypatch.setattr(read_module, "_LIST_WHOLE", whole)
+        reader = source.reader()
+        reader.prefetch(shard_ids, indices)
+        hints = list(reader._blocks._hints)
+        raws, error = reader.read_run(shard_ids.tolist(), indices.tolist())
+        assert error is None
+        seen[whole] = (hints, raws)
+        reader.close()
+    assert seen[1024] == seen[0] and len(seen[0][0]) == 1
+    reader, pairs = source.reader(), zip(shard_ids.tolist(), indices.tolist(), strict=True)
+    assert seen[0][1] == [reader.read(s, i) for s, i in pairs]
+
+
 def test_charge_counts_as_start_and_stop_would() -> None:
     clock = StageClock()
     clock.start(READ)

@@ -39,6 +39,10 @@ _MAX_OPEN = 256
 _COALESCE_GAP = 1 << 16
 #: A shard's hinted samples up to this many are looked up in plain lists (numpy beyond).
 _FEW = 32
+#: A shard index of up to this many offsets is made a list whole to look up a few samples in it
+#: (cheaper than numpy for small shards); of a larger one, just the offsets needed are taken
+#: (listing 10^4 offsets costs ~0.1 ms, and a run or hint may use a handful of them).
+_LIST_WHOLE = 1024
 
 
 class RawSample(NamedTuple):
@@ -289,16 +293,21 @@ class ShardReader:
         others by :meth:`read` (which reads and reports as for one)."""
         shards, cached, take = self.shards, self._offsets, self._blocks.take
         append, read = out.append, self.read
-        listed: dict[str, list[int]] = {}  # the offsets of this run's shards, as lists
+        # the offsets of this run's shards: lists of small indexes, else numpy (_LIST_WHOLE)
+        listed: dict[str, Any] = {}
         for shard_id, index in zip(shard_ids, indices, strict=True):
             shard = shards[shard_id]
             spans = listed.get(shard)
             if spans is None:
-                offsets = cached.get(shard)
+                offsets: Any = cached.get(shard)
                 if offsets is not None:
-                    spans = listed[shard] = offsets.tolist()  # type: ignore[attr-defined]
+                    whole = len(offsets) <= _LIST_WHOLE
+                    spans = listed[shard] = offsets.tolist() if whole else offsets
             if spans is not None and 0 <= index < len(spans) - 1:
-                start, end = spans[index], spans[index + 1]
+                if type(spans) is list:
+                    start, end = spans[index], spans[index + 1]
+                else:
+                    start, end = spans[index : index + 2].tolist()
                 data = take(shard, start, end)
                 if data is not None and len(data) == end - start:
                     simple = _parse_simple(data)
@@ -389,8 +398,12 @@ class ShardReader:
                     in_order = indices[order].tolist()
                 count = len(offsets) - 1
                 few = sorted({i for i in in_order[lo:hi] if 0 <= i < count})
-                spans = offsets.tolist()
-                starts, ends = [spans[i] for i in few], [spans[i + 1] for i in few]
+                if count < _LIST_WHOLE:
+                    spans = offsets.tolist()
+                    starts, ends = [spans[i] for i in few], [spans[i + 1] for i in few]
+                else:
+                    starts = offsets[few].tolist()
+                    ends = offsets[[i + 1 for i in few]].tolist()
                 local_ranges[name] = (local, _coalesce_lists(starts, ends))
                 continue
             places = order[lo:hi]
