@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 #: References read and assembled at a time (one call), at most.
 RUN = 64
 #: About the bytes of samples one run reads: a run of large samples (images) is shorter. A
-#: run's samples stay in memory until the next run is read, besides the batch's, so runs of 64
-#: photos of 56 KB (3.5 MB) grew each worker's heap by ~3 MB more than runs of 16 to 32 did
-#: (``bench_loader.py``'s photos at W=2); small samples (text) still go 64 at a time.
+#: run's samples stay in memory until the next run is read, besides those in the shuffle buffer
+#: and the batch, so 64 photos of 56 KB (3.5 MB) grew each worker's heap by ~3.5 MB more than
+#: runs of 16 to 32 did (``bench_loader.py``'s photos at W=2); small samples (text) still go 64
+#: at a time.
 RUN_BYTES = 1 << 20
 
 
