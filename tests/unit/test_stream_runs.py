@@ -28,20 +28,17 @@ from stoker import (
     get_train_dataset,
 )
 from stoker.errors import SampleError
-from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
-from stoker.format.prepare import prepare_dataset
 from stoker.model import cooking
 from stoker.model.samples import CrudeSample
 from stoker.pipeline.decode import JSON_PART, NOT_SCANNED, SampleDecoder, scan_json
 from stoker.pipeline.local_blocks import LocalBlocks
-from stoker.pipeline.read import RawSample, ShardReader
-from stoker.runtime import plain_runs
+from stoker.pipeline.read import ShardReader
 from stoker.runtime import stream as stream_module
 from stoker.runtime.plain_runs import same_runs
 from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD
 from stoker.sources.source import load_source
-from tests.conftest import make_val_texts, write_shard
+from tests.conftest import make_val_texts
 
 
 def jsonl_file(path: Path, count: int, bad: tuple[int, ...] = ()) -> Path:
@@ -190,52 +187,6 @@ def test_a_blend_equals_one_by_one(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert fast.seen == slow.seen
     texts = [t for batch, _ in got for t in batch["text"]]
     assert any(t.startswith("a line") for t in texts) and any(t.startswith("b line") for t in texts)
-
-
-def counting_local_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The references each local run asks for from now on (ShardReader.read_run)."""
-    lengths: list[int] = []
-    real = ShardReader.read_run
-
-    def counted(self: ShardReader, shard_ids: Any, indices: Any) -> Any:
-        lengths.append(len(indices))
-        return real(self, shard_ids, indices)
-
-    monkeypatch.setattr(ShardReader, "read_run", counted)
-    return lengths
-
-
-def test_runs_of_large_samples_are_shorter_and_equal_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # 100 samples of ~200 KB: runs of RUN_BYTES (1 MiB) are 5 samples, not 64 (a worker holds
-    # a run's samples until the next run is read)
-    big = b"x" * (200 << 10)
-    samples = [(f"k{i:03d}", {"txt": b"%03d" % i + big}) for i in range(100)]
-    root = tmp_path / "d"
-    write_shard(root / "shard_000.tar", samples[:60])
-    write_shard(root / "shard_001.tar", samples[60:])
-    prepare_dataset(
-        str(root), split_parts=[("val", "shard_*")],
-        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
-    )  # fmt: skip
-    lengths = counting_local_runs(monkeypatch)
-    fast = run(monkeypatch, root, runs=True, split_part="val", batch_size=8)
-    assert sum(lengths) == 100 and lengths[0] == plain_runs.RUN and max(lengths[1:]) == 5
-    assert fast == run(monkeypatch, root, runs=False, split_part="val", batch_size=8)
-    assert sorted(t[:3] for batch, _ in fast for t in batch["text"]) == [
-        f"{i:03d}" for i in range(100)
-    ]
-
-
-def test_a_run_fits_its_samples_in_run_bytes() -> None:
-    queue = plain_runs.Prepared()
-    assert queue.run == plain_runs.RUN  # before any sample was read
-    for size, expected in ((100, 64), (16 << 10, 64), (56 << 10, 18), (300 << 10, 3), (5 << 20, 1)):
-        queue.fit(RawSample("k", {"jpg": b"x" * (size - 10), "txt": b"y" * 10}, "s", 0, 0))
-        assert queue.run == expected, size
-    queue.fit(RawSample("k", {}, "s", 0, 0))  # no parts at all
-    assert queue.run == plain_runs.RUN
 
 
 def test_workers_give_the_batches_of_one_by_one(

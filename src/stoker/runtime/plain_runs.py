@@ -25,15 +25,6 @@ if TYPE_CHECKING:
     from stoker.pipeline.read import RawSample
     from stoker.runtime.build import Kitchen
 
-#: References read and assembled at a time (one call), at most.
-RUN = 64
-#: About the bytes of samples one run reads: a run of large samples (images) is shorter. A
-#: run's samples stay in memory until the next run is read, besides those in the shuffle buffer
-#: and the batch, so 64 photos of 56 KB (3.5 MB) grew each worker's heap by ~3.5 MB more than
-#: runs of 16 to 32 did (``bench_loader.py``'s photos at W=2); small samples (text) still go 64
-#: at a time.
-RUN_BYTES = 1 << 20
-
 
 class Prepared:
     """One dataset's samples read and assembled ahead, taken from :attr:`at` on.
@@ -42,21 +33,13 @@ class Prepared:
     that failed to read or assemble (its error, or None for a reference left unread).
     """
 
-    __slots__ = ("at", "good", "raws", "run", "samples")
+    __slots__ = ("at", "good", "raws", "samples")
 
     def __init__(self) -> None:
         self.samples: list[Any] = []
         self.raws: Sequence[RawSample | None] = []
         self.at = 0
         self.good = 0
-        #: References to read in the next run (:meth:`fit`).
-        self.run = RUN
-
-    def fit(self, raw: RawSample) -> None:
-        """Size the next runs for samples as large as ``raw``: :data:`RUN_BYTES` of them, 1
-        to :data:`RUN` samples."""
-        size = sum(map(len, raw.parts.values()))
-        self.run = max(1, min(RUN, RUN_BYTES // max(size, 1)))
 
     def fill(self, samples: list[Any], raws: Sequence[RawSample | None], good: int) -> None:
         """Hold ``samples`` (the first ``good`` assembled) and their raw samples."""

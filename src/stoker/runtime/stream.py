@@ -54,6 +54,8 @@ from stoker.sources.source import DataSource
 _FIRST_BLOCK, _BLOCK = 1024, 4096
 #: A block's references of one dataset: global sample indices, shards, indices in the shard.
 _Refs = tuple[list[int], list[int], list[int]]
+#: References read and assembled at a time, in one call (see :meth:`SampleStream._prepare`).
+_RUN = 64
 #: Whether samples are read, assembled and encoded in runs, and batched from lists
 #: (:meth:`SampleStream.runs`); False: one by one (what tests compare with).
 RUNS = True
@@ -384,9 +386,9 @@ class SampleStream(RefSource):
 
     def _prepare(self, d: int, refs: _Refs, at: int, queue: Prepared) -> None:
         """Read and assemble the next run of dataset ``d``'s references of this block (from
-        ``at``, up to ``queue.run``) into ``queue``, up to the first that fails, which ends the
+        ``at``, up to :data:`_RUN`) into ``queue``, up to the first that fails, which ends the
         run as a :class:`_Failure` (its raw sample or None)."""
-        end = at + queue.run
+        end = at + _RUN
         shard_ids = refs[1][at:end]
         if self.corrupt or self.unreachable:  # stop before a shard that failed in this pass
             broken = self.corrupt | self.unreachable
@@ -410,8 +412,6 @@ class SampleStream(RefSource):
                 samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
             else:
                 read, error = io.reader.read_run(shard_ids, refs[2][at:end])
-                if read:
-                    queue.fit(read[0])
                 raws = read
                 clock.switch(DECODE)
                 samples, failed = io.builder.assemble_run(read, refs[0][at:end])
