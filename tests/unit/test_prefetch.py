@@ -11,6 +11,8 @@ from typing import BinaryIO
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stoker.pipeline.read_ahead as read_ahead_module
 from stoker.errors import ConfigError, StorageError
@@ -21,6 +23,7 @@ from stoker.pipeline.prefetch import (
     plan_requests,
     split_head,
 )
+from stoker.pipeline.prefetch_plan import ShardSamples, by_shard, plan_shards
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store
 from stoker.storage.options import LoaderOptions, activate
@@ -150,6 +153,110 @@ def test_requests_are_ordered_by_first_need_and_duplicates_share_one() -> None:
         ("b", 50, 60, 0), ("a", 0, 10, 1), ("b", 0, 10, 2)
     ]  # fmt: skip
     assert requests[1].samples == [(0, 10), (0, 10)]
+
+
+def _plan_one_by_one(samples: list[tuple[str, int, int]], gap: int, cap: int) -> list[tuple]:
+    """The plan as a loop over samples (the reference the array planner must match)."""
+    by_name: dict[str, list[tuple[int, int, int]]] = {}
+    for position, (name, start, end) in enumerate(samples):
+        by_name.setdefault(name, []).append((start, end, position))
+    plan: list[list] = []
+    for name, items in by_name.items():
+        current: list | None = None
+        for start, end, position in sorted(items):
+            if (
+                current is not None
+                and start - current[2] <= gap
+                and max(end, current[2]) - current[1] <= cap
+            ):
+                current[2] = max(current[2], end)
+                current[3] = min(current[3], position)
+            else:
+                current = [name, start, end, position, []]
+                plan.append(current)
+            current[4].append((start, end))
+    return sorted((tuple(r) for r in plan), key=lambda r: r[3])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abc"), st.integers(0, 300), st.integers(0, 60)),
+        max_size=60,
+    ),
+    st.integers(0, 40),
+    st.integers(1, 200),
+)
+def test_the_array_planner_plans_as_a_loop_over_samples(
+    items: list[tuple[str, int, int]], gap: int, cap: int
+) -> None:
+    samples = [(name, start, start + size) for name, start, size in items]
+    planned = [
+        (r.name, r.start, r.end, r.first, r.samples)
+        for r in plan_requests(samples, gap=gap, cap=cap)
+    ]
+    assert planned == _plan_one_by_one(samples, gap, cap)
+    # by shard as arrays, placed by any increasing numbering: the same plan
+    shards = [
+        ShardSamples(
+            name,
+            np.array([3 * p + 7 for p, s in enumerate(samples) if s[0] == name], dtype=np.int64),
+            np.array([s[1] for s in samples if s[0] == name], dtype=np.int64),
+            np.array([s[2] for s in samples if s[0] == name], dtype=np.int64),
+        )
+        for name in sorted({s[0] for s in samples}, reverse=True)
+    ]
+    arrays = [
+        (r.name, r.start, r.end, r.first, r.samples) for r in plan_shards(shards, gap=gap, cap=cap)
+    ]
+    assert arrays == planned
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 30)), min_size=1, max_size=20),
+    st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 30)), max_size=20),
+)
+def test_a_later_announcement_counts_reads_of_ranges_already_coming(
+    first: list[tuple[str, int]], second: list[tuple[str, int]]
+) -> None:
+    """Samples announced inside requests already queued are one more read of the first request
+    that holds them; only the others are planned anew (in their order among themselves)."""
+    store = MemStore({"a": bytes(400), "b": bytes(400)})
+    store.gate.clear()  # nothing arrives: the requests stay as planned
+    ahead = read_ahead_module.ReadAhead(10_000, 1, gap=15, cap=60)
+    reader = ahead.register(store)
+    ahead.want(reader, [(name, 10 * i, 10 * i + 10) for name, i in first])
+    before = {
+        key: [(c.request, c.wanted) for c in chunks] for key, chunks in ahead._by_name.items()
+    }
+    expected_wanted = {
+        id(request): wanted for chunks in before.values() for request, wanted in chunks
+    }
+    fresh = []
+    for name, i in second:
+        start, end = 10 * i, 10 * i + 10
+        holding = [
+            r for r, _ in before.get((reader, name), []) if r.start <= start and end <= r.end
+        ]
+        if holding:
+            expected_wanted[id(holding[0])] += 1
+        else:
+            fresh.append((name, start, end))
+    shards = by_shard([(name, 10 * i, 10 * i + 10) for name, i in second])
+    ahead.want_shards(reader, shards)
+    chunks = [c for cs in ahead._by_name.values() for c in cs]
+    old = [c for c in chunks if id(c.request) in expected_wanted]
+    assert {id(c.request): c.wanted for c in old} == expected_wanted
+    new = sorted(
+        (c for c in chunks if id(c.request) not in expected_wanted), key=lambda c: c.request.first
+    )
+    planned = plan_requests(fresh, gap=15, cap=60)
+    assert [(c.request.name, c.request.start, c.request.end) for c in new] == [
+        (r.name, r.start, r.end) for r in planned
+    ]
+    store.gate.set()
+    ahead.forget(reader)
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from stoker.pipeline.prefetch_plan import (
     REMOTE_GAP,
     Request,
     SampleKey,
+    ShardSamples,
     plan_requests,
     split_head,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "Prefetcher",
     "Request",
     "SampleKey",
+    "ShardSamples",
     "plan_requests",
     "split_head",
 ]
@@ -131,6 +133,11 @@ class Prefetcher:
         """Announce that ``samples`` (shard, start, end) are read next, in this order."""
         token = self._registered()
         self.service.want(token, samples)
+
+    def want_shards(self, shards: Sequence[ShardSamples]) -> None:
+        """:meth:`want` of samples given by shard as arrays (their places: the read order)."""
+        token = self._registered()
+        self.service.want_shards(token, shards)
 
     def take(self, name: str, start: int, end: int) -> bytes | None:
         """The bytes ``[start, end)`` of ``name`` if announced (waiting for them), else None.

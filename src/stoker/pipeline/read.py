@@ -32,7 +32,7 @@ from stoker.format.tar import (
 )
 from stoker.format.tar_index import load_offsets, tar_index_name
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
-from stoker.pipeline.prefetch import Prefetcher
+from stoker.pipeline.prefetch import Prefetcher, ShardSamples
 from stoker.storage import Store
 
 _MAX_OPEN = 256
@@ -387,7 +387,7 @@ class ShardReader:
         unique = shard_ids[order[[lo for lo, _ in bounds]]].tolist()
         self._load_offsets(unique)
         local_ranges: dict[str, tuple[str, list[tuple[int, int]]]] = {}
-        remote: list[tuple[int, int, int, int]] = []  # (place in the hint, shard, start, end)
+        remote: list[ShardSamples] = []  # by shard, placed by their place in the hint
         in_order: list[int] | None = None  # the hint's indices by shard, as a list (made once)
         for shard_id, (lo, hi) in zip(unique, bounds, strict=True):
             name = self.shards[shard_id]
@@ -413,20 +413,14 @@ class ShardReader:
                 picked = np.unique(picked[keep])
                 local_ranges[name] = (local, _coalesce(offsets[picked], offsets[picked + 1]))
                 continue
-            places, picked = places[keep], picked[keep]
-            remote.extend(
-                zip(
-                    places.tolist(), [shard_id] * len(places), offsets[picked].tolist(),
-                    offsets[picked + 1].tolist(), strict=True,
-                )
-            )  # fmt: skip
+            if keep.any():
+                picked = picked[keep]
+                edges = offsets.astype(np.int64)  # (uint64 would mix with int64 into floats)
+                remote.append(ShardSamples(name, places[keep], edges[picked], edges[picked + 1]))
         if local_ranges:
             self._read_ahead_local(local_ranges, advise)
-        if not remote:
-            return
-        remote.sort()  # back in the hint's order
-        names = self.shards
-        self._remote().want((names[s], b, e) for _, s, b, e in remote)
+        if remote:
+            self._remote().want_shards(remote)
 
     def _read_ahead_local(
         self, ranges: dict[str, tuple[str, list[tuple[int, int]]]], advise: Any

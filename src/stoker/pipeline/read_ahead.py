@@ -35,13 +35,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
+
 from stoker.pipeline.prefetch_plan import (
     FIRST_REQUEST,
     MAX_REQUEST,
     REMOTE_GAP,
     Request,
     SampleKey,
-    plan_requests,
+    ShardSamples,
+    by_shard,
+    plan_shards,
     split_head,
 )
 from stoker.storage import Store
@@ -75,6 +79,23 @@ class _Chunk:
     future: Future[bytes] | None = None
     dropped: bool = False
     data: bytes | None = None  # the bytes received, once a run took from it (take_held)
+
+
+def _not_covered(shard: ShardSamples, chunks: list[_Chunk]) -> ShardSamples:
+    """The samples of ``shard`` that no chunk of ``chunks`` (requests of one reader and shard)
+    holds; each sample held counts as one more read of the first chunk that holds it."""
+    starts, ends = shard.starts, shard.ends
+    taken = np.zeros(len(starts), dtype=bool)
+    for chunk in chunks:
+        inside = (starts >= chunk.request.start) & (ends <= chunk.request.end) & ~taken
+        held = int(np.count_nonzero(inside))
+        if held:
+            chunk.wanted += held
+            taken |= inside
+    if not taken.any():
+        return shard
+    keep = ~taken
+    return ShardSamples(shard.name, shard.places[keep], starts[keep], ends[keep])
 
 
 def _covering(chunks: list[_Chunk], start: int, end: int) -> _Chunk | None:
@@ -152,28 +173,30 @@ class ReadAhead:
 
     def want(self, reader: int, samples: Iterable[SampleKey]) -> None:
         """Announce that ``samples`` (shard, start, end) are read next by ``reader``, in order."""
+        if self.enabled:
+            self.want_shards(reader, by_shard(samples))
+
+    def want_shards(self, reader: int, shards: Sequence[ShardSamples]) -> None:
+        """:meth:`want` of samples given by shard as arrays (their places: the read order)."""
         if not self.enabled:
             return
         self._own()
         with self._lock:
             if reader not in self._stores:
                 return  # forgotten, or announced in another process
-            fresh: list[SampleKey] = []
-            by_name = self._by_name
-            for sample in samples:
-                chunks = by_name.get((reader, sample[0]))
+            fresh: list[ShardSamples] = []
+            for shard in shards:
+                chunks = self._by_name.get((reader, shard.name))
                 if chunks:  # inside a range already coming (read to fill a gap)?
-                    chunk = _covering(chunks, sample[1], sample[2])
-                    if chunk is not None:  # one more read of it
-                        chunk.wanted += 1
-                        continue
-                fresh.append(sample)
+                    shard = _not_covered(shard, chunks)
+                if len(shard.places):
+                    fresh.append(shard)
             self._queue(reader, fresh)
             self._pump()
 
-    def _queue(self, reader: int, fresh: list[SampleKey]) -> None:
+    def _queue(self, reader: int, fresh: list[ShardSamples]) -> None:
         cap = min(self.cap, self.request_cap)
-        requests = plan_requests(fresh, gap=self.gap, cap=cap)
+        requests = plan_shards(fresh, gap=self.gap, cap=cap)
         queue = self._queues.setdefault(reader, deque())
         cold = bool(requests) and not queue and not any(c.reader == reader for c in self._live)
         if cold:
