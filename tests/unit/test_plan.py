@@ -29,6 +29,25 @@ def test_keyed_rng_is_deterministic_and_keyed() -> None:
     assert isinstance(keyed_rng(7).bit_generator, np.random.Philox)
 
 
+def test_keyed_rng_is_the_generator_of_the_seed_sequence_of_its_words() -> None:
+    # keyed_rng hashes words below 2**32 from one uint32 array: the plan's draws (every saved
+    # plan's order) must stay those of SeedSequence([seed, *key]) bit for bit.
+    big = [2**32 - 1, 2**32, 2**40 + 5, 2**64 + 3]
+    for words in [
+        (0,),
+        (7, WINDOW, 0, 0, 0, 0),
+        (3, 0, 1, 2, 3, 99),
+        *[(s, 2, 1, 0, s) for s in big],
+    ]:
+        for last in range(40):
+            key = (*words, last)
+            want = np.random.Generator(np.random.Philox(np.random.SeedSequence(list(key))))
+            got = keyed_rng(*key)
+            assert got.permutation(100).tolist() == want.permutation(100).tolist()
+            assert got.integers(0, 2**62, 3).tolist() == want.integers(0, 2**62, 3).tolist()
+    assert keyed_rng(np.int64(5), np.uint32(2)).random() == keyed_rng(5, 2).random()
+
+
 def test_keyed_rng_rejects_negative() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         keyed_rng(-1, SLICE_ORDER)

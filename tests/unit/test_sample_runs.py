@@ -32,6 +32,7 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.model.samples import CrudeSample, source_info
 from stoker.pipeline import read as read_module
+from stoker.pipeline.batching import restore_key_of
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.local_blocks import LocalBlocks
@@ -41,6 +42,7 @@ from stoker.runtime import build as build_module
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.line_runs import scanned_lines
 from stoker.runtime.plain_runs import plain_outputs
+from stoker.runtime.stream import encoded_key
 from stoker.sources.source import load_source
 from tests.conftest import make_val_texts
 
@@ -377,3 +379,51 @@ def test_plain_decoders_only_where_decode_would_call_them() -> None:
     assert SampleDecoder().plain_decoder("jpg") is None
     assert SampleDecoder(guess_content=True).plain_decoder("json") is None
     assert Custom().plain_decoder("json") is None
+
+
+class _Reversed(tuple[Any, ...]):
+    """A restore key that iterates backwards: extended by unpacking, as encoded_key does."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        return reversed(tuple(self[:]))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    __restore_key__: tuple[Any, ...]
+
+
+class _Missing:
+    __slots__ = ()
+
+
+class _Raising:
+    @property
+    def __restore_key__(self) -> Any:
+        raise AttributeError("none here")
+
+
+def test_plain_outputs_extend_restore_keys_as_encoded_key() -> None:
+    def samples() -> list[Any]:
+        key = ("Webdataset", "/d", 7)
+        return [
+            TextSample(__key__="a", __restore_key__=key, text="t"),
+            TextSample(__key__="b", __restore_key__=_Reversed(key), text="t"),
+            TextSample(__key__="c", __restore_key__=("Webdataset", "/d"), text="t"),
+            TextSample(__key__="d", __restore_key__=[*key], text="t"),  # type: ignore[arg-type]
+            _Frozen(key), _Missing(), _Raising(), {"__restore_key__": key}, {"x": 1},
+            {"__restore_key__": _Reversed(key)},
+        ]  # fmt: skip
+
+    tracker = SimpleNamespace(consecutive=0, storage_shards=set())
+    out: list[Any] = []
+    assert plain_outputs(samples(), None, 0, 5, 2, tracker, out, pytest.fail) == (10, 9)  # type: ignore[arg-type]
+    want = [encoded_key(s, restore_key_of(s), 5 + 2 * j, 0) for j, s in enumerate(samples())]
+    got = [getattr(s, "__restore_key__", None) if not isinstance(s, dict) else s for s in out]
+    expected = [getattr(s, "__restore_key__", None) if not isinstance(s, dict) else s for s in want]
+    assert got == expected
+    assert got[0] == ("Webdataset", "/d", 7, 5, 0) and type(got[0]) is tuple
+    assert got[1] == (7, "/d", "Webdataset", 7, 0)  # unpacked through its __iter__
+    assert got[9]["__restore_key__"] == (7, "/d", "Webdataset", 23, 0)

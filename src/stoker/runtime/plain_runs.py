@@ -111,16 +111,24 @@ def plain_outputs(
                     return j + 1, made
             if tracker.consecutive or tracker.storage_shards:
                 tracker.succeeded()
-            # encoded_key, inline: the restore key read here is the one to extend.
+            # encoded_key, inline: the restore key read here is the one to extend. A plain
+            # tuple is extended by concatenation (cheaper); a subclass is unpacked (it may
+            # iterate otherwise).
             if isinstance(sample, dict):
                 key = sample.get("__restore_key__")
                 if isinstance(key, tuple) and len(key) == 3:
-                    sample["__restore_key__"] = (*key, index, 0)
+                    sample["__restore_key__"] = (
+                        key + (index, 0) if type(key) is tuple else (*key, index, 0)  # noqa: RUF005
+                    )
             else:
-                key = getattr(sample, "__restore_key__", None)
+                try:  # getattr(sample, name, None), as a slot read the interpreter specialises
+                    key = sample.__restore_key__
+                except AttributeError:
+                    key = None
                 if isinstance(key, tuple) and len(key) == 3:
+                    extended = key + (index, 0) if type(key) is tuple else (*key, index, 0)  # noqa: RUF005
                     try:  # noqa: SIM105 (per sample: suppress() costs more)
-                        sample.__restore_key__ = (*key, index, 0)
+                        sample.__restore_key__ = extended
                     except (AttributeError, TypeError):  # frozen: left as it is
                         pass
             append(sample)
