@@ -36,7 +36,7 @@ from stoker.pipeline.batching import restore_key_of
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.local_blocks import LocalBlocks
-from stoker.pipeline.read import _coalesce
+from stoker.pipeline.read import _coalesce, sorted_unique
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
 from stoker.runtime import build as build_module
 from stoker.runtime.build import SampleBuilder
@@ -302,6 +302,14 @@ def test_coalescing_in_numpy_equals_the_plain_loop() -> None:
             else:
                 merged.append((start, end))
         assert _coalesce(starts, ends) == merged
+
+
+def test_sorted_unique_is_np_unique() -> None:
+    rng = np.random.default_rng(0)
+    for n in [0, 1, 2, 3, *rng.integers(4, 5000, 60).tolist()]:
+        values = rng.integers(0, max(1, n // int(rng.integers(1, 4))), n)
+        got, want = sorted_unique(values), np.unique(values)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
 
 
 def test_prefetch_of_few_samples_per_shard_reads_the_blocks_of_the_numpy_path(
