@@ -1,11 +1,19 @@
-"""Datasets and loaders shared by the remote-storage tests (S3 and HTTP)."""
+"""Datasets, loaders and emulators shared by the remote-storage tests (S3, HTTP, Azure, GCS)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from stoker import WorkerConfig, get_loader, get_train_dataset, get_val_dataset
 from stoker.format.dataset_config import make_dataset_yaml
@@ -58,3 +66,37 @@ def stoker_cli(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "stoker.cli.main", *args],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def emulator(argv: Callable[[int], list[str]], name: str) -> Iterator[int]:
+    """Runs the server ``argv(port)`` on a free port of 127.0.0.1 until the block ends (its
+    whole process group is killed: the emulators here keep their data in memory) and yields
+    the port once it accepts connections."""
+    port = free_port()
+    proc = subprocess.Popen(
+        argv(port), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited with {proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{name} did not listen within 30 s")
+                time.sleep(0.1)
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -12,10 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +20,7 @@ import pytest
 
 from stoker.errors import StorageError
 from stoker.storage import open_store
-from tests.integration._remote import epoch_keys, prepare_local
+from tests.integration._remote import emulator, epoch_keys, prepare_local
 
 adlfs = pytest.importorskip("adlfs")
 _IN_VENV = Path(__file__).resolve().parents[2] / ".venv/azurite/node_modules/.bin/azurite-blob"
@@ -43,26 +39,12 @@ KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr
 @pytest.fixture(scope="module")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """(connection string, local copy) of a prepared dataset uploaded to ``az://data/ds``."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-            "--inMemoryPersistence", "--skipApiVersionCheck", "--silent"]  # fmt: skip
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"azurite-blob exited with {proc.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("azurite-blob did not listen within 30 s")
-                time.sleep(0.1)
+
+    def argv(port: int) -> list[str]:
+        return [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                "--inMemoryPersistence", "--skipApiVersionCheck", "--silent"]  # fmt: skip
+
+    with emulator(argv, "azurite-blob") as port:
         conn = (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
                 f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};")  # fmt: skip
         local = prepare_local(tmp_path_factory.mktemp("az"), "az", 3, 10)
@@ -70,9 +52,6 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         fs.mkdir("data")
         fs.put(str(local), "data/ds", recursive=True)
         yield conn, local
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # in memory: nothing to flush
-        proc.wait()
 
 
 @pytest.fixture

@@ -200,9 +200,13 @@ class FsspecStore(Store):
         self._call("PUT", path, lambda fs, url: fs.pipe_file(url, data))
 
     def publish(self, tmp_path: str, path: str) -> None:
+        # As on S3: a copy replaces the object in one step (readers see the old or the new
+        # one), then the temporary goes. Not ``mv``: gcsfs's tries a move call first and
+        # retries it for half a minute where a GCS-compatible server lacks it.
         self._writable("publish", path)
         source = self.url(tmp_path)
-        self._call("MOVE", path, lambda fs, url: fs.mv(source, url))
+        self._call("COPY", path, lambda fs, url: fs.copy(source, url))
+        self.remove(tmp_path)
 
     def remove(self, path: str) -> None:
         self._writable("remove", path)
