@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import mmap
 import random
 import sys
 import time
@@ -352,6 +353,30 @@ def test_offsets_of_large_indexes_taken_one_by_one_read_what_whole_lists_read(
     assert seen[1024] == seen[0] and len(seen[0][0]) == 1
     reader, pairs = source.reader(), zip(shard_ids.tolist(), indices.tolist(), strict=True)
     assert seen[0][1] == [reader.read(s, i) for s, i in pairs]
+
+
+def test_a_large_local_index_is_mapped_and_reads_what_a_read_one_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Indexes of at least _MAP_BYTES are memory-mapped (a JSONL file's index can be GBs, and
+    # every worker of every rank would hold a copy); smaller ones are read into memory.
+    lines = [json.dumps({"i": i, "t": "x" * (i % 7)}) for i in range(300)]
+    source = load_source(str(jsonl_file(tmp_path, lines)))
+    indices = [5, 299, 0, 150, 151, 17]
+    seen = {}
+    for limit in (1 << 20, 8 * 301):  # 301 entries: read, then mapped
+        monkeypatch.setattr(read_module, "_MAP_BYTES", limit)
+        reader = source.reader()
+        offsets = reader.offsets(0)
+        mapped = isinstance(getattr(offsets.base, "obj", None), mmap.mmap)
+        assert mapped == (limit == 8 * 301) and offsets.flags.writeable != mapped
+        reader.prefetch(np.zeros(len(indices), np.int64), np.array(indices, np.int64))
+        raws, error = reader.read_run([0] * len(indices), indices)
+        assert error is None
+        seen[limit] = (offsets.tolist(), raws, [reader.read(0, i) for i in indices])
+        reader.close()
+    assert seen[1 << 20] == seen[8 * 301]
+    assert [json.loads(raw.parts["json"])["i"] for raw in seen[8 * 301][1]] == indices
 
 
 def test_charge_counts_as_start_and_stop_would() -> None:

@@ -19,10 +19,13 @@ import pytest
 
 from stoker import WorkerConfig, get_loader, get_val_dataset, prepare_dataset
 from stoker.errors import FormatError, StokerError
+from stoker.format import tar_index
 from stoker.format.dataset_config import make_dataset_yaml
+from stoker.format.jsonl import prepare_jsonl
 from stoker.format.lint import lint_dataset
 from stoker.format.tar import BLOCK, TarScan
-from stoker.format.tar_index import encode_offsets, load_offsets
+from stoker.format.tar_index import encode_offsets, load_offsets, map_offsets
+from stoker.sources.source import load_source
 from tests.conftest import text_samples, write_shard
 
 TEXT = make_dataset_yaml("TextSample", {"text": "txt"})
@@ -181,6 +184,54 @@ def read_all(dataset: Any) -> int:
 def test_load_offsets_refuses_damaged_indexes(offsets: list[int], problem: str) -> None:
     with pytest.raises(FormatError, match=problem):
         load_offsets(encode_offsets(offsets), "a.tar.idx")
+
+
+@pytest.mark.parametrize(
+    ("at", "bad", "problem"),
+    [
+        (3, 1 << 63, "entry 3 is 9223372036854775808, beyond"),
+        (
+            4,
+            1,
+            "entry 4 \\(1\\) is smaller",
+        ),  # the first of a block, below the last of the one before
+        (9, 1, "entry 9 \\(1\\) is smaller"),
+        (10, 1 << 63, "entry 10 is"),
+    ],
+)
+def test_a_mapped_index_is_checked_block_by_block_as_a_read_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int, bad: int, problem: str
+) -> None:
+    monkeypatch.setattr(tar_index, "_CHECK_BLOCK", 4)
+    index = tmp_path / "a.jsonl.idx"
+    good = list(range(0, 1100, 100))
+    index.write_bytes(encode_offsets(good))
+    mapped = map_offsets(str(index), "s3://b/a.jsonl.idx")
+    assert mapped.tolist() == good and not mapped.flags.writeable
+    offsets = list(good)
+    offsets[at] = bad
+    index.write_bytes(encode_offsets(offsets))
+    for load in (lambda: map_offsets(str(index), "s3://b/a.jsonl.idx"),
+                 lambda: load_offsets(index.read_bytes(), "s3://b/a.jsonl.idx")):  # fmt: skip
+        with pytest.raises(FormatError, match=f"invalid tar index: {problem}") as info:
+            load()
+        assert info.value.path == "s3://b/a.jsonl.idx"
+    index.write_bytes(encode_offsets(good)[:-3])
+    with pytest.raises(FormatError, match="85 bytes is not a positive multiple of 8"):
+        map_offsets(str(index), "a.jsonl.idx")
+
+
+def test_a_jsonl_index_of_a_bad_size_is_a_clean_error(tmp_path: Path) -> None:
+    # The dataset counts its lines from the index's size, without reading it.
+    path = tmp_path / "lines.jsonl"
+    path.write_text("".join(f'{{"i": {i}}}\n' for i in range(5)))
+    prepare_jsonl(str(path))
+    assert load_source(str(path)).counts.tolist() == [5]
+    index = tmp_path / "lines.jsonl.idx"
+    index.write_bytes(index.read_bytes()[:-1])
+    with pytest.raises(FormatError, match="47 bytes is not a positive multiple of 8") as info:
+        load_source(str(path))
+    assert info.value.path == str(index)
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -30,7 +30,7 @@ from stoker.format.tar import (
     checksum_ok,
     split_name,
 )
-from stoker.format.tar_index import load_offsets, tar_index_name
+from stoker.format.tar_index import load_offsets, map_offsets, tar_index_name
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher, ShardSamples
 from stoker.storage import Store
@@ -43,6 +43,9 @@ _FEW = 32
 #: (cheaper than numpy for small shards); of a larger one, just the offsets needed are taken
 #: (listing 10^4 offsets costs ~0.1 ms, and a run or hint may use a handful of them).
 _LIST_WHOLE = 1024
+#: Local index files of at least this many bytes are memory-mapped, not read into memory
+#: (a JSONL file's: its processes then share one copy of it).
+_MAP_BYTES = 1 << 20
 
 
 class RawSample(NamedTuple):
@@ -160,7 +163,11 @@ class ShardReader:
         cached = self._offsets.get(name)
         if cached is None:
             index = tar_index_name(name)
-            cached = load_offsets(self.store.read_bytes(index), self.store.url(index))
+            local = self.store.local_path(index)
+            if local is not None and _size(local) >= _MAP_BYTES:
+                cached = map_offsets(local, self.store.url(index))
+            else:
+                cached = load_offsets(self.store.read_bytes(index), self.store.url(index))
             self._offsets.remember(name, cached)
         return cached  # type: ignore[return-value]
 
@@ -463,6 +470,14 @@ class ShardReader:
         self._fds.clear()
         if self._ahead is not None:
             self._ahead.close()
+
+
+def _size(path: str) -> int:
+    """The size of a local file; 0 if it is not there (reading it then says so)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -26,7 +26,7 @@ from stoker.format.meta import (
 )
 from stoker.format.shard_scan import scan_shard
 from stoker.format.sqlite_index import SqliteIndexReader
-from stoker.format.tar_index import decode_offsets
+from stoker.format.tar_index import sample_count
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.read import ShardReader
 from stoker.storage import Store, open_store, split_location
@@ -253,7 +253,7 @@ def _jsonl_source(path: str, split_part: str, subflavors: dict[str, Any]) -> Dat
             path=path,
             hint=f"Run `stoker prepare {path}` first.",
         )
-    count = len(decode_offsets(store.read_bytes(index), store.url(index))) - 1
+    count = sample_count(store.size(index), store.url(index))
     counts = np.array([count], dtype=np.int64)
     return DataSource(
         path, split_part, (name,), counts, CRUDE_JSONL, jsonl=True, subflavors=subflavors
