@@ -379,6 +379,27 @@ def test_a_large_local_index_is_mapped_and_reads_what_a_read_one_reads(
     assert [json.loads(raw.parts["json"])["i"] for raw in seen[8 * 301][1]] == indices
 
 
+def test_a_reader_keeps_a_bounded_number_of_bytes_of_shard_indexes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker visiting thousands of large shards would otherwise keep every index it read.
+    root = make_val_texts(tmp_path / "d", shards=6, per_shard=9, dataset_yaml=YAMLS["crude"])
+    source = load_source(str(root), split_part="val")
+    monkeypatch.setattr(read_module, "_OFFSETS_BYTES", 3 * 80)  # three 10-entry indexes
+    reader, expected = source.reader(), source.reader()
+    pairs = [(s, i) for i in (0, 8) for s in range(6)]
+    for s, i in pairs:
+        assert reader.read(s, i) == expected.read(s, i)
+        assert reader._offsets.held <= 3 * 80 and len(reader._offsets) <= 3
+    assert list(reader._offsets) == [source.shards[s] for s in (3, 4, 5)]
+    monkeypatch.setattr(read_module, "_MAP_BYTES", 8)  # now every index is mapped: no weight
+    for s, i in pairs:
+        assert reader.read(s, i) == expected.read(s, i)
+    assert len(reader._offsets) == 6 and reader._offsets.held == 3 * 80  # 3, 4, 5 as read
+    reader.close()
+    expected.close()
+
+
 def test_charge_counts_as_start_and_stop_would() -> None:
     clock = StageClock()
     clock.start(READ)

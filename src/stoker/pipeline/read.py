@@ -43,9 +43,15 @@ _FEW = 32
 #: (cheaper than numpy for small shards); of a larger one, just the offsets needed are taken
 #: (listing 10^4 offsets costs ~0.1 ms, and a run or hint may use a handful of them).
 _LIST_WHOLE = 1024
-#: Local index files of at least this many bytes are memory-mapped, not read into memory
-#: (a JSONL file's: its processes then share one copy of it).
-_MAP_BYTES = 1 << 20
+#: Local index files of at least this many bytes (32k samples) are memory-mapped, not read:
+#: the processes that read one share its pages, which the kernel may drop and read again.
+_MAP_BYTES = 1 << 18
+#: Shard indexes read into memory that a reader keeps, in bytes (mapped ones weigh nothing):
+#: ~400 shards of 10^4 samples. Without a bound, a worker that visits thousands of large
+#: shards over a long run would keep all their indexes.
+_OFFSETS_BYTES = 32 << 20
+#: Shard indexes a reader keeps at most (read or mapped).
+_OFFSETS_COUNT = 4096
 
 
 class RawSample(NamedTuple):
@@ -142,6 +148,29 @@ class _LRU(OrderedDict[str, object]):
                 os.close(old)
 
 
+class _OffsetsCache(OrderedDict[str, "npt.NDArray[np.uint64]"]):
+    """Shard indexes, the oldest dropped first beyond :data:`_OFFSETS_COUNT` of them or
+    :data:`_OFFSETS_BYTES` of those read into memory (the newest is always kept)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = 0  # bytes of the indexes read into memory
+
+    def remember(self, name: str, offsets: npt.NDArray[np.uint64]) -> None:
+        old = self.pop(name, None)
+        if old is not None:
+            self.held -= _weight(old)
+        self[name] = offsets
+        self.held += _weight(offsets)
+        while len(self) > 1 and (len(self) > _OFFSETS_COUNT or self.held > _OFFSETS_BYTES):
+            self.held -= _weight(self.popitem(last=False)[1])
+
+
+def _weight(offsets: npt.NDArray[np.uint64]) -> int:
+    """The memory an index holds of its own: none where it is a mapped file's pages."""
+    return int(offsets.nbytes) if offsets.flags.writeable else 0
+
+
 class ShardReader:
     """Reads samples of tar shards (or lines of JSONL files) by (shard position, index)."""
 
@@ -149,7 +178,7 @@ class ShardReader:
         self.store = store
         self.shards = list(shards)
         self.jsonl = jsonl
-        self._offsets: _LRU = _LRU(4096)
+        self._offsets = _OffsetsCache()
         self._fds: _LRU = _LRU(_MAX_OPEN)
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
@@ -169,7 +198,7 @@ class ShardReader:
             else:
                 cached = load_offsets(self.store.read_bytes(index), self.store.url(index))
             self._offsets.remember(name, cached)
-        return cached  # type: ignore[return-value]
+        return cached
 
     def byte_range(self, shard_id: int, index: int) -> tuple[int, int]:
         offsets = self.offsets(shard_id)
@@ -211,10 +240,10 @@ class ShardReader:
         """The parts of sample ``index`` of shard ``shard_id``."""
         shard = self.shards[shard_id]
         offsets = self._offsets.get(shard)
-        if offsets is None or not 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+        if offsets is None or not 0 <= index < len(offsets) - 1:
             start, end = self.byte_range(shard_id, index)
         else:
-            start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+            start, end = offsets[index : index + 2].tolist()
         return self._sample(self._read(shard_id, start, end), shard, index, start, end)
 
     def _sample(self, data: bytes, shard: str, index: int, start: int, end: int) -> RawSample:
@@ -283,9 +312,9 @@ class ShardReader:
         for shard_id, index in zip(shard_ids[1:], indices[1:], strict=True):
             shard = shards[shard_id]
             offsets = cached.get(shard)
-            if offsets is None or not 0 <= index < len(offsets) - 1:  # type: ignore[arg-type]
+            if offsets is None or not 0 <= index < len(offsets) - 1:
                 break  # read() reports it (or reads the index) when its turn comes
-            start, end = offsets[index : index + 2].tolist()  # type: ignore[index]
+            start, end = offsets[index : index + 2].tolist()
             wanted.append((shard, start, end))
         held = ahead.take_held(wanted)
         sample, append = self._sample, out.append
@@ -334,11 +363,11 @@ class ShardReader:
         if offsets is None:
             return None
         picked = np.asarray(indices, dtype=np.int64)
-        count = len(offsets) - 1  # type: ignore[arg-type]
+        count = len(offsets) - 1
         if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
             return None
-        first = offsets[picked].astype(np.int64)  # type: ignore[index]
-        last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
+        first = offsets[picked].astype(np.int64)
+        last = offsets[picked + 1].astype(np.int64)
         held = self._blocks.locate(shard, first, last)
         if None in held:
             return None
@@ -353,11 +382,11 @@ class ShardReader:
         if offsets is None:
             offsets = self.offsets(shard_id)
         picked = np.asarray(indices, dtype=np.int64)
-        count = len(offsets) - 1  # type: ignore[arg-type]
+        count = len(offsets) - 1
         if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
             return 0
-        first = offsets[picked].astype(np.int64)  # type: ignore[index]
-        last = offsets[picked + 1].astype(np.int64)  # type: ignore[index]
+        first = offsets[picked].astype(np.int64)
+        last = offsets[picked + 1].astype(np.int64)
         held = self._blocks.locate(shard, first, last)
         if None not in held:  # all read ahead: cut in one go
             _held_lines(held, first, last, indices, shard, out)  # type: ignore[arg-type]
