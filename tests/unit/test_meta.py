@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stoker.errors import ConfigError, FormatError, StorageError
+from stoker.format import jsonl as jsonl_module
 from stoker.format.brace import collapse, expand
 from stoker.format.dataset_config import parse_dataset_config, parse_field_spec
 from stoker.format.jsonl import index_jsonl, prepare_jsonl
@@ -163,6 +166,27 @@ def test_jsonl_index_layout(tmp_path: Path) -> None:
     assert prepare_jsonl(str(path)) == (3, len(text))
     stored = decode_offsets((tmp_path / "t.jsonl.idx").read_bytes(), "idx")
     assert stored.tolist() == [0, 11, 25, len(text)]
+
+
+def test_prepare_jsonl_reads_the_file_in_pieces_and_shows_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A JSONL file is indexed a piece at a time (never held whole), with progress in MiB.
+    lines = [json.dumps({"i": i, "t": "x" * (i % 50)}) for i in range(60_000)]
+    text = "\n\n".join(lines).encode()  # blank lines between, no final newline
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(text)
+    monkeypatch.setattr(jsonl_module, "CHUNK", 100_003)  # ~30 pieces, cut inside lines
+    monkeypatch.setenv("STOKER_PROGRESS_INTERVAL", "0")
+    assert prepare_jsonl(str(path), progress=True) == (60_000, len(text))
+    stored = decode_offsets((tmp_path / "t.jsonl.idx").read_bytes(), "idx").tolist()
+    assert stored == index_jsonl(text, str(path)).tolist() and len(stored) == 60_001
+    assert [text[a:b].strip() for a, b in itertools.pairwise(stored[:4])] == [
+        line.encode() for line in lines[:3]
+    ]
+    progress = capsys.readouterr().err.splitlines()
+    assert len(progress) >= 20 and progress[-1].startswith("Indexing lines: 3/3 (100%)")
+    assert "MiB/s" in progress[-1]
 
 
 def test_jsonl_bad_line(tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def command(
         _print_joins(path, reports, as_json)
         return
     if path.endswith(".jsonl"):
-        samples, size = prepare_jsonl(path)
+        samples, size = prepare_jsonl(path, progress=progress and not as_json)
         if as_json:
             echo_json({"path": path, "samples": samples, "bytes": size})
         else:

@@ -8,62 +8,119 @@ it) and the file's size last, exactly as Energon writes it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
+from contextlib import closing
 
 import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import FormatError
 from stoker.format.prepare import TMP_MARK
+from stoker.format.progress import Progress
 from stoker.format.tar_index import encode_offsets
 from stoker.storage import open_store, split_location
 
 JSONL_INDEX_SUFFIX = ".idx"
+MIB = 1 << 20
 
 
 def jsonl_index_name(name: str) -> str:
     return name + JSONL_INDEX_SUFFIX
 
 
+#: Bytes of a JSONL file indexed per step (the file is never held whole).
+CHUNK = 64 << 20
+
+
 def index_jsonl(data: bytes | memoryview, path: str) -> npt.NDArray[np.uint64]:
-    """The N+1 offsets of a JSONL file's content (vectorised; one pass over the bytes)."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    size = len(buf)
-    if size == 0:
-        raise FormatError("empty JSONL file.", path=path, hint="Add at least one JSON line.")
-    newlines = np.flatnonzero(buf == ord("\n"))
-    starts = np.concatenate(([0], newlines + 1))
-    ends = np.concatenate((newlines, [size]))
-    keep = starts < ends  # drop the empty tail after a final newline
-    starts, ends = starts[keep], ends[keep]
-    first = buf[starts]
-    last_idx = ends - 1
-    last = buf[last_idx]
-    last_cr = (last == ord("\r")) & (last_idx > starts)
-    last = np.where(last_cr, buf[np.maximum(last_idx - 1, 0)], last)
-    good = (first == ord("{")) & (last == ord("}"))
-    is_sample = good.copy()
-    for i in np.flatnonzero(~good):  # blank lines and lines with surrounding whitespace
-        line = bytes(buf[starts[i] : ends[i]]).strip()
-        if not line:
-            continue
-        if not (line.startswith(b"{") and line.endswith(b"}")):
+    """The N+1 offsets of a JSONL file's content (vectorised; one pass over the bytes).
+
+    Example:
+        >>> index_jsonl(b'{"a": 1}\\n\\n{"a": 2}\\n', "t.jsonl").tolist()
+        [0, 10, 19]
+    """
+    return index_jsonl_chunks([data], path)
+
+
+def index_jsonl_chunks(chunks: Iterable[bytes | memoryview], path: str) -> npt.NDArray[np.uint64]:
+    """:func:`index_jsonl` of the concatenation of ``chunks``, holding one chunk (and the
+    start of a line it does not end) at a time."""
+    indexer = _LineIndexer(path)
+    for chunk in chunks:
+        indexer.feed(chunk)
+    return indexer.finish()
+
+
+class _LineIndexer:
+    """Finds the sample lines of a JSONL file fed in pieces of any size."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.carry = b""  # the start of a line no piece so far ended
+        self.base = 0  # the file offset of ``carry``
+        self.lines = 0  # newlines before ``carry``
+        self.starts: list[npt.NDArray[np.uint64]] = []
+
+    def feed(self, chunk: bytes | memoryview) -> None:
+        data = self.carry + bytes(chunk) if self.carry else chunk
+        buf = np.frombuffer(data, dtype=np.uint8)
+        newlines = np.flatnonzero(buf == ord("\n"))
+        cut = int(newlines[-1]) + 1 if len(newlines) else 0
+        self._lines(buf[:cut], newlines)
+        self.carry = bytes(buf[cut:])
+        self.base += cut
+        self.lines += len(newlines)
+
+    def finish(self) -> npt.NDArray[np.uint64]:
+        self._lines(np.frombuffer(self.carry, dtype=np.uint8), np.zeros(0, np.int64))
+        size = self.base + len(self.carry)
+        if size == 0:
             raise FormatError(
-                f"line {int(np.searchsorted(newlines, starts[i])) + 1} is not a JSON object "
-                f"({line[:40]!r}).",
-                path=path,
-                offset=int(starts[i]),
-                hint="Each line of a JSONL dataset must be one JSON object {...}.",
+                "empty JSONL file.", path=self.path, hint="Add at least one JSON line."
             )
-        is_sample[i] = True
-    sample_starts = starts[is_sample].astype(np.uint64)
-    if len(sample_starts) == 0:
-        raise FormatError("the JSONL file has no samples (only blank lines).", path=path)
-    sample_starts[0] = 0
-    return np.concatenate((sample_starts, np.array([size], dtype=np.uint64)))
+        if not any(len(s) for s in self.starts):
+            raise FormatError("the JSONL file has no samples (only blank lines).", path=self.path)
+        offsets = np.concatenate([*self.starts, np.array([size], dtype=np.uint64)])
+        self.starts.clear()
+        offsets[0] = 0
+        return offsets
+
+    def _lines(self, buf: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp]) -> None:
+        """The sample lines of ``buf``: whole lines, each ended by one of ``newlines`` but
+        perhaps the last (the end of the file)."""
+        size = len(buf)
+        if size == 0:
+            return
+        starts = np.concatenate(([0], newlines + 1))
+        ends = np.concatenate((newlines, [size]))
+        keep = starts < ends  # drop empty lines, and the empty tail after the last newline
+        starts, ends = starts[keep], ends[keep]
+        first = buf[starts]
+        last_idx = ends - 1
+        last = buf[last_idx]
+        last_cr = (last == ord("\r")) & (last_idx > starts)
+        last = np.where(last_cr, buf[np.maximum(last_idx - 1, 0)], last)
+        good = (first == ord("{")) & (last == ord("}"))
+        is_sample = good.copy()
+        for i in np.flatnonzero(~good):  # blank lines and lines with surrounding whitespace
+            line = bytes(buf[starts[i] : ends[i]]).strip()
+            if not line:
+                continue
+            if not (line.startswith(b"{") and line.endswith(b"}")):
+                number = self.lines + int(np.searchsorted(newlines, starts[i])) + 1
+                raise FormatError(
+                    f"line {number} is not a JSON object ({line[:40]!r}).",
+                    path=self.path,
+                    offset=self.base + int(starts[i]),
+                    hint="Each line of a JSONL dataset must be one JSON object {...}.",
+                )
+            is_sample[i] = True
+        self.starts.append(starts[is_sample].astype(np.uint64) + np.uint64(self.base))
 
 
-def prepare_jsonl(path: str) -> tuple[int, int]:
-    """Write ``path + '.idx'`` atomically; returns (samples, bytes).
+def prepare_jsonl(path: str, *, progress: bool = False) -> tuple[int, int]:
+    """Write ``path + '.idx'`` atomically; returns (samples, bytes). The file is read in
+    pieces of :data:`CHUNK` bytes (``progress``: shown as :class:`Progress` shows it).
 
     Example:
         >>> prepare_jsonl("/data/texts.jsonl")  # doctest: +SKIP
@@ -73,7 +130,20 @@ def prepare_jsonl(path: str) -> tuple[int, int]:
     store = open_store(parent)
     if not store.exists(name):
         raise FormatError("JSONL file not found.", path=path, hint="Check the path.")
-    offsets = index_jsonl(store.read_bytes(name), path)
+    size = store.size(name)
+    with (
+        store.open(name) as f,
+        closing(Progress(-(-size // MIB), "Indexing lines", unit="MiB", enabled=progress)) as bar,
+    ):
+
+        def chunks() -> Iterator[bytes]:
+            done = 0
+            while chunk := f.read(CHUNK):
+                done += len(chunk)
+                bar.update(-(-done // MIB) - bar.done)  # whole MiB read so far, the last rounded up
+                yield chunk
+
+        offsets = index_jsonl_chunks(chunks(), path)
     tmp = f"{jsonl_index_name(name)}{TMP_MARK}{os.getpid()}"
     try:
         store.write_bytes(tmp, encode_offsets(offsets))

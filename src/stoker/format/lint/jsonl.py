@@ -1,17 +1,18 @@
 """Check a JSONL dataset: every non-blank line is a JSON object and its ``.idx`` is fresh.
 
 The index is compared with one built anew from the file, and only when every line is valid
-(a fresh index is only defined for a valid file).
+(a fresh index is only defined for a valid file). The file is read as a stream, twice at most,
+never held whole.
 """
 
 from __future__ import annotations
 
-import io
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from stoker.errors import StokerError, StorageError
-from stoker.format.jsonl import index_jsonl, jsonl_index_name
+from stoker.format.jsonl import CHUNK, index_jsonl_chunks, jsonl_index_name
 from stoker.format.lint.offsets import index_scan_problem
 from stoker.format.lint.report import Finding, LintReport, capped
 from stoker.format.tar_index import decode_offsets
@@ -25,19 +26,19 @@ def lint_jsonl(path: str) -> LintReport:
     if not store.exists(name):
         raise StorageError("no such file.", path=path, hint="Check the path of the JSONL file.")
     report = LintReport(path, kind="jsonl")
-    data = store.read_bytes(name)
-    samples, bad_lines = _check_json_lines(name, data)
+    with store.open(name) as f:
+        samples, bad_lines = _check_json_lines(name, f)
     report.samples_checked = samples
     report.findings.extend(capped(bad_lines, "bad lines"))
     if not report.findings:  # a fresh index is only defined for a valid file
-        report.findings.extend(_check_jsonl_index(store, name, data))
+        report.findings.extend(_check_jsonl_index(store, name))
     return report
 
 
-def _check_json_lines(name: str, data: bytes) -> tuple[int, Iterator[Finding]]:
+def _check_json_lines(name: str, lines: Iterable[bytes]) -> tuple[int, Iterator[Finding]]:
     """The number of non-blank lines, and a finding for each that is not a JSON object."""
     samples, offset, bad = 0, 0, []
-    for number, line in enumerate(io.BytesIO(data), start=1):
+    for number, line in enumerate(lines, start=1):
         text = line.strip()
         if text:
             samples += 1
@@ -59,14 +60,15 @@ def _json_line_problem(text: bytes) -> str | None:
     return None if isinstance(value, dict) else "is not a JSON object."
 
 
-def _check_jsonl_index(store: Store, name: str, data: bytes) -> list[Finding]:
+def _check_jsonl_index(store: Store, name: str) -> list[Finding]:
     """The JSONL index exists and equals a fresh index of the file."""
     index = jsonl_index_name(name)
     hint = f"Index the file again (stale or missing index): `stoker prepare {store.url(name)}`."
     if not store.exists(index):
         return [Finding("error", f"the index {index} is missing.", name, hint=hint)]
     try:
-        fresh = index_jsonl(data, name)
+        with store.open(name) as f:
+            fresh = index_jsonl_chunks(iter(functools.partial(f.read, CHUNK), b""), name)
         stored = decode_offsets(store.read_bytes(index), index)
     except StokerError as e:
         return [Finding.from_error(e, store)]
