@@ -3,7 +3,9 @@
 Two datasets are generated once and cached under ``--data-dir``:
 
 * images: 20 shards x 1000 samples of a ~50 KB JPEG and a caption (~1 GB);
-* tiny:   10^4 shards x 1000 samples of one ~20-byte text member (10^7 samples).
+* tiny:   10^4 shards x 1000 samples of one ~20-byte text member (10^7 samples);
+* jsonl (``--only jsonl``): one JSONL file of 10^7 short lines (328 MB; quick: 10^5), which
+  both tools index (``.jsonl.idx``); the indexes must be equal.
 
 Each CLI runs in a fresh subprocess (start-up included), alternating stoker and energon, after
 removing ``.nv-meta`` and ``*.tar.idx``. Reported per tool: wall time, throughput (shard bytes /
@@ -14,6 +16,7 @@ Usage::
 
     python benchmarks/bench_prepare.py --quick       # < 1 minute, small datasets
     python benchmarks/bench_prepare.py               # full run (several minutes per tiny run)
+    python benchmarks/bench_prepare.py --only jsonl  # a JSONL file (Energon: ~3 min a run)
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _data import Dataset, DatasetSpec, ensure_dataset
+from mem_jsonl import ensure_file
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -40,6 +46,7 @@ POLL_SECONDS = 0.02
 
 FULL = {"images": DatasetSpec("images", 20, 1000), "tiny": DatasetSpec("tiny", 10_000, 1000)}
 QUICK = {"images": DatasetSpec("images", 4, 250), "tiny": DatasetSpec("tiny", 50, 1000)}
+JSONL_LINES = {"full": 10**7, "quick": 10**5}
 
 
 # --- measuring one command -----------------------------------------------------------------------
@@ -258,16 +265,43 @@ def bench_dataset(
     return list(results.values())
 
 
+def bench_jsonl(path: Path, repeats: int, with_energon: bool) -> list[Result]:
+    """``prepare`` of one JSONL file by each tool, alternating; their indexes must be equal."""
+    lines = len(np.fromfile(f"{path}.idx", dtype="<u8")) - 1
+    commands = {"stoker": [str(BIN / "stoker"), "prepare", str(path), "--no-progress"]}
+    if with_energon:
+        commands["energon"] = [str(BIN / "energon"), "prepare", str(path)]
+    results = {name: Result("jsonl", name, path.stat().st_size, lines) for name in commands}
+    made: dict[str, bytes] = {}
+    for repeat in range(repeats):
+        for name, cmd in commands.items():
+            Path(f"{path}.idx").unlink()
+            run = measure(cmd)
+            made[name] = Path(f"{path}.idx").read_bytes()
+            results[name].runs.append(run)
+            print(
+                f"  jsonl {name} run {repeat + 1}/{repeats}: {run.seconds:.2f} s, "
+                f"peak {run.peak_mb:.0f} MB",
+                flush=True,
+            )
+    if len(set(made.values())) != 1:
+        raise RuntimeError(f"{path}: the tools wrote different indexes")
+    return list(results.values())
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=REPO / "bench-data")
     parser.add_argument("--quick", action="store_true", help="small datasets, one run each")
     parser.add_argument("--repeats-images", type=int, default=None, help="default 3 (quick: 1)")
     parser.add_argument("--repeats-tiny", type=int, default=1)
+    parser.add_argument("--repeats-jsonl", type=int, default=1)
     parser.add_argument(
         "--tiny-shards", type=int, default=None, help="shards of the tiny dataset (full: 10^4)"
     )
-    parser.add_argument("--only", choices=sorted(FULL), help="run one dataset only")
+    parser.add_argument(
+        "--only", choices=[*sorted(FULL), "jsonl"], help="run one dataset only (jsonl: only so)"
+    )
     parser.add_argument(
         "--num-workers",
         type=int,
@@ -313,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         energon_here = with_energon and not (kind == "tiny" and args.skip_energon_large)
         results += bench_dataset(dataset, repeats[kind], energon_here, args.num_workers)
+    if args.only == "jsonl":
+        path = ensure_file(args.data_dir, JSONL_LINES["quick" if args.quick else "full"])
+        print(f"{path.name}: {path.stat().st_size / 1e9:.3f} GB", flush=True)
+        results += bench_jsonl(path, args.repeats_jsonl, with_energon)
     startup = startup_times(2 if args.quick else 5, with_energon)
 
     print()

@@ -8,8 +8,9 @@ it) and the file's size last, exactly as Energon writes it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ def jsonl_index_name(name: str) -> str:
 
 
 #: Bytes of a JSONL file indexed per step (the file is never held whole).
-CHUNK = 64 << 20
+CHUNK = 16 << 20
 
 
 def index_jsonl(data: bytes | memoryview, path: str) -> npt.NDArray[np.uint64]:
@@ -45,7 +46,17 @@ def index_jsonl(data: bytes | memoryview, path: str) -> npt.NDArray[np.uint64]:
 def index_jsonl_chunks(chunks: Iterable[bytes | memoryview], path: str) -> npt.NDArray[np.uint64]:
     """:func:`index_jsonl` of the concatenation of ``chunks``, holding one chunk (and the
     start of a line it does not end) at a time."""
-    indexer = _LineIndexer(path)
+    parts: list[npt.NDArray[np.uint64]] = []
+    _index_lines(chunks, path, parts.append)
+    return np.concatenate(parts)
+
+
+def _index_lines(
+    chunks: Iterable[bytes | memoryview], path: str, sink: Callable[[npt.NDArray[np.uint64]], Any]
+) -> tuple[int, int]:
+    """Hands the offsets of the JSONL file ``chunks`` to ``sink``, a piece at a time, in
+    order; returns (samples, bytes)."""
+    indexer = _LineIndexer(path, sink)
     for chunk in chunks:
         indexer.feed(chunk)
     return indexer.finish()
@@ -54,12 +65,12 @@ def index_jsonl_chunks(chunks: Iterable[bytes | memoryview], path: str) -> npt.N
 class _LineIndexer:
     """Finds the sample lines of a JSONL file fed in pieces of any size."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, sink: Callable[[npt.NDArray[np.uint64]], Any]) -> None:
+        self.path, self.sink = path, sink
         self.carry = b""  # the start of a line no piece so far ended
         self.base = 0  # the file offset of ``carry``
         self.lines = 0  # newlines before ``carry``
-        self.starts: list[npt.NDArray[np.uint64]] = []
+        self.samples = 0
 
     def feed(self, chunk: bytes | memoryview) -> None:
         data = self.carry + bytes(chunk) if self.carry else chunk
@@ -71,19 +82,17 @@ class _LineIndexer:
         self.base += cut
         self.lines += len(newlines)
 
-    def finish(self) -> npt.NDArray[np.uint64]:
+    def finish(self) -> tuple[int, int]:
         self._lines(np.frombuffer(self.carry, dtype=np.uint8), np.zeros(0, np.int64))
         size = self.base + len(self.carry)
         if size == 0:
             raise FormatError(
                 "empty JSONL file.", path=self.path, hint="Add at least one JSON line."
             )
-        if not any(len(s) for s in self.starts):
+        if not self.samples:
             raise FormatError("the JSONL file has no samples (only blank lines).", path=self.path)
-        offsets = np.concatenate([*self.starts, np.array([size], dtype=np.uint64)])
-        self.starts.clear()
-        offsets[0] = 0
-        return offsets
+        self.sink(np.array([size], dtype=np.uint64))
+        return self.samples, size
 
     def _lines(self, buf: npt.NDArray[np.uint8], newlines: npt.NDArray[np.intp]) -> None:
         """The sample lines of ``buf``: whole lines, each ended by one of ``newlines`` but
@@ -115,7 +124,12 @@ class _LineIndexer:
                     hint="Each line of a JSONL dataset must be one JSON object {...}.",
                 )
             is_sample[i] = True
-        self.starts.append(starts[is_sample].astype(np.uint64) + np.uint64(self.base))
+        found = starts[is_sample].astype(np.uint64) + np.uint64(self.base)
+        if len(found):
+            if not self.samples:
+                found[0] = 0  # leading blank lines belong to the first sample
+            self.samples += len(found)
+            self.sink(found)
 
 
 def prepare_jsonl(path: str, *, progress: bool = False) -> tuple[int, int]:
@@ -130,24 +144,35 @@ def prepare_jsonl(path: str, *, progress: bool = False) -> tuple[int, int]:
     store = open_store(parent)
     if not store.exists(name):
         raise FormatError("JSONL file not found.", path=path, hint="Check the path.")
-    size = store.size(name)
-    with (
-        store.open(name) as f,
-        closing(Progress(-(-size // MIB), "Indexing lines", unit="MiB", enabled=progress)) as bar,
-    ):
-
-        def chunks() -> Iterator[bytes]:
-            done = 0
-            while chunk := f.read(CHUNK):
-                done += len(chunk)
-                bar.update(-(-done // MIB) - bar.done)  # whole MiB read so far, the last rounded up
-                yield chunk
-
-        offsets = index_jsonl_chunks(chunks(), path)
+    bar = Progress(-(-store.size(name) // MIB), "Indexing lines", unit="MiB", enabled=progress)
     tmp = f"{jsonl_index_name(name)}{TMP_MARK}{os.getpid()}"
+    local = store.local_path(tmp)
     try:
-        store.write_bytes(tmp, encode_offsets(offsets))
+        with store.open(name) as f, closing(bar):
+            if local is not None:  # written as found: the index is never held whole either
+                with open(local, "wb") as out:
+                    samples, size = _index_lines(_pieces(f, bar), path, lambda o: out.write(_le(o)))
+            else:
+                parts: list[npt.NDArray[np.uint64]] = []
+                samples, size = _index_lines(_pieces(f, bar), path, parts.append)
+                store.write_bytes(tmp, encode_offsets(np.concatenate(parts)))
         store.publish(tmp, jsonl_index_name(name))
     finally:
         store.remove(tmp)
-    return len(offsets) - 1, int(offsets[-1])
+    return samples, size
+
+
+def _pieces(f: BinaryIO, bar: Progress) -> Iterator[bytes]:
+    """The pieces of :data:`CHUNK` bytes of ``f``, counted in ``bar`` in whole MiB (the last
+    piece rounded up)."""
+    done = 0
+    while chunk := f.read(CHUNK):
+        done += len(chunk)
+        bar.update(-(-done // MIB) - bar.done)
+        yield chunk
+
+
+def _le(offsets: npt.NDArray[np.uint64]) -> memoryview:
+    """The bytes of ``offsets`` as the index stores them (little-endian: no copy on such
+    machines)."""
+    return offsets.astype("<u8", copy=False).data
