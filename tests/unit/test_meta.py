@@ -189,6 +189,23 @@ def test_prepare_jsonl_reads_the_file_in_pieces_and_shows_progress(
     assert "MiB/s" in progress[-1]
 
 
+def test_a_bad_line_late_in_a_jsonl_file_leaves_the_old_index_and_no_partial_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(f'{{"i": {i}}}\n' for i in range(5000)))
+    prepare_jsonl(str(path))
+    old = (tmp_path / "t.jsonl.idx").read_bytes()
+    with path.open("a") as f:
+        f.write('{"i": 5000}\nnot json\n')
+    monkeypatch.setattr(jsonl_module, "CHUNK", 4096)  # pieces of the index written before it fails
+    with pytest.raises(FormatError, match="line 5002 is not a JSON object") as info:
+        prepare_jsonl(str(path))
+    assert info.value.offset == path.stat().st_size - len("not json\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl", "t.jsonl.idx"]
+    assert (tmp_path / "t.jsonl.idx").read_bytes() == old
+
+
 def test_jsonl_bad_line(tmp_path: Path) -> None:
     text = b'{"a": 1}\nnot json\n'
     with pytest.raises(FormatError, match="line 2 is not a JSON object") as info:
