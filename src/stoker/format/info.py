@@ -24,7 +24,7 @@ from stoker.format.meta import (
     read_split_config,
 )
 from stoker.format.sample_types import BUILTIN_MODULES, CRUDE_CLASS, LEGACY_DATASET_CLASSES
-from stoker.format.tar_index import decode_offsets
+from stoker.format.tar_index import sample_count
 from stoker.storage import Store, open_store, split_location
 
 _LINT_HINT = "Run `stoker lint PATH` for a full check."
@@ -181,5 +181,5 @@ def _jsonl_info(path: str) -> InfoReport:
             path=path,
             hint=f"Run `stoker prepare {path}` to index it.",
         )
-    offsets = decode_offsets(store.read_bytes(index), store.url(index))
-    return InfoReport(path=path, kind="jsonl", samples=len(offsets) - 1, bytes=store.size(name))
+    samples = sample_count(store.size(index), store.url(index))  # the index is not read
+    return InfoReport(path=path, kind="jsonl", samples=samples, bytes=store.size(name))
