@@ -23,14 +23,12 @@ from stoker.storage import open_store, split_location
 
 JSONL_INDEX_SUFFIX = ".idx"
 MIB = 1 << 20
+#: Bytes of a JSONL file indexed per step (the file is never held whole).
+CHUNK = 16 << 20
 
 
 def jsonl_index_name(name: str) -> str:
     return name + JSONL_INDEX_SUFFIX
-
-
-#: Bytes of a JSONL file indexed per step (the file is never held whole).
-CHUNK = 16 << 20
 
 
 def index_jsonl(data: bytes | memoryview, path: str) -> npt.NDArray[np.uint64]:

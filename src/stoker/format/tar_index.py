@@ -66,10 +66,10 @@ def map_offsets(local: str, path: str) -> npt.NDArray[np.uint64]:
     renames it over the old one).
 
     Example:
-        >>> import tempfile
-        >>> with tempfile.NamedTemporaryFile(suffix=".idx") as f:
-        ...     _ = f.write(encode_offsets([0, 512, 2048])) and f.flush()
-        ...     map_offsets(f.name, f.name).tolist()
+        >>> import pathlib, tempfile
+        >>> index = pathlib.Path(tempfile.mkdtemp()) / "a.jsonl.idx"
+        >>> _ = index.write_bytes(encode_offsets([0, 512, 2048]))
+        >>> map_offsets(str(index), str(index)).tolist()
         [0, 512, 2048]
     """
     with open(local, "rb") as f:
