@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
+import mmap
 import os
 import socket
 import threading
@@ -20,11 +22,15 @@ from typing import Any
 
 import pytest
 
-from stoker import get_loader
+from stoker import get_loader, get_val_dataset
 from stoker.errors import ConfigError, StorageError
+from stoker.format.jsonl import prepare_jsonl
+from stoker.pipeline import read as read_module
+from stoker.sources.source import load_source
 from stoker.storage import open_store
 from stoker.storage.s3 import STATS
 from tests.integration._remote import (
+    config,
     epoch_keys,
     make_shards,
     prepare_local,
@@ -94,6 +100,31 @@ def test_s3_dataset_loads_the_samples_it_has_on_local_disk(
         remote = epoch_keys(url, workers, split)
         assert remote == on_disk  # same samples, same order: the plan does not see the store
         assert len(set(remote)) == len(remote) == (90 if split == "train" else 30)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_jsonl_file_on_s3_loads_the_lines_it_has_on_local_disk(
+    bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    # Its index is kept once in the local metadata cache and mapped (here from 8 bytes on).
+    monkeypatch.setattr(read_module, "_MAP_BYTES", 8)
+    (tmp_path / "j").mkdir()
+    path = tmp_path / "j" / "texts.jsonl"
+    path.write_text("".join(json.dumps({"i": i, "t": "x" * i}) + "\n" for i in range(40)))
+    prepare_jsonl(str(path))
+    url = upload(bucket, tmp_path / "j", f"jsonl{workers}") + "/texts.jsonl"
+
+    def lines(where: str) -> list[int]:
+        dataset = get_val_dataset(
+            where, split_part="train", worker_config=config(workers), batch_size=8
+        )
+        with get_loader(dataset) as loader:
+            return [i for batch in loader for i in batch["json"]["i"]]
+
+    assert lines(url) == lines(str(path)) and sorted(lines(url)) == list(range(40))
+    offsets = load_source(url).reader().offsets(0)
+    assert isinstance(getattr(offsets.base, "obj", None), mmap.mmap)
+    assert offsets.tolist() == load_source(str(path)).reader().offsets(0).tolist()
 
 
 def test_prepare_in_place_on_s3_then_load_info_and_lint(bucket: Any, tmp_path: Path) -> None:

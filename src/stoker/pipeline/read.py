@@ -193,6 +193,8 @@ class ShardReader:
         if cached is None:
             index = tar_index_name(name)
             local = self.store.local_path(index)
+            if local is None and self.jsonl:  # remote: one copy in the local metadata cache
+                local = self.store.cached_local_path(index)
             if local is not None and _size(local) >= _MAP_BYTES:
                 cached = map_offsets(local, self.store.url(index))
             else:
