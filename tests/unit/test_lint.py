@@ -373,6 +373,19 @@ def test_clean_jsonl(tmp_path: Path) -> None:
     assert report.samples_checked == len(LINES)
 
 
+def test_a_large_jsonl_file_is_checked_with_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [json.dumps({"text": "x" * 100, "i": i}) for i in range(25_000)]  # ~3 MiB
+    write_jsonl(tmp_path / "t.jsonl", lines)
+    monkeypatch.setenv("STOKER_PROGRESS_INTERVAL", "0")
+    report = lint_dataset(str(tmp_path / "t.jsonl"), progress=True)
+    assert report.ok and report.samples_checked == 25_000
+    shown = capsys.readouterr().err.splitlines()
+    assert shown[0].startswith("Checking lines: 1/3 (33%)")
+    assert shown[-1].startswith("Checking lines: 3/3 (100%)") and "done in" in shown[-1]
+
+
 def test_jsonl_index_stale(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_jsonl(path, LINES)

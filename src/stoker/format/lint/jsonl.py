@@ -10,24 +10,28 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 
 from stoker.errors import StokerError, StorageError
-from stoker.format.jsonl import CHUNK, index_jsonl_chunks, jsonl_index_name
+from stoker.format.jsonl import CHUNK, MIB, index_jsonl_chunks, jsonl_index_name
 from stoker.format.lint.offsets import index_scan_problem
 from stoker.format.lint.report import Finding, LintReport, capped
+from stoker.format.progress import Progress
 from stoker.format.tar_index import decode_offsets
 from stoker.storage import Store, open_store, split_location
 
 
-def lint_jsonl(path: str) -> LintReport:
-    """Check a JSONL file: every line is a JSON object and its ``.idx`` is up to date."""
+def lint_jsonl(path: str, *, progress: bool = False) -> LintReport:
+    """Check a JSONL file: every line is a JSON object and its ``.idx`` is up to date
+    (``progress``: the lines checked, in MiB of the file, as :class:`Progress` shows them)."""
     parent, name = split_location(path)
     store = open_store(parent)
     if not store.exists(name):
         raise StorageError("no such file.", path=path, hint="Check the path of the JSONL file.")
     report = LintReport(path, kind="jsonl")
-    with store.open(name) as f:
-        samples, bad_lines = _check_json_lines(name, f)
+    bar = Progress(-(-store.size(name) // MIB), "Checking lines", unit="MiB", enabled=progress)
+    with store.open(name) as f, closing(bar):
+        samples, bad_lines = _check_json_lines(name, f, bar)
     report.samples_checked = samples
     report.findings.extend(capped(bad_lines, "bad lines"))
     if not report.findings:  # a fresh index is only defined for a valid file
@@ -35,10 +39,15 @@ def lint_jsonl(path: str) -> LintReport:
     return report
 
 
-def _check_json_lines(name: str, lines: Iterable[bytes]) -> tuple[int, Iterator[Finding]]:
+def _check_json_lines(
+    name: str, lines: Iterable[bytes], bar: Progress
+) -> tuple[int, Iterator[Finding]]:
     """The number of non-blank lines, and a finding for each that is not a JSON object."""
-    samples, offset, bad = 0, 0, []
+    samples, offset, bad, shown = 0, 0, [], MIB
     for number, line in enumerate(lines, start=1):
+        if offset >= shown:  # whole MiB checked so far
+            bar.update(offset // MIB - bar.done)
+            shown = (offset // MIB + 1) * MIB
         text = line.strip()
         if text:
             samples += 1
@@ -47,6 +56,7 @@ def _check_json_lines(name: str, lines: Iterable[bytes]) -> tuple[int, Iterator[
                 hint = "Each line of a JSONL dataset must be one JSON object {...}."
                 bad.append(Finding("error", f"line {number} {problem}", name, None, offset, hint))
         offset += len(line)
+    bar.update(-(-offset // MIB) - bar.done)
     return samples, iter(bad)
 
 
