@@ -18,16 +18,28 @@ request size; at W=0 also the requests by operation and the CPU milliseconds per
 loader and of the server. Loopback answers in 1-2 ms where remote S3 takes tens of ms, so these
 figures are an upper bound.
 
+With ``--baseline-src``, before/after in one run instead: ``--rounds`` rounds, each of which
+starts, for each tree (the baseline's ``src`` folder and this one, their order alternating), one
+process per W that loads ``--epochs`` epochs from S3; it prints the medians of the seconds to the
+first batch of each process's first epoch (a restart: the loader's first epoch in a fresh
+process) and of its later epochs, of the samples/s per epoch and of the CPU milliseconds per
+sample (loader, server).
+
 Usage::
 
     python benchmarks/bench_s3.py --quick              # ~1 minute
     python benchmarks/bench_s3.py --workers 2 --repeat 3
+    git archive HEAD~1 src | tar -x -C /tmp/base         # the code before, to compare
+    python benchmarks/bench_s3.py --baseline-src /tmp/base/src --rounds 7 --epochs 3
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -181,6 +193,50 @@ def compare(local: str, url: str, workers: int, server: psutil.Process, args: An
     )
 
 
+def child(args: Any) -> None:
+    """``--child``: ``--epochs`` epochs from the S3 URL, one JSON line per epoch."""
+    server = psutil.Process(args.server_pid)
+    for _ in range(args.epochs):
+        epoch = one_epoch(args.child, args.workers[0], server)
+        print(json.dumps(epoch.__dict__), flush=True)
+
+
+def run_child(src: Path, url: str, workers: int, server: int, args: Any) -> list[Epoch]:
+    """The epochs of one process loading ``url`` with the stoker of ``src``."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    argv = [sys.executable, __file__, "--child", url, "--server-pid", str(server),
+            "--workers", str(workers), "--epochs", str(args.epochs)]  # fmt: skip
+    out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
+    return [Epoch(**json.loads(line)) for line in out.splitlines() if line.startswith("{")]
+
+
+def ab(url: str, server: int, args: Any) -> None:
+    """Before/after: the baseline's tree and this one, alternating (see module)."""
+    trees = {"base": Path(args.baseline_src).resolve(), "this": REPO / "src"}
+    runs: dict[tuple[str, int], list[list[Epoch]]] = {}
+    for r in range(args.rounds):
+        order = list(trees) if r % 2 == 0 else list(reversed(trees))
+        for workers in args.workers:
+            for name in order:
+                epochs = run_child(trees[name], url, workers, server, args)
+                runs.setdefault((name, workers), []).append(epochs)
+    print(f"medians of {args.rounds} processes x {args.epochs} epochs per tree and W")
+    print(f"{'W':>2} {'tree':>5} {'1st batch s':>11} {'(later)':>8} {'samples/s':>9} "
+          f"{'loader ms/smp':>13} {'weed ms/smp':>11}")  # fmt: skip
+    for workers in args.workers:
+        for name in trees:
+            done = runs[(name, workers)]
+            every = [e for epochs in done for e in epochs]
+            later = [e.first for epochs in done for e in epochs[1:]]
+            print(
+                f"{workers:>2} {name:>5} {statistics.median(e[0].first for e in done):>11.3f} "
+                f"{statistics.median(later) if later else float('nan'):>8.3f} "
+                f"{statistics.median(e.rate for e in every):>9.0f} "
+                f"{statistics.median(e.ms(e.loader_cpu) for e in every):>13.3f} "
+                f"{statistics.median(e.ms(e.server_cpu) for e in every):>11.3f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shards", type=int, default=16)
@@ -189,7 +245,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2, 4])
     parser.add_argument("--repeat", type=int, default=1, help="epochs per figure (the best)")
     parser.add_argument("--quick", action="store_true", help="4 shards of 250 samples")
+    parser.add_argument("--baseline-src", help="A/B against this src folder (see module)")
+    parser.add_argument("--rounds", type=int, default=5, help="A/B: processes per tree and W")
+    parser.add_argument("--epochs", type=int, default=3, help="A/B: epochs per process")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
     if args.quick:
         args.shards, args.per_shard = 4, 250
     weed = weed_binary()
@@ -208,6 +272,9 @@ def main() -> None:
                 STOKER_CACHE_DIR=str(Path(tmp, "cache")),
             )  # fmt: skip
             print(f"{args.shards} shards x {args.per_shard} samples x {args.sample_bytes} B")
+            if args.baseline_src:
+                ab(url, server.proc.pid, args)
+                return
             print(HEADER)
             for workers in args.workers:
                 compare(str(local), url, workers, psutil.Process(server.proc.pid), args)

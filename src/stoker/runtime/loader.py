@@ -50,6 +50,7 @@ from stoker.runtime.worker_procs import (
     unshare_done_event,
 )
 from stoker.storage.options import LoaderOptions, activate
+from stoker.storage.s3_client import spare_for_children
 
 
 def worker_items(
@@ -288,6 +289,8 @@ class _Live:
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
         multiprocessing.util.get_temp_dir()
         context = multiprocessing.get_context()
+        if context.get_start_method() == "fork":
+            spare_for_children()  # S3 clients the workers take rather than each making one
         self._transport = MainTransport(context, workers, _slot_pool(context, loader, workers))
         self._workers = WorkerProcesses()
         with warnings.catch_warnings():

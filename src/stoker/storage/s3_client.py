@@ -5,8 +5,11 @@ by the process id and a forked worker makes its own. It makes it from the boto3 
 parent made for the same settings (sessions hold no connections: configuration, event hooks and
 the credentials already resolved), which halves the cost of a worker's first request, unless
 those credentials refresh themselves (a lock held by a parent's thread at the fork would stay
-held in the child). botocore's own retries are off (one attempt per call, with connect and read
-timeouts): :mod:`stoker.storage.retry` retries instead.
+held in the child). Better still, before the loader forks its workers (:func:`spare_for_children`)
+the parent makes one more client for each of its settings, with its GET transport, and never uses
+it: each forked worker takes its copy of it (no sockets, no lock held), instead of spending ~20 ms
+of its start making one. botocore's own retries are off (one attempt per call, with connect and
+read timeouts): :mod:`stoker.storage.retry` retries instead.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ _CLIENTS: dict[tuple[object, ...], Any] = {}
 #: (boto3 session, its botocore session) by settings and chain variables (shared with forked
 #: children, see above).
 _SESSIONS: dict[tuple[object, ...], tuple[Any, Any]] = {}
+#: Clients made for forked children to take (see above), by settings and chain variables, with
+#: the process that made them (which never uses them).
+_SPARES: dict[tuple[object, ...], tuple[int, Any]] = {}
 _LOCK = threading.Lock()
 #: The AWS chain's variables a client depends on: a change makes a new client.
 _CHAIN_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
@@ -68,8 +74,38 @@ def client_for(settings: S3Settings) -> Any:
         if key not in _CLIENTS:
             for stale in [k for k in _CLIENTS if k[0] != key[0]]:
                 del _CLIENTS[stale]  # inherited through fork: never used here
-            _CLIENTS[key] = _make_client(settings, key[1:])
+            _CLIENTS[key] = _take_spare(key) or _make_client(settings, key[1:])
         return _CLIENTS[key]
+
+
+def _take_spare(key: tuple[object, ...]) -> Any:
+    """The client a parent made for its children (for ``key``'s settings), else None."""
+    found = _SPARES.get(key[1:])
+    if found is None or found[0] == key[0]:
+        return None  # (one made here is for this process's children)
+    del _SPARES[key[1:]]  # this process's own from now on: its children make or get another
+    return found[1]
+
+
+def spare_for_children() -> None:
+    """Before forking workers: an unused client (its GET transport made) for each settings
+    this process's clients serve, which each child takes as its own (see module). Only where a
+    child may use this process's session."""
+    from stoker.storage.s3_get import getter_for
+
+    pid = os.getpid()
+    with _LOCK:
+        for key in [k for k in _CLIENTS if k[0] == pid]:
+            found = _SPARES.get(key[1:])
+            session = _SESSIONS.get(key[1:])
+            settings = key[1]
+            if (found is not None and found[0] == pid) or session is None:
+                continue
+            if not isinstance(settings, S3Settings) or not _fork_safe(session[0], settings):
+                continue
+            spare = _make_client(settings, key[1:])
+            getter_for(spare)  # (its urllib3 pools: ~2 ms, no connection yet)
+            _SPARES[key[1:]] = (pid, spare)
 
 
 _LOADERS: list[Any] = []
