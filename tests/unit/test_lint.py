@@ -17,6 +17,7 @@ from stoker.errors import StorageError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import index_jsonl
 from stoker.format.lint import MAX_REPORTED, Finding, LintReport, lint_dataset
+from stoker.format.lint import jsonl as lint_jsonl_module
 from stoker.format.prepare import prepare_dataset
 from stoker.format.tar_index import encode_offsets
 
@@ -373,16 +374,29 @@ def test_clean_jsonl(tmp_path: Path) -> None:
     assert report.samples_checked == len(LINES)
 
 
-def test_a_large_jsonl_file_is_checked_with_progress(
+def test_a_large_jsonl_file_is_checked_in_parts_with_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lines = [json.dumps({"text": "x" * 100, "i": i}) for i in range(25_000)]  # ~3 MiB
-    write_jsonl(tmp_path / "t.jsonl", lines)
+    # ~3 MiB checked in parts of ~1 MiB over two processes: the same findings (line numbers,
+    # offsets, the count of those not listed) as one part in this process.
+    lines = [json.dumps({"text": "x" * 100, "i": i}) for i in range(25_000)]
+    for i in range(0, 25_000, 900):  # 28 bad lines, some in each part
+        lines[i] = "[1, 2]" if (i // 900) % 2 else '{"broken": '
+    (tmp_path / "t.jsonl").write_bytes(data := "".join(x + "\n" for x in lines).encode())
+    whole = lint_dataset(str(tmp_path / "t.jsonl"), num_workers=1)
+    monkeypatch.setattr(lint_jsonl_module, "PART_BYTES", 1 << 20)
     monkeypatch.setenv("STOKER_PROGRESS_INTERVAL", "0")
-    report = lint_dataset(str(tmp_path / "t.jsonl"), progress=True)
-    assert report.ok and report.samples_checked == 25_000
+    capsys.readouterr()
+    parted = lint_dataset(str(tmp_path / "t.jsonl"), num_workers=2, progress=True)
+    assert parted.findings == whole.findings and parted.samples_checked == 25_000
+    assert [f.problem for f in parted.findings[:2]] == [
+        "line 1 is not valid JSON: Expecting value (column 11).",
+        "line 901 is not a JSON object.",
+    ]
+    assert parted.findings[1].offset == data.index(b"[1, 2]")
+    assert parted.findings[-1].problem == "... and 8 more bad lines (not listed)."
     shown = capsys.readouterr().err.splitlines()
-    assert shown[0].startswith("Checking lines: 1/3 (33%)")
+    assert len(shown) >= 3 and all(line.startswith("Checking lines: ") for line in shown)
     assert shown[-1].startswith("Checking lines: 3/3 (100%)") and "done in" in shown[-1]
 
 

@@ -52,14 +52,14 @@ _COLOURS = {"error": "red", "warning": "yellow"}
     "--num-workers",
     "num_workers",
     type=click.IntRange(1),
-    help="Processes that scan and decode shards (default: the CPU count, at most 16; "
-    "--parallel is Energon's name).",
+    help="Processes that scan and decode shards, or check the parts of a .jsonl file "
+    "(default: the CPU count, at most 16; --parallel is Energon's name).",
 )
 @click.option(
     "--progress/--no-progress",
     default=True,
     show_default=True,
-    help="Show a progress bar over the shards (on stderr).",
+    help="Show a progress bar over the shards, or the MiB of a .jsonl file (on stderr).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @reports_errors
@@ -78,7 +78,8 @@ def command(
 
     Every shard is re-scanned (tar headers only) and compared with its .tar.idx, .info.json
     and index.sqlite; split.yaml and dataset.yaml are checked against the shards. For a .jsonl
-    file, every line must be a JSON object and its .idx must be up to date.
+    file, every line must be a JSON object (checked in parts of 16 MiB over the processes)
+    and its .idx must be up to date.
 
     Each problem is one line naming the file, sample key and byte offset. Exit status: 0 when
     there are no errors (warnings allowed), 1 when there are errors, 2 when PATH is not a

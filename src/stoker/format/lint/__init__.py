@@ -55,7 +55,7 @@ def lint_dataset(
         (True, [])
     """
     if path.endswith(".jsonl"):
-        return lint_jsonl(path, progress=progress)
+        return lint_jsonl(path, progress=progress, num_workers=num_workers)
     store = open_store(path)
     if not store.is_dir(""):
         raise StorageError("no such folder.", path=path, hint="Pass the folder of a dataset.")

@@ -80,10 +80,11 @@ class LintReport:
         return {**asdict(self), "ok": self.ok, "errors": self.errors, "warnings": self.warnings}
 
 
-def capped(findings: Iterator[Finding], what: str) -> list[Finding]:
-    """The first :data:`MAX_REPORTED` findings, plus one that counts the rest."""
+def capped(findings: Iterator[Finding], what: str, unlisted: int = 0) -> list[Finding]:
+    """The first :data:`MAX_REPORTED` findings, plus one that counts the rest (and
+    ``unlisted`` more that were only counted)."""
     out: list[Finding] = []
-    rest = 0
+    rest = unlisted
     for finding in findings:
         if len(out) < MAX_REPORTED:
             out.append(finding)
