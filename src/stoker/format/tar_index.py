@@ -73,10 +73,36 @@ def map_offsets(local: str, path: str) -> npt.NDArray[np.uint64]:
         [0, 512, 2048]
     """
     with open(local, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        sample_count(size, path)
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    offsets: npt.NDArray[np.uint64] = np.frombuffer(mapped, dtype=_DTYPE)
+        return _mapped(f.fileno(), os.fstat(f.fileno()).st_size, path)
+
+
+def local_offsets(local: str, path: str, map_from: int) -> npt.NDArray[np.uint64] | None:
+    """The offsets of the local index file ``local``, checked: mapped as :func:`map_offsets`
+    maps them where the file has at least ``map_from`` bytes, else read as
+    :func:`load_offsets` reads them, one open either way. None where the file cannot be read
+    (the store's read then says why)."""
+    try:
+        fd = os.open(local, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size >= map_from:
+            return _mapped(fd, size, path)
+        data = os.read(fd, max(size, 1 << 16))
+        return load_offsets(data, path) if len(data) == size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _mapped(fd: int, size: int, path: str) -> npt.NDArray[np.uint64]:
+    """The offsets of the open index file ``fd`` of ``size`` bytes, mapped and checked."""
+    sample_count(size, path)
+    offsets: npt.NDArray[np.uint64] = np.frombuffer(
+        mmap.mmap(fd, 0, access=mmap.ACCESS_READ), dtype=_DTYPE
+    )
     for start in range(0, len(offsets), _CHECK_BLOCK):  # with the entry before each block
         _check(offsets[max(0, start - 1) : start + _CHECK_BLOCK], path, max(0, start - 1))
     return offsets

@@ -30,7 +30,7 @@ from stoker.format.tar import (
     checksum_ok,
     split_name,
 )
-from stoker.format.tar_index import load_offsets, map_offsets, tar_index_name
+from stoker.format.tar_index import load_offsets, local_offsets, tar_index_name
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher, ShardSamples
 from stoker.storage import Store
@@ -192,13 +192,13 @@ class ShardReader:
         cached = self._offsets.get(name)
         if cached is None:
             index = tar_index_name(name)
-            local = self.store.local_path(index)
+            url, local = self.store.url(index), self.store.local_path(index)
             if local is None and self.jsonl:  # remote: one copy in the local metadata cache
                 local = self.store.cached_local_path(index)
-            if local is not None and _size(local) >= _MAP_BYTES:
-                cached = map_offsets(local, self.store.url(index))
-            else:
-                cached = load_offsets(self.store.read_bytes(index), self.store.url(index))
+            found = local_offsets(local, url, _MAP_BYTES) if local is not None else None
+            if found is None:
+                found = load_offsets(self.store.read_bytes(index), url)
+            cached = found
             self._offsets.remember(name, cached)
         return cached
 
@@ -501,14 +501,6 @@ class ShardReader:
         self._fds.clear()
         if self._ahead is not None:
             self._ahead.close()
-
-
-def _size(path: str) -> int:
-    """The size of a local file; 0 if it is not there (reading it then says so)."""
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
