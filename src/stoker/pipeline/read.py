@@ -195,10 +195,9 @@ class ShardReader:
             url, local = self.store.url(index), self.store.local_path(index)
             if local is None and self.jsonl:  # remote: one copy in the local metadata cache
                 local = self.store.cached_local_path(index)
-            found = local_offsets(local, url, _MAP_BYTES) if local is not None else None
-            if found is None:
-                found = load_offsets(self.store.read_bytes(index), url)
-            cached = found
+            cached = local_offsets(local, url, _MAP_BYTES) if local is not None else None
+            if cached is None:
+                cached = load_offsets(self.store.read_bytes(index), url)
             self._offsets.remember(name, cached)
         return cached
 
