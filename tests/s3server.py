@@ -78,11 +78,13 @@ class WeedMini:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def client(self, **cfg: Any) -> Any:
+        """A boto3 client of this server, patient enough for a loaded machine (a fresh server
+        may take seconds to take its first PUT): 5 attempts, 60 s to answer."""
         base: dict[str, Any] = {
             "s3": {"addressing_style": "path"},
-            "retries": {"total_max_attempts": 1},
-            "connect_timeout": 1,
-            "read_timeout": 5,
+            "retries": {"total_max_attempts": 5, "mode": "standard"},
+            "connect_timeout": 10,
+            "read_timeout": 60,
         }
         base.update(cfg)
         return boto3.client(
@@ -100,7 +102,9 @@ class WeedMini:
                 self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-        s3, deadline = self.client(), time.monotonic() + timeout
+        # the probe asks once and briefly, again and again, until the deadline
+        s3 = self.client(retries={"total_max_attempts": 1}, connect_timeout=1, read_timeout=5)
+        deadline = time.monotonic() + timeout
         while True:  # ready = a sentinel GET works (ListBuckets answers earlier)
             if self.proc.poll() is not None:
                 raise RuntimeError(f"weed exited; see {self.data_dir}/weed.log")
