@@ -159,8 +159,16 @@ def test_size_limit_in_bytes(tmp_path: Path) -> None:
     try:
         assert pool.max_cache_size == 1
         lazy = pool.get_lazy(DictStore({"big": b"too large"}), "big")
-        time.sleep(0.2)
-        assert not lazy.entry.send_to_cache_future.done() and cached_files(pool) == []
+        deadline = time.monotonic() + 30
+        while lazy.entry.data_size != len(b"too large"):  # the fetch has read the file
+            assert time.monotonic() < deadline, "the fetch never read the file"
+            time.sleep(0.01)
+        # It set the size holding the pool's lock, which it lets go only to wait for room: holding
+        # the lock now, the fetch is waiting, or it has reserved the room it should not have.
+        with pool._lock:
+            assert pool.current_cache_size == 0 and pool.current_cache_count == 0
+            assert not lazy.entry.send_to_cache_future.done()
+        assert cached_files(pool) == []
         assert lazy.get() == b"too large"
     finally:
         pool.close()

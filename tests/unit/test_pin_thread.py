@@ -35,27 +35,38 @@ def test_items_leave_in_order_pinned_on_another_thread() -> None:
 
 
 def test_items_are_pinned_ahead_at_most_depth() -> None:
+    """Counted, not timed: each time the thread takes an item from its source, it may be at
+    most ``depth`` queued + 1 in hand ahead of the gets begun; the loop waits (on a condition)
+    for the thread to fill up before each get, so a thread that ran further ahead would be
+    caught taking one too many."""
+    depth, total = 2, 20
+    asked = 0  # gets begun by the loop
     taken: list[int] = []
+    ahead: list[int] = []  # how far ahead of the loop each take was
+    took = threading.Condition()
 
     def source() -> int:
-        taken.append(len(taken))
-        return taken[-1]
+        with took:
+            if len(taken) == total:
+                raise StopIteration
+            taken.append(len(taken))
+            ahead.append(len(taken) - asked)
+            took.notify_all()
+            return taken[-1]
 
-    thread = PinThread(source, lambda v: v, depth=2)
+    thread = PinThread(source, lambda v: v, depth=depth)
     try:
-        deadline = time.monotonic() + 5
-        while len(taken) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)
-        # 2 queued + 1 waiting to be queued, none taken by the loop yet
-        assert len(taken) == 3
-        assert thread.get() == 0
-        deadline = time.monotonic() + 5
-        while len(taken) < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(taken) == 4
+        for n in range(total):
+            full = min(total, asked + depth + 1)  # depth queued + 1 pinned, waiting to be queued
+            with took:
+                assert took.wait_for(lambda full=full: len(taken) >= full, 30)
+                asked += 1
+            assert thread.get() == n
+        with pytest.raises(StopIteration):
+            thread.get()
     finally:
         assert thread.close(timeout=5.0)
+    assert max(ahead) == depth + 1  # it filled up, and never went further
 
 
 def test_a_source_error_is_raised_after_the_items_before_it() -> None:
@@ -90,28 +101,43 @@ def test_a_pin_error_is_raised_for_its_item() -> None:
 
 
 def test_close_stops_a_thread_waiting_on_a_full_queue() -> None:
-    thread = PinThread(lambda: 1, lambda v: v, depth=1)  # an endless source
-    time.sleep(0.1)
+    calls = threading.Semaphore(0)
+
+    def source() -> int:  # endless
+        calls.release()
+        return 1
+
+    thread = PinThread(source, lambda v: v, depth=1)
+    for _ in range(2):  # one item queued, the second in hand: the thread waits on the queue
+        assert calls.acquire(timeout=30)
     assert thread.alive
-    start = time.monotonic()
-    assert thread.close(timeout=5.0)
+    assert thread.close(timeout=30.0)  # ended, not left waiting for a free place
     assert not thread.alive
-    assert time.monotonic() - start < 2.0
     with pytest.raises(StopIteration):
         thread.get()
 
 
 def test_close_waits_at_most_the_timeout_for_a_blocked_source() -> None:
-    release = threading.Event()
-    thread = PinThread(lambda: release.wait() and 0, lambda v: v, depth=1)
-    start = time.monotonic()
-    assert not thread.close(timeout=0.2)  # still inside the source
-    assert time.monotonic() - start < 2.0
-    release.set()
-    deadline = time.monotonic() + 5
-    while thread.alive and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not thread.alive  # it ends by itself once the source returns
+    release, entered = threading.Event(), threading.Event()
+    safety = threading.Timer(60.0, release.set)  # the source returns in the end, whatever
+    safety.start()
+
+    def source() -> int:
+        entered.set()
+        release.wait()
+        return 0
+
+    thread = PinThread(source, lambda v: v, depth=1)
+    try:
+        assert entered.wait(30)
+        start = time.monotonic()
+        assert not thread.close(timeout=0.2)  # still inside the source
+        assert 0.19 <= time.monotonic() - start < 30.0  # waited its timeout, not for the source
+        assert not release.is_set()
+        release.set()
+        assert thread.close(timeout=30.0)  # it ends by itself once the source returns
+    finally:
+        safety.cancel()
 
 
 def test_depth_must_be_positive() -> None:

@@ -39,27 +39,38 @@ def test_a_worker_that_ran_ahead_leaves_a_slot_to_each_other_worker() -> None:
     assert pool.claim(0.0, owner=1) == 0
 
 
-def _claim_and_write(pool: SlotPool, results: Any) -> None:
-    number = pool.claim(5.0)  # blocks until the parent frees one
+def _state(pid: int | None) -> str:
+    """The scheduler state of process ``pid`` (R running, S sleeping, ...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _claim_and_write(pool: SlotPool, results: Any, freed: Any) -> None:
+    results.put(pool.claim(0.0))  # the slot is held: none now
+    number = pool.claim(60.0)  # blocks until the parent frees one
     if number is not None:
         pool.array(number)[:4] = 7
-    results.put(number)
+    results.put((number, freed.is_set()))
 
 
 def test_a_worker_waiting_for_a_slot_gets_the_one_freed_and_writes_where_others_read() -> None:
     pool = SlotPool(CONTEXT, slots=1, slot_bytes=1 << 20)
     assert pool.claim(0.0) == 0
-    results = CONTEXT.Queue()
-    child = CONTEXT.Process(target=_claim_and_write, args=(pool, results))
+    results, freed = CONTEXT.Queue(), CONTEXT.Event()
+    child = CONTEXT.Process(target=_claim_and_write, args=(pool, results, freed))
     child.start()
     try:
-        time.sleep(0.1)
-        assert results.empty()  # still waiting: the slot is held
+        assert results.get(timeout=30) is None  # the child found the slot held
+        deadline = time.monotonic() + 30
+        while _state(child.pid) != "S":  # asleep: waiting in its claim (nothing else blocks)
+            assert time.monotonic() < deadline, "the child never waited"
+            time.sleep(0.001)
+        freed.set()  # before the slot is free: the child's claim cannot return before this
         pool.free(0)
-        assert results.get(timeout=10) == 0
+        assert results.get(timeout=30) == (0, True)  # it got the slot freed, after the free
         assert pool.array(0)[:5].tolist() == [7, 7, 7, 7, 0]  # the same pages, shared
     finally:
-        child.join(10)
+        child.join(30)
         results.close()
     assert child.exitcode == 0
 

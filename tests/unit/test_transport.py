@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import multiprocessing.util
+import os
 import pickle
 import time
 from typing import Any
@@ -245,16 +246,37 @@ def test_plain_batches_cross_in_the_ring_and_load_late_in_order() -> None:
     assert any(span is None for span in spans)  # the main process held it full at times
 
 
+def _has_exited(pid: int) -> bool:
+    """Whether process ``pid`` (not a child of the caller) has exited: gone, or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except FileNotFoundError:
+        return True
+
+
 class _TensorAheadOfItsTurn(_PlainExporting):
-    """Worker 1's batch (sharing a tensor) and its end arrive while worker 0 still works."""
+    """Worker 1's batch (sharing a tensor) and its end arrive while worker 0 still works: worker
+    0 waits until worker 1 has exited (stopped by the data loader on its end), then yields,
+    with whether it saw that exit."""
+
+    def __init__(self, queues: list[Any], pid: Any) -> None:
+        super().__init__(queues)
+        self.pid = pid  # worker 1's, written by worker 1
 
     def __iter__(self) -> Any:
         info = torch.utils.data.get_worker_info()
         assert info is not None
         transport = WorkerTransport(self.queues[info.id])
-        if info.id == 0:
-            time.sleep(1.0)
-        yield info.id, transport.export({"ids": torch.full((3,), info.id)})
+        exited = False
+        if info.id == 1:
+            self.pid.value = os.getpid()
+        else:
+            deadline = time.monotonic() + 60
+            while not exited and time.monotonic() < deadline:
+                exited = self.pid.value != 0 and _has_exited(self.pid.value)
+                time.sleep(0.01)
+        yield info.id, transport.export({"ids": torch.full((3,), info.id)}), exited
 
 
 def test_a_batch_sharing_a_tensor_is_taken_over_while_its_worker_lives() -> None:
@@ -262,13 +284,19 @@ def test_a_batch_sharing_a_tensor_is_taken_over_while_its_worker_lives() -> None
     waits for an earlier one of another worker: the tensor must not be left to the worker."""
     multiprocessing.util.get_temp_dir()
     main = MainTransport(multiprocessing.get_context(), workers=2)
+    pid = multiprocessing.get_context("fork").Value("l", 0)
     loader = torch.utils.data.DataLoader(
-        _TensorAheadOfItsTurn(main.queues), batch_size=None, num_workers=2
-    )
+        _TensorAheadOfItsTurn(main.queues, pid),
+        batch_size=None, num_workers=2, multiprocessing_context="fork",
+    )  # fmt: skip
     try:
-        got = {worker: main.load(worker, exported)["ids"].tolist() for worker, exported in loader}
+        got, exited = {}, {}
+        for worker, exported, seen in loader:
+            got[worker] = main.load(worker, exported)["ids"].tolist()
+            exited[worker] = seen
     finally:
         main.close()
+    assert exited[0]  # worker 0 yielded only after worker 1 had exited: the order was arranged
     assert got == {0: [0, 0, 0], 1: [1, 1, 1]}
 
 
