@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 PY_DIRS := src tests benchmarks scripts examples
 
-.PHONY: demo test install clean
+.PHONY: demo test test-stress install clean
 
 install: $(STAMP)
 
@@ -46,6 +46,10 @@ test: install
 	# The docstring examples of the package (those that need a dataset on disk are marked +SKIP).
 	$(BIN)/python -m pytest -q --doctest-modules src/stoker
 	$(BIN)/python -m pytest -q
+
+# The whole check suite with two CPU-bound processes beside it: it must pass on a loaded machine.
+test-stress: install
+	bash scripts/with_load.sh $(MAKE) test
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache
