@@ -100,3 +100,17 @@ def memory_root() -> Iterator[str]:
     fs = fsspec.filesystem("memory")
     if fs.exists(url):
         fs.rm(url, recursive=True)
+
+
+class ManualClock:
+    """A clock that moves only when told (``advance``): patched over a module's ``perf_counter``
+    or ``monotonic``, timing logic is checked exactly, whatever the machine's load."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import pickle
-import time
 
+import pytest
+
+from stoker.runtime import bundle as bundle_module
 from stoker.runtime.bundle import Bundle, Bundler
+from tests.conftest import ManualClock
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """The bundler's clock, moved by the test (no sleeps, no windows to miss)."""
+    manual = ManualClock()
+    monkeypatch.setattr(bundle_module, "perf_counter", manual)
+    return manual
 
 
 def items(bundles: list[Bundle[str]]) -> list[list[str]]:
@@ -38,24 +49,29 @@ def test_the_byte_limit_sends_the_open_bundle_before_a_large_item() -> None:
     assert taken is not None and taken.items == ["d"]
 
 
-def test_close_and_time_send_at_once() -> None:
+def test_close_and_time_send_at_once(clock: ManualClock) -> None:
     bundler: Bundler[str] = Bundler(max_seconds=60.0)
     bundler.add("first", 1)
     bundler.add("a", 1)
     assert items(bundler.add("slot batch", 1, close=True)) == [["a", "slot batch"]]
     timed: Bundler[str] = Bundler(max_seconds=0.05)
     timed.add("first", 1)
+    clock.advance(0.04)
     assert timed.add("quick", 1) == []
-    time.sleep(0.06)
+    clock.advance(0.02)
     assert items(timed.add("late", 1)) == [["quick", "late"]]
 
 
-def test_waiting_between_bundles_does_not_count() -> None:
+def test_waiting_between_bundles_does_not_count(clock: ManualClock) -> None:
     bundler: Bundler[str] = Bundler(max_seconds=0.05)
     bundler.add("first", 1)
-    time.sleep(0.06)  # the worker waited to be asked for more
+    clock.advance(0.06)  # the worker waited to be asked for more
     bundler.resumed()
     assert bundler.add("a", 1) == []
+    clock.advance(0.04)
+    assert bundler.add("b", 1) == []
+    clock.advance(0.02)  # 0.06 s of work since it resumed
+    assert items(bundler.add("c", 1)) == [["a", "b", "c"]]
 
 
 def test_a_bundle_pickles_with_its_items_in_order() -> None:

@@ -10,7 +10,6 @@ import json
 import mmap
 import random
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,6 +32,7 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
 from stoker.model.samples import CrudeSample, source_info
 from stoker.pipeline import read as read_module
+from stoker.pipeline import stage_clock
 from stoker.pipeline.batching import restore_key_of
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.errors import SkipSample
@@ -45,7 +45,7 @@ from stoker.runtime.line_runs import scanned_lines
 from stoker.runtime.plain_runs import plain_outputs
 from stoker.runtime.stream import encoded_key
 from stoker.sources.source import load_source
-from tests.conftest import make_val_texts
+from tests.conftest import ManualClock, make_val_texts
 
 YAMLS = {
     "typed, plain fields": make_dataset_yaml("TextSample", {"text": "txt"}),
@@ -400,15 +400,20 @@ def test_a_reader_keeps_a_bounded_number_of_bytes_of_shard_indexes(
     expected.close()
 
 
-def test_charge_counts_as_start_and_stop_would() -> None:
+def test_charge_counts_as_start_and_stop_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = ManualClock()  # moved by the test: exact figures, whatever the machine's load
+    monkeypatch.setattr(stage_clock, "perf_counter", now)
     clock = StageClock()
     clock.start(READ)
-    started = time.perf_counter()
-    time.sleep(0.05)  # cooking, measured by the caller while read is the open stage
-    clock.charge(COOK, time.perf_counter() - started)
+    now.advance(0.01)
+    started = now()
+    now.advance(0.05)  # cooking, measured by the caller while read is the open stage
+    clock.charge(COOK, now() - started)
+    now.advance(0.01)
     clock.stop()
     seconds = clock.delta().seconds
-    assert seconds["cook"] >= 0.05 and seconds.get("read", 0.0) < 0.02  # exclusive, as nested
+    assert seconds["cook"] == pytest.approx(0.05)
+    assert seconds["read"] == pytest.approx(0.02)  # exclusive, as nested
     clock.charge(DECODE, 0.25)
     assert clock.delta().seconds == {"decode": 0.25}
     clock.enabled = False

@@ -10,27 +10,31 @@ from types import SimpleNamespace
 
 import pytest
 
+from stoker.pipeline import stage_clock
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.stage_clock import DECODE, READ, StageClock, StageDelta
 from stoker.runtime.envelope import BATCH, Envelope
 from stoker.runtime.stats import StatsCollector
 from stoker.runtime.stats_view import LoaderStats, target_shares
 from stoker.storage.options import from_env
+from tests.conftest import ManualClock
 
 
-def test_stage_time_is_exclusive_and_switch_moves_on() -> None:
+def test_stage_time_is_exclusive_and_switch_moves_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    time = ManualClock()  # moved by the test: exact figures, whatever the machine's load
+    monkeypatch.setattr(stage_clock, "perf_counter", time)
     clock = StageClock()
     clock.start(READ)
-    time.sleep(0.02)
+    time.advance(0.02)
     clock.start(DECODE)  # read pauses
-    time.sleep(0.1)
+    time.advance(0.1)
     clock.stop()
     clock.switch(DECODE)  # read ends, decode goes on
-    time.sleep(0.02)
+    time.advance(0.02)
     clock.stop()
     seconds = clock.delta().seconds
-    assert 0.02 <= seconds["read"] < 0.1  # not the 0.1 s of decode inside it
-    assert seconds["decode"] >= 0.12
+    assert seconds["read"] == pytest.approx(0.02)  # not the 0.1 s of decode inside it
+    assert seconds["decode"] == pytest.approx(0.12)
     assert clock.delta().seconds == {}  # a delta clears
 
 
