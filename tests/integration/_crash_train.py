@@ -2,7 +2,7 @@
 
 Run as a script by ``test_crash_resume.py``::
 
-    python _crash_train.py DATASET WORKDIR [--every 5] [--step-sleep 0.03]
+    python _crash_train.py DATASET WORKDIR [--every 5] [--step-sleep 0.03] [--hold-at N]
 
 Exactly-once bookkeeping. Each step appends one line ``{"step", "pid", "keys"}`` to
 ``WORKDIR/consumed.jsonl`` (flushed and fsynced: the side effect of the step). Every ``--every``
@@ -12,6 +12,9 @@ it first rewrites the log (atomically too) keeping only the lines of steps up to
 step, so that the steps a killed run did after its last checkpoint, which the resumed run does
 again, are counted once. A line torn by the kill is dropped with them. At the end of the epoch
 (``repeat=False``) it writes ``WORKDIR/done.json``.
+
+``--hold-at N`` makes the run stop after step N's line and wait there (writing
+``WORKDIR/held.json``), so that a test kills it at that step, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=5)
     parser.add_argument("--step-sleep", type=float, default=0.03)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--hold-at", type=int, default=0)
     args = parser.parse_args(argv)
     ckpt, log = args.workdir / "ckpt.json", args.workdir / "consumed.jsonl"
 
@@ -90,6 +94,10 @@ def main(argv: list[str] | None = None) -> None:
             out.flush()
             os.fsync(out.fileno())
             time.sleep(args.step_sleep)  # the training step
+            if step == args.hold_at:  # to be killed here
+                atomic_write(args.workdir / "held.json", json.dumps({"step": step}))
+                while True:
+                    time.sleep(1)
             if step % args.every == 0:
                 state = {"step": step, "loader_state": loader.save_state_rank()}
                 atomic_write(ckpt, json.dumps(state))

@@ -30,7 +30,7 @@ SCRIPT = Path(__file__).with_name("_crash_train.py")
 REPO = Path(__file__).resolve().parents[2]
 SHARDS, PER_SHARD = 10, 20
 EVERY = 5
-KILL_AFTER = 15  # kill once the checkpoint of step 15 is on disk
+KILL_AT = 17  # the first run holds after step 17 (checkpoint 15 on disk) and is killed there
 
 
 def make_dataset(root: Path) -> list[str]:
@@ -47,11 +47,11 @@ def make_dataset(root: Path) -> list[str]:
     return keys
 
 
-def start(dataset: Path, work: Path, run: int) -> subprocess.Popen[bytes]:
+def start(dataset: Path, work: Path, run: int, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
     with (work / f"run{run}.out").open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(dataset), str(work), "--every", str(EVERY)],
+            [sys.executable, str(SCRIPT), str(dataset), str(work), "--every", str(EVERY), *extra],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -110,25 +110,21 @@ def test_sigkill_mid_epoch_then_resume_consumes_every_sample_once(tmp_path: Path
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     sessions: list[int] = []
     try:
-        first = start(tmp_path / "ds", work, 1)
+        first = start(tmp_path / "ds", work, 1, "--hold-at", str(KILL_AT))
         sessions.append(first.pid)
-        deadline = time.monotonic() + 120
-        while True:  # kill between two checkpoints, after a few of them
+        deadline = time.monotonic() + 180
+        while not (work / "held.json").exists():  # kill between two checkpoints, at step 17
             assert first.poll() is None, (work / "run1.out").read_text()
             assert time.monotonic() < deadline, "the run made no progress"
-            entries = log_entries(work)
-            last = entries[-1]["step"] if entries else 0
-            if checkpoint_step(work) >= KILL_AFTER and last % EVERY:
-                break
-            time.sleep(0.005)
+            time.sleep(0.05)
         workers = first.pid, [p.pid for p in psutil.Process(first.pid).children(recursive=True)]
         os.kill(first.pid, signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
         assert not (work / "done.json").exists(), "the run finished before the kill"
         killed_at = checkpoint_step(work)
         logged = log_entries(work)[-1]["step"]
-        # usually logged > killed_at: the resumed run drops the steps after the checkpoint
-        assert killed_at % EVERY == 0 and KILL_AFTER <= killed_at <= logged
+        # the resumed run drops the two steps after the checkpoint
+        assert (killed_at, logged) == (KILL_AT - KILL_AT % EVERY, KILL_AT)
         # the orphaned dataloader workers notice that their parent died and exit by themselves
         left = wait_gone(first.pid, timeout=30)
         assert not left, f"workers {workers[1]} outlived the killed trainer: {left}"
