@@ -68,6 +68,12 @@ def _env() -> dict[str, str]:
     return {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
 
 
+#: The least CPU share (nice 19; nice execs the command, same PID): the test, which waits for a
+#: point in the run to kill it there, sees that point long before the run ends, however loaded
+#: the machine (the processes beside it take the CPU first).
+LOWEST_PRIORITY = ["nice", "-n", "19"]
+
+
 def run_prepare(path: Path) -> dict[str, object]:
     proc = subprocess.run(prepare_command(path), capture_output=True, text=True, env=_env())
     assert proc.returncode == 0, proc.stderr
@@ -80,16 +86,17 @@ def test_sigkill_half_way_then_rerun_gives_identical_bytes(tmp_path: Path) -> No
     fresh = tmp_path / "fresh"
     shutil.copytree(killed, fresh)
     proc = subprocess.Popen(
-        prepare_command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env()
-    )
+        [*LOWEST_PRIORITY, *prepare_command(killed)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
+    )  # fmt: skip
     work = killed / WORK
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     done: list[Path] = []
     while proc.poll() is None and time.monotonic() < deadline:
         done = list((work / "shard").rglob("*.npz")) if work.exists() else []
-        if len(done) >= 10:
+        if len(done) >= 10:  # a tenth of the way: 110 shards of margin
             break
-        time.sleep(0.02)
+        time.sleep(0.01)
     assert proc.poll() is None, "prepare finished before it could be killed: make it bigger"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -166,10 +173,11 @@ def test_workers_end_when_prepare_is_killed(tmp_path: Path) -> None:
     command = [*prepare_command(dataset)]
     command[command.index("--num-workers") + 1] = "2"
     proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env()
-    )
+        [*LOWEST_PRIORITY, *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=_env(),
+    )  # fmt: skip
     main = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     workers: list[psutil.Process] = []
     while proc.poll() is None and time.monotonic() < deadline and len(workers) < 2:
         workers = main.children(recursive=True)
@@ -177,5 +185,5 @@ def test_workers_end_when_prepare_is_killed(tmp_path: Path) -> None:
     assert len(workers) >= 2, "prepare finished before its workers could be seen"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    _gone, alive = psutil.wait_procs(workers, timeout=10)
+    _gone, alive = psutil.wait_procs(workers, timeout=60)  # they end by themselves
     assert not alive, f"indexing workers outlived the killed prepare: {alive}"
