@@ -7,6 +7,9 @@ before its opening fence says otherwise:
   the reader); a Python fragment is compiled, a bash fragment is checked with ``bash -n``.
 - ``<!-- setup: NAME -->``: run after the named setup of ``tests/docs/setups.py`` has put the files
   the block expects into the working folder.
+- ``<!-- output -->``: what the nearest code block above it that runs prints (its standard
+  output), as the reader sees it; checked by :func:`output_matches`. ``...`` alone on a line
+  stands for any lines (or none), inside a line for any text.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)\s*$")
-_MARK = re.compile(r"^<!--\s*(fragment|setup)\s*:\s*(.*?)\s*-->$")
+_MARK = re.compile(r"^<!--\s*(fragment|setup|output)\s*(?::\s*(.*?))?\s*-->$")
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Block:
     line: int
     language: str
     code: str
-    #: "run", "fragment" or "setup".
+    #: "run", "fragment", "setup" or "output".
     mark: str = "run"
     #: The fragment's reason or the setup's name.
     note: str = ""
@@ -67,4 +70,24 @@ def _mark_before(lines: list[str], fence_index: int) -> tuple[str, str]:
     found = _MARK.match(lines[fence_index - 1].strip())
     if found is None:
         return "run", ""
-    return found.group(1), found.group(2)
+    return found.group(1), found.group(2) or ""
+
+
+def output_matches(expected: str, printed: str) -> bool:
+    """Whether ``printed`` is ``expected``, line by line (trailing spaces and blank lines at the
+    ends aside), where a line ``...`` stands for any lines and ``...`` in a line for any text.
+
+    >>> output_matches("a\\n...\\nz 1...", "a\\nb\\nc\\nz 12")
+    True
+    >>> output_matches("a\\nz", "a\\nb\\nz")
+    False
+    """
+    pattern = []
+    for line in expected.strip("\n").splitlines():
+        line = line.rstrip()
+        if line == "...":
+            pattern.append(r"(?:[^\n]*\n)*?")
+        else:
+            pattern.append(".*?".join(re.escape(part) for part in line.split("...")) + r"[ \t]*\n")
+    text = "\n".join(line.rstrip() for line in printed.strip("\n").splitlines()) + "\n"
+    return re.fullmatch("".join(pattern), text) is not None

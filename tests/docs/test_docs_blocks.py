@@ -2,8 +2,9 @@
 
 Python and bash blocks run in a fresh process, in a folder holding a copy of the demo data that
 README's step-by-step block makes (run once per session); fragments are compiled (Python) or
-syntax-checked (bash). YAML and JSON blocks must parse. See tests/docs/markdown_blocks.py for the
-marks.
+syntax-checked (bash). What a block prints is checked where the page shows it (an
+``<!-- output -->`` block after it). YAML and JSON blocks must parse. See
+tests/docs/markdown_blocks.py for the marks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.docs.markdown_blocks import Block, read_blocks
+from tests.docs.markdown_blocks import Block, output_matches, read_blocks
 from tests.docs.setups import SETUPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +29,24 @@ RUNNABLE = {"python", "bash"}
 #: README's step-by-step demo: it makes the data every other block runs on.
 DEMO_MARKER = "python scripts/make_demo_files.py demo-data/raw"
 TIMEOUT_S = 120
+
+
+def _outputs(blocks: list[Block]) -> dict[str, Block]:
+    """The ``<!-- output -->`` block of each block that shows one, by the block's id: an output
+    belongs to the nearest code block above it that runs (not a fragment)."""
+    shown: dict[str, Block] = {}
+    source: Block | None = None
+    for block in blocks:
+        if block.mark == "output":
+            assert source is not None, f"{block.id}: an output block needs a code block above it"
+            assert source.id not in shown, f"{block.id}: {source.id} already shows its output"
+            shown[source.id] = block
+        elif block.language in RUNNABLE:
+            source = None if block.mark == "fragment" else block
+    return shown
+
+
+OUTPUTS = {k: v for page in PAGES for k, v in _outputs(read_blocks(page)).items()}
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -95,8 +114,9 @@ def test_every_page_has_blocks_and_marks_are_known() -> None:
             assert block.note, f"{block.id}: a fragment mark needs a reason"
         if block.mark == "setup":
             assert block.note in SETUPS, f"{block.id}: unknown setup {block.note!r}"
-        if block.mark != "run":
+        if block.mark not in ("run", "output"):
             assert block.language in RUNNABLE, f"{block.id}: only code blocks take marks"
+    assert len(OUTPUTS) >= 10  # the pages show what their examples print
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language in RUNNABLE], ids=lambda b: b.id)
@@ -117,6 +137,12 @@ def test_code_block(
     env = SETUPS[block.note](work, request) if block.mark == "setup" else {}
     done = _run(block, work, env)
     assert done.returncode == 0, _failure(block, done)
+    shown = OUTPUTS.get(block.id)
+    if shown is not None:
+        assert output_matches(shown.code, done.stdout), (
+            f"{block.id} printed what {shown.id} does not show:\n--- shown\n{shown.code}"
+            f"--- printed\n{done.stdout[-3000:]}"
+        )
 
 
 @pytest.mark.parametrize(
