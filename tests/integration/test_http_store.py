@@ -167,7 +167,7 @@ def test_server_gone_for_good_is_a_clear_error_within_the_budget(
 ) -> None:
     root, server = served
     monkeypatch.setenv("STOKER_PREFETCH_BYTES", "0")  # every sample read when needed
-    retry_budget(tmp_path, monkeypatch, max_attempts=4, max_seconds=3, base_delay=0.05,
+    retry_budget(tmp_path, monkeypatch, max_attempts=4, max_seconds=60, base_delay=0.05,
                  max_delay=0.2)  # fmt: skip
     dataset = train_dataset(f"{server.url}/big", 2)
     killed_at: list[float] = []
@@ -182,9 +182,12 @@ def test_server_gone_for_good_is_a_clear_error_within_the_budget(
     try:
         with pytest.raises(StorageError) as caught:
             read_epoch()
+        gave_up = time.monotonic()
     finally:
         server.start()  # for the tests after this one
-    assert killed_at and time.monotonic() - killed_at[0] < 10
+    # Counted, not timed: it gave up after its 4 attempts (the message says so), long before the
+    # 60 s budget (measured when it raised, not after the restart).
+    assert killed_at and gave_up - killed_at[0] < 60
     message = str(caught.value)
     assert f"{server.url}/big/train_" in message
     assert "after 4 attempt(s)" in message and "max_attempts=4" in message
