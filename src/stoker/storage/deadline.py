@@ -37,49 +37,90 @@ class DeadlineExceeded(TimeoutError):
 class Watch:
     """A socket watched until :meth:`disarm`; :attr:`fired` tells whether it was shut down."""
 
-    __slots__ = ("deadline", "done", "fired", "sock")
+    __slots__ = ("deadline", "dog", "done", "fired", "sock")
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock, self.deadline = sock, deadline
+    def __init__(self, dog: _Watchdog, sock: socket.socket, deadline: float) -> None:
+        self.dog, self.sock, self.deadline = dog, sock, deadline
         self.fired = self.done = False
 
     def disarm(self) -> bool:
         """Stop watching (before the connection serves another request); True if it fired."""
-        with _LOCK:
+        with self.dog.lock:
             if not self.done:
                 self.done = True
-                _LIVE[0] -= 1
+                self.dog.live -= 1
             return self.fired
 
 
-_LOCK = threading.Lock()
-_WAKE = threading.Condition(_LOCK)
-_HEAP: list[tuple[float, int, Watch]] = []
-_ORDER = itertools.count()
-_THREAD: dict[str, Any] = {"pid": -1}
-#: Watches armed and not yet disarmed or fired (the heap also holds disarmed ones until their
-#: deadline, or until they outnumber the live ones and the heap is rebuilt without them).
-_LIVE = [0]
+class _Watchdog:
+    """The deadlines of one process, and the thread that enforces them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.heap: list[tuple[float, int, Watch]] = []
+        self.order = itertools.count()
+        #: Watches armed and not yet disarmed or fired (the heap also holds disarmed ones until
+        #: their deadline, or until they outnumber the live ones and the heap is rebuilt).
+        self.live = 0
+        threading.Thread(target=self._run, name="stoker-deadlines", daemon=True).start()
+
+    def arm(self, sock: socket.socket, deadline: float) -> Watch:
+        watch = Watch(self, sock, deadline)
+        with self.lock:
+            heap = self.heap
+            if len(heap) > 64 and len(heap) > 4 * self.live:
+                heap[:] = [entry for entry in heap if not entry[2].done]
+                heapq.heapify(heap)
+            self.live += 1
+            earliest = heap[0][0] if heap else None
+            heapq.heappush(heap, (deadline, next(self.order), watch))
+            if earliest is None or deadline < earliest:
+                self.wake.notify()
+        return watch
+
+    def _run(self) -> None:
+        heap = self.heap
+        with self.lock:
+            while True:
+                while heap and heap[0][2].done:  # disarmed: forget
+                    heapq.heappop(heap)
+                if not heap:
+                    self.wake.wait()
+                    continue
+                left = heap[0][0] - time.monotonic()
+                if left > 0:
+                    self.wake.wait(left)
+                    continue
+                watch = heapq.heappop(heap)[2]
+                watch.fired = watch.done = True
+                self.live -= 1
+                with contextlib.suppress(OSError):  # wakes a blocked recv with end-of-file
+                    watch.sock.shutdown(socket.SHUT_RDWR)
+
+
+_DOG: list[_Watchdog | None] = [None]
+_START = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    """A forked child has no watchdog thread, and its locks may have been held at the fork."""
+    global _START
+    _DOG[0], _START = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def arm(sock: socket.socket, deadline: float) -> Watch:
     """Watch ``sock`` until ``deadline`` (``time.monotonic()`` seconds)."""
-    watch = Watch(sock, deadline)
-    with _LOCK:
-        if _THREAD["pid"] != os.getpid():  # first use, or a forked child: no watchdog yet
-            _HEAP.clear()
-            threading.Thread(target=_watchdog, name="stoker-deadlines", daemon=True).start()
-            _THREAD["pid"] = os.getpid()
-            _LIVE[0] = 0
-        if len(_HEAP) > 64 and len(_HEAP) > 4 * _LIVE[0]:
-            _HEAP[:] = [entry for entry in _HEAP if not entry[2].done]
-            heapq.heapify(_HEAP)
-        _LIVE[0] += 1
-        earliest = _HEAP[0][0] if _HEAP else None
-        heapq.heappush(_HEAP, (deadline, next(_ORDER), watch))
-        if earliest is None or deadline < earliest:
-            _WAKE.notify()
-    return watch
+    dog = _DOG[0]
+    if dog is None:
+        with _START:
+            dog = _DOG[0]
+            if dog is None:
+                dog = _DOG[0] = _Watchdog()
+    return dog.arm(sock, deadline)
 
 
 def arm_response(response: Any, deadline: float | None) -> Watch | None:
@@ -89,22 +130,3 @@ def arm_response(response: Any, deadline: float | None) -> Watch | None:
     connection = getattr(response, "connection", None)
     sock = getattr(connection, "sock", None)
     return arm(sock, deadline) if isinstance(sock, socket.socket) else None
-
-
-def _watchdog() -> None:
-    with _LOCK:
-        while True:
-            while _HEAP and _HEAP[0][2].done:  # disarmed: forget
-                heapq.heappop(_HEAP)
-            if not _HEAP:
-                _WAKE.wait()
-                continue
-            left = _HEAP[0][0] - time.monotonic()
-            if left > 0:
-                _WAKE.wait(left)
-                continue
-            watch = heapq.heappop(_HEAP)[2]
-            watch.fired = watch.done = True
-            _LIVE[0] -= 1
-            with contextlib.suppress(OSError):  # wakes a blocked recv with end-of-file
-                watch.sock.shutdown(socket.SHUT_RDWR)
