@@ -14,7 +14,15 @@ from yarl import URL
 
 from stoker.errors import ConfigError, StorageError
 from stoker.storage.config import load_storage_config, parse_storage_config
-from stoker.storage.retry import RetryBudget, ShortRead, is_transient, with_retry
+from stoker.storage.deadline import DeadlineExceeded
+from stoker.storage.retry import (
+    BadResponse,
+    RetryBudget,
+    ShortRead,
+    attempt_deadline,
+    is_transient,
+    with_retry,
+)
 from stoker.storage.s3_get import S3HttpError
 
 
@@ -30,6 +38,8 @@ def response_error(status: int) -> aiohttp.ClientResponseError:
         (ConnectionResetError(), True),
         (TimeoutError(), True),
         (ShortRead("received 3 of 9 bytes"), True),
+        (BadResponse("the answer's Content-Length '100, 100' is not one number"), True),
+        (DeadlineExceeded("the request passed its deadline"), True),
         (aiohttp.ClientPayloadError("cut"), True),
         (aiohttp.ServerDisconnectedError(), True),
         (response_error(503), True),
@@ -165,6 +175,29 @@ def test_progress_renews_the_budget_and_no_progress_does_not(progressing: bool) 
             run()
         # First failure at 1001, budget to 1011, one last attempt of 1 s.
         assert clock.now <= 1000.0 + 1 + 10 + 1
+
+
+def test_each_attempt_has_a_deadline_and_one_cut_by_it_renews_nothing() -> None:
+    """A server that trickles: every attempt receives bytes until its deadline cuts it. The
+    budget is not renewed by those bytes, so the request ends within the budget."""
+    clock, received, limits = Clock(), [0], []
+
+    def attempt() -> str:
+        limit = attempt_deadline()
+        assert limit is not None
+        limits.append((clock.now, limit))
+        received[0] += int(limit - clock.now)  # a byte a second, until cut
+        clock.now = limit
+        raise DeadlineExceeded("cut at the deadline")
+
+    with pytest.raises(StorageError, match="DeadlineExceeded"):
+        with_retry(attempt, RetryBudget(max_seconds=8), what="GET", url="u",
+                   sleep=clock.sleep, clock=clock, rng=random.Random(0),
+                   progress=lambda: received[0])  # fmt: skip
+    assert attempt_deadline() is None  # only while an attempt runs
+    assert limits[0] == (1000.0, 1004.0)  # half the budget for an attempt
+    assert len(limits) >= 2  # retried once at least
+    assert clock.now <= 1000.0 + 8 + 4  # the budget, and a last attempt of at most half of it
 
 
 def test_max_attempts_still_bounds_the_attempts() -> None:

@@ -105,3 +105,38 @@ class Skips:
             "by_source": {s: dict(c) for s, c in self.by_source.items()},
             "examples": {r: list(k) for r, k in self.examples.items()},
         }
+
+
+def check_storage_share(skipped: int, samples: int, share: float, epoch: int) -> None:
+    """At the end of a pass: raise if more than ``share`` of its samples were skipped because
+    the storage failed on every retry (``skipped`` of ``samples`` delivered + skipped), else log
+    one warning with the count if any were.
+
+    Example:
+        >>> check_storage_share(0, 100, 0.01, 0)
+        >>> check_storage_share(5, 95, 0.01, 0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        stoker.errors.StorageError: pass 0 ended short: 5 of its 100 samples were skipped ...
+    """
+    if skipped <= 0:
+        return
+    total = samples + skipped
+    if skipped > share * total:
+        from stoker.errors import StorageError
+
+        raise StorageError(
+            f"pass {epoch} ended short: {skipped} of its {total} samples were skipped because "
+            f"their reads failed after every retry ({skipped / total:.1%}, more than the "
+            f"{share:.1%} allowed).",
+            hint="Check the storage (the log names the reads that failed), or allow more with "
+            "LoaderOptions(max_storage_skip_share=...).",
+        )
+    import logging
+
+    logging.getLogger("stoker").warning(
+        "pass %d skipped %d of its %d samples because their reads failed after every retry",
+        epoch,
+        skipped,
+        total,
+    )

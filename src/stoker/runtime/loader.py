@@ -26,7 +26,7 @@ from stoker.model.batch_wire import pack as pack_batch
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position, position
-from stoker.pipeline.skips import Skips
+from stoker.pipeline.skips import STORAGE, Skips, check_storage_share
 from stoker.pipeline.slot_pool import EXTRA_SLOTS, SlotPool
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
@@ -443,6 +443,8 @@ class Loader(LoaderState, LoaderMeasures):
         self.epoch = 0
         self._finished = False
         self._skipped = Skips()
+        #: This pass's samples handed out, and skipped because the storage failed.
+        self._pass_samples = self._pass_storage_skips = 0
         self._stats = StatsCollector()
 
     def __iter__(self) -> Iterator[Any]:
@@ -456,6 +458,12 @@ class Loader(LoaderState, LoaderMeasures):
                 self._finished = True
                 self._stop()
                 self._stats.paused()
+                check_storage_share(
+                    self._pass_storage_skips,
+                    self._pass_samples,
+                    self.options.max_storage_skip_share,
+                    self.epoch,
+                )
                 return
             count += 1
             self._stats.handed_out(entered, perf_counter())
@@ -496,6 +504,8 @@ class Loader(LoaderState, LoaderMeasures):
             item = self._live.next_from(k % workers)
             if item.skips:
                 self._skipped.merge(item.skips)
+                self._pass_storage_skips += item.skips.by_reason.get(STORAGE, 0)
+            self._pass_samples += item.samples
             self._stats.received(item)
             if item.kind == ERROR:
                 self._stop()
@@ -525,6 +535,7 @@ class Loader(LoaderState, LoaderMeasures):
         self.buffers = {}
         self.exhausted.clear()
         self.t = self.yielded = 0
+        self._pass_samples = self._pass_storage_skips = 0
         self._finished = False
 
     def _stop(self, *, wait: bool = True) -> None:

@@ -83,6 +83,11 @@ class LoaderOptions:
             stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
         stats: Measure what :meth:`Loader.stats` reports (stage times, storage, memory) in the
             workers (``STOKER_STATS``, on; ``0`` or ``off``: only counts and data wait).
+        max_storage_skip_share: Under the ``skip`` error policy, the share of a pass's samples
+            that may be skipped because their reads failed after every retry (reason
+            ``"storage: retries exhausted"``) before the pass ends in a :class:`StorageError`
+            naming the count instead of ending short (0.01: 1 %; 1.0: never; below it, one
+            warning per pass with the count). No environment variable.
 
     Example:
         >>> import dataclasses
@@ -100,6 +105,7 @@ class LoaderOptions:
     retry_seconds: float | None = None
     storage_config: str | None = _env_field("storage_config")
     stats: bool = _env_field("stats")
+    max_storage_skip_share: float = 0.01
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -146,6 +152,7 @@ _CHECKS = {
     "retry_seconds": _number(optional=True, positive=True),
     "storage_config": _path,
     "stats": lambda value: "" if isinstance(value, bool) else "True or False",
+    "max_storage_skip_share": lambda value: _number()(value) or ("" if value <= 1 else "<= 1"),
 }
 
 _BUILT_IN: dict[str, Any] = {

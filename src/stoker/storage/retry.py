@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,32 @@ RETRYABLE_CODES = frozenset(
 
 
 class ShortRead(Exception):
-    """A response body ended before the length it announced (the caller resumes)."""
+    """A response body ended before the length asked for (the caller resumes)."""
+
+
+class BadResponse(Exception):
+    """An answer whose framing cannot be trusted (malformed ``Content-Length``, chunk sizes, ...):
+    transient, since a proxy or a connection may have garbled it; the connection is dropped."""
+
+
+#: The deadline of the attempt running in this thread (see :func:`attempt_deadline`).
+_ATTEMPT = threading.local()
+#: The shortest time a last attempt gets, even when it starts at the budget's end.
+LAST_ATTEMPT_SECONDS = 10.0
+
+
+def attempt_deadline() -> float | None:
+    """When the attempt :func:`with_retry` is running in this thread must end
+    (``time.monotonic()``), connect, head and body together; None outside one.
+
+    An attempt gets half the budget (``max_seconds / 2``), so that one that trickles is retried
+    once before the budget ends; a retry gets at most what is left of the budget, but at least
+    :data:`LAST_ATTEMPT_SECONDS` (or half the budget, if smaller). A store arms it on
+    its socket (:mod:`stoker.storage.deadline`), so a server that trickles is cut, retried
+    and reported, never waited for without end.
+    """
+    deadline: float | None = getattr(_ATTEMPT, "deadline", None)
+    return deadline
 
 
 @dataclass(frozen=True)
@@ -113,7 +139,8 @@ def is_transient(error: BaseException) -> bool:
     """
     if isinstance(error, _PERMANENT):
         return False
-    if isinstance(error, (ShortRead, http.client.IncompleteRead, TimeoutError, ConnectionError)):
+    transient = (ShortRead, BadResponse, http.client.IncompleteRead, TimeoutError, ConnectionError)
+    if isinstance(error, transient):
         return True
     status = _http_status(error)
     if status is not None:
@@ -177,19 +204,32 @@ def with_retry(
             error, and how to raise the budget.
         Exception: a permanent failure, at once, as ``attempt`` raised it.
     """
+    from stoker.storage.deadline import DeadlineExceeded
+
     tries = failures = 0  # attempts, and failures since the budget was last renewed
     first_failure: float | None = None
     deadline = 0.0
     received = progress()
+    floor = min(budget.max_seconds / 2, LAST_ATTEMPT_SECONDS)
+    outer = getattr(_ATTEMPT, "deadline", None)
     while True:
         tries += 1
+        started = clock()
+        limit = started + budget.max_seconds / 2
+        if first_failure is not None:
+            limit = min(limit, max(deadline, started + floor))
+        _ATTEMPT.deadline = limit
         try:
             return attempt()
         except Exception as e:
             if not is_transient(e):
                 raise
             now = clock()
-            if first_failure is None or progress() > received:  # (re)start the budget
+            if isinstance(e, DeadlineExceeded):  # it had its time: no renewal by progress
+                if first_failure is None:
+                    deadline, first_failure = started + budget.max_seconds, started
+                received = progress()
+            elif first_failure is None or progress() > received:  # (re)start the budget
                 received, failures, deadline = progress(), 0, now + budget.max_seconds
                 first_failure = now if first_failure is None else first_failure
             failures += 1
@@ -200,6 +240,8 @@ def with_retry(
             RETRIED["retries"] += 1
             rng = rng or random.Random()  # made on the first failure: most requests have none
             sleep(min(budget.delay(failures - 1, rng), deadline - now))
+        finally:
+            _ATTEMPT.deadline = outer
 
 
 def _exhausted(

@@ -20,14 +20,14 @@ from stoker.storage.cache import MetaCache, default_cache, is_metadata, read_ent
 from stoker.storage.config import S3Settings
 from stoker.storage.options import retry_policy
 from stoker.storage.ranged import open_ranged
-from stoker.storage.retry import ShortRead, with_retry
+from stoker.storage.retry import with_retry
+from stoker.storage.s3_body import body_length, receive
 from stoker.storage.s3_client import STATS, RequestStats, client_for
 from stoker.storage.s3_get import S3HttpError, getter_for
 
 __all__ = ["STATS", "RequestStats", "S3Store", "client_for", "parse_s3_url"]
 
 T = TypeVar("T")
-_CHUNK = 1 << 20
 _NOT_FOUND = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
 _DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
 
@@ -114,6 +114,8 @@ class S3Store(Store):
 
         def attempt(client: Any) -> _Got:
             pos = start + got.size
+            if end is not None and pos >= end:  # all arrived, the deadline came after
+                return got
             headers: dict[str, str] = {}
             if got.etag:
                 headers["If-Match"] = got.etag  # never splice two versions of an object
@@ -132,17 +134,14 @@ class S3Store(Store):
                     got.not_modified = True
                     return got
                 raise
-            got.etag = got.etag or response.headers.get("ETag", "")
-            length = response.headers.get("Content-Length")
-            whole = response.status == 200 and "Range" in headers
-            if whole and (pos or (end is not None and int(length or 0) > end)):
+            try:
+                expected = body_length(response, pos, end, "Range" in headers, self.url(path))
+                framed = response.headers.get("Content-Length") is not None
+            except BaseException:
                 response.close()
-                raise StorageError(
-                    f"asked for {headers['Range']}, the server sent the whole object.",
-                    path=self.url(path),
-                    hint="Use an S3 server that answers ranged GETs with 206 Partial Content.",
-                )
-            _receive(response, got, None if length is None else int(length))
+                raise
+            got.etag = got.etag or response.headers.get("ETag", "")
+            receive(response, got, expected, framed)
             return got
 
         what = f"GET {self.bucket}/{key}" + (f" bytes {start}-{end - 1}" if end else "")
@@ -294,30 +293,6 @@ class _Got:
         if len(self.chunks) > 1:
             self.chunks[:] = [b"".join(self.chunks)]
         return self.chunks[0] if self.chunks else b""
-
-
-def _receive(raw: Any, got: _Got, expected: int | None) -> None:
-    """Read a body of ``expected`` bytes (None: to its end) into ``got``, which keeps what
-    arrived when the body is cut short."""
-    received = 0
-    try:
-        while expected is None or received < expected:
-            # One read of the whole rest: a single buffer, filled straight from the socket (a
-            # cut connection ends the read early with what arrived, kept for the resume).
-            chunk = raw.read(_CHUNK if expected is None else expected - received)
-            if not chunk:
-                break
-            got.chunks.append(chunk)
-            got.size += len(chunk)
-            received += len(chunk)
-            STATS.count(received=len(chunk))
-    except BaseException:
-        raw.close()  # a broken connection never goes back to the pool
-        raise
-    if expected is not None and received < expected:
-        raw.close()
-        raise ShortRead(f"received {received} of {expected} bytes")
-    raw.release_conn()
 
 
 def _cached_read(store: S3Store, cache: MetaCache, path: str) -> bytes:

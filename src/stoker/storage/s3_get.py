@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from stoker.storage.retry import BadResponse
+
 #: How long a presigned URL is valid; it is renewed at half that age.
 URL_SECONDS = 3600
 _MAX_URLS = 4096
@@ -144,12 +146,14 @@ class Getter:
                 str(error.get("Code", status)),
                 str(error.get("Message", "")),
             ) from e
-        return _Body(answer["Body"])
+        return _Body(answer)
 
     def _send(self, found: _Target, headers: dict[str, str]) -> Any:
         """The urllib3 response (body not read) of a GET of ``found`` with ``headers``."""
         try:
             return self._http.get(found.url, headers)
+        except (ValueError, OverflowError) as e:  # an answer's head the client could not parse
+            raise BadResponse(f"the answer could not be parsed: {type(e).__name__}") from e
         except Exception as e:
             clean = _without_query(e, found.url)
             if clean is None:
@@ -158,16 +162,27 @@ class Getter:
 
 
 class _Body:
-    """botocore's streaming body of a ``get_object`` answer, read like a urllib3 response."""
+    """A botocore ``get_object`` answer, read like a urllib3 response: its :attr:`status`,
+    :attr:`headers` (any case) and streaming body."""
 
-    def __init__(self, body: Any) -> None:
-        self._body = body
+    def __init__(self, answer: dict[str, Any]) -> None:
+        from urllib3 import HTTPHeaderDict
+
+        self._body = answer["Body"]
+        meta = answer.get("ResponseMetadata") or {}
+        self.status = int(meta.get("HTTPStatusCode") or 200)
+        self.headers = HTTPHeaderDict(meta.get("HTTPHeaders") or {})
+        raw = getattr(self._body, "_raw_stream", None)  # its urllib3 response, for the deadline
+        self.connection = getattr(raw, "connection", None)
 
     def read(self, amt: int | None = None) -> bytes:
         return bytes(self._body.read(amt))
 
     def close(self) -> None:
         self._body.close()
+
+    def drain_conn(self) -> None:
+        """Nothing to do: a body not read whole is closed, not reused."""
 
     def release_conn(self) -> None:
         """Nothing to do: urllib3 gives the connection back once the body was read whole."""
@@ -196,7 +211,6 @@ class Transport:
         )
         from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
 
-        from stoker.storage.plain_http import PlainHTTP
         from stoker.storage.s3_client import keepalive_for, verify_for
 
         config = client.meta.config
@@ -221,8 +235,6 @@ class Transport:
             cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE",
             ca_certs=get_cert_path(verify) if verify else None,
         )
-        #: Plain ``http`` GETs, on bare sockets (:mod:`stoker.storage.plain_http`).
-        self._plain = PlainHTTP(timeout[0], timeout[1], options, config.max_pool_connections)
         self._botocore = URLLib3Session(
             verify=verify, proxies=proxies, timeout=timeout, socket_options=options,
             max_pool_connections=config.max_pool_connections, client_cert=config.client_cert,
@@ -239,8 +251,6 @@ class Transport:
 
             return self._botocore.send(AWSPreparedRequest("GET", url, headers, None, True)).raw
         scheme, host, port, target = route
-        if scheme == "http":
-            return self._plain.get(host, port, target, headers)
         return self._pool.connection_from_host(host, port, scheme).urlopen(
             "GET", target, headers=headers, retries=False, redirect=False,
             assert_same_host=False, preload_content=False, decode_content=False,
