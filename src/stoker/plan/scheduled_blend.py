@@ -29,7 +29,7 @@ import numpy.typing as npt
 from stoker.errors import ConfigError
 from stoker.plan.blend import jitter
 from stoker.plan.slices import Int64Array
-from stoker.plan.weights import BlendWeights
+from stoker.plan.weights import BlendWeights, Float64Array
 
 #: Resolution of a share: ``q = rint(p * Q)``.
 Q = 1 << 20
@@ -117,43 +117,82 @@ def scheduled_choices(
 ) -> Int64Array:
     """Dataset ids of the stream's next ``n`` references after ``counts[d]`` from each ``d``.
 
-    Datasets that ``rates`` marks as without samples are never drawn.
+    The reference at stream position ``s`` is the earliest due ``(T, d)`` among the datasets
+    whose share in the nominal batch of ``s`` is above 0; datasets that ``rates`` marks as
+    without samples are never drawn.
     """
-    c = np.asarray(counts, dtype=np.int64)
-    if n <= 0:
-        return np.zeros(0, np.int64)
-    size, active = rates.batch_size, np.flatnonzero(rates.live)
-    s0 = int(c.sum())
-    bg = np.random.Philox(0)
-    first_batch, reach = max(0, (s0 - n) // size - 1), n + 64
+    c = np.asarray(counts, dtype=np.int64).copy()
+    size, bg, out, left = rates.batch_size, np.random.Philox(0), [], n
+    while left > 0:
+        s = int(c.sum())
+        b, reach = s // size, -(-left // size) + 2
+        while True:  # a run of batches where the same datasets have shares above 0
+            q = rates.shares(b, b + reach)
+            on = q[:, 0] > 0
+            change = np.flatnonzero(((q > 0) != on[:, None]).any(axis=0))
+            end = b + int(change[0]) if change.size else b + reach
+            m = min(left, end * size - s)
+            picked = _merge(c, m, on, rates, seed, bg, end, bool(change.size))
+            if picked is not None:
+                break
+            reach *= 2  # not enough due before the window's end: look further
+        out.append(picked)
+        c += np.bincount(picked, minlength=c.size)
+        left -= m
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _merge(
+    c: Int64Array,
+    m: int,
+    on: npt.NDArray[np.bool_],
+    rates: StreamRates,
+    seed: int,
+    bg: np.random.Philox,
+    end: int,
+    run_end: bool,
+) -> Int64Array | None:
+    """The ``m`` earliest due ``(T, d)`` with ``k >= c[d]`` among the datasets ``on``, exact up to
+    batch ``end``; beyond it (the end of the run: nothing changes until there) at the last share.
+    None if that is not enough and ``end`` is not where the run ends."""
+    size, active = rates.batch_size, np.flatnonzero(on)
+    first = max(0, int(c.sum()) // size - 2)
+    width = np.full(c.size, m + 2, np.int64)
     while True:
-        horizon = s0 + reach  # every reference due before it
-        last_batch = horizon // size + 1
-        sums = rates.sums_at(first_batch)
-        q = rates.shares(first_batch, last_batch)
-        cum = np.concatenate([sums[:, None], sums[:, None] + np.cumsum(q * size, axis=1)], axis=1)
-        at_h = (
-            cum[:, horizon // size - first_batch]
-            + (horizon % size) * q[:, horizon // size - first_batch]
-        )
+        q = rates.shares(first, end)
+        cum = np.concatenate([np.zeros((c.size, 1), np.int64), np.cumsum(q * size, axis=1)], 1)
+        cum += rates.sums_at(first)[:, None]
         times, ids, early = [], [], False
         for d in active.tolist():
-            hi = max(int(c[d]), -(-int(at_h[d]) // Q))  # k < Λ_d(horizon) / Q
-            x = (np.arange(c[d], hi, dtype=np.float64) + jitter(bg, seed, rates.stream, d,
-                 int(c[d]), hi)) * Q  # fmt: skip
-            if x.size and x[0] < cum[d, 0]:
-                early = True  # the window starts after the first one: start earlier
+            lo, hi = int(c[d]), int(c[d] + width[d])
+            x = (
+                np.arange(lo, hi, dtype=np.float64) + jitter(bg, seed, rates.stream, d, lo, hi)
+            ) * Q
+            if x[0] < cum[d, 0]:
+                early = True  # due before the window starts: start it earlier
                 break
-            x = x[x < at_h[d]]  # due before the horizon
-            idx = np.searchsorted(cum[d], x, side="right") - 1  # q[d, idx] > 0 there
-            times.append((first_batch + idx) * size + (x - cum[d, idx]) / q[d, idx])
+            times.append(_due(x, cum[d], q[d], first, size, run_end))
             ids.append(np.full(x.size, d, np.int64))
         if early:
-            first_batch = first_batch // 2
+            first //= 2
             continue
-        due_all = np.concatenate(times) if times else np.zeros(0)
-        id_all = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-        if due_all.size >= n:
-            chosen: Int64Array = id_all[np.lexsort((id_all, due_all))[:n]]
-            return chosen
-        reach *= 2
+        due, idx = np.concatenate(times), np.concatenate(ids)
+        order = np.lexsort((idx, due))[:m]
+        if not np.isfinite(due[order[-1]]):
+            return None
+        return idx[order]
+
+
+def _due(
+    x: Float64Array, cum: Int64Array, q: Int64Array, first: int, size: int, run_end: bool
+) -> Float64Array:
+    """``T`` of the jittered targets ``x`` of one dataset from its sums ``cum`` over the batches
+    from ``first``; past the last batch at its share (``run_end``) or never (inf)."""
+    idx = np.minimum(np.searchsorted(cum, x, side="right") - 1, q.size - 1)
+    inside = x < cum[-1]
+    rate = np.where(inside, q[idx], q[-1] if run_end else 0)
+    start = np.where(inside, cum[idx], cum[-1])
+    base = np.where(inside, first + idx, first + q.size) * size
+    with np.errstate(divide="ignore"):
+        t = base + (x - start) / rate
+    return np.where(rate > 0, t, np.inf)

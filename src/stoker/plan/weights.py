@@ -203,10 +203,11 @@ class BlendWeights:
 
     def to_config(self) -> list[list[Any]]:
         """A JSON-safe form (for fingerprints)."""
-        return [[[[_config(w) for w in sib], i] for sib, i in path] for path in self.paths]
+        return [[[[weight_config(w) for w in sib], i] for sib, i in path] for path in self.paths]
 
 
-def _config(weight: Weight) -> Any:
+def weight_config(weight: Weight) -> Any:
+    """A weight in JSON-safe form: the number, or ``[kind, [[index, weight], ...]]``."""
     if isinstance(weight, WeightSchedule):  # lists: JSON keeps them as they are
         return [weight.kind, [list(point) for point in weight.points]]
     return weight
