@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
+    from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader
     from stoker.runtime.mix_batch import MixBatchDataset
@@ -187,6 +188,7 @@ _EXPORTS: dict[str, str] = {
     "AVLimits": "stoker.media.limits",
     "AVMetadata": "stoker.media.metadata",
     "Blender": "stoker.sources.blender",
+    "WeightSchedule": "stoker.plan.weights",
     "load_dataset": "stoker.sources.blender",
     "prepare_metadataset": "stoker.flavors.metadataset_tools",
     "traverse_metadataset": "stoker.flavors.metadataset_tools",
@@ -386,6 +388,7 @@ __all__ = [
     "VidQASample",
     "VidQAWebdataset",
     "WatchdogDataset",
+    "WeightSchedule",
     "WorkerConfig",
     "__version__",
     "basic_sample_keys",

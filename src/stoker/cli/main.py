@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "info": ("stoker.cli.info", "command", "Summarise a prepared dataset."),
     "lint": ("stoker.cli.lint", "command", "Check a prepared dataset for problems."),
     "checkpoint": ("stoker.cli.checkpoint", "command", "Inspect and re-cut saved loader states."),
+    "mix": ("stoker.cli.mix", "command", "Show a metadataset's planned mix over the steps."),
     "preview": ("stoker.cli.preview", "command", "Show samples of a split, decoded."),
     "bench": ("stoker.cli.bench", "command", "Measure loading speed; recommend num_workers."),
     "mount": ("stoker.cli.mount", "command", "Browse a dataset's samples as read-only files."),

@@ -170,6 +170,15 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "NVDATASET_CACHE_DIR": "stoker.storage.epath:NVDATASET_CACHE_DIR",
     },
     "source_info": {"add_source_info": "stoker.sources.aux:add_source_info"},
+    # Energon's pull request #208 (weight schedules): its next release's module.
+    "weights": {
+        name: f"stoker.flavors.weights:{name}"
+        for name in _words(
+            "ConstantWeight NormalizedWeight ScaledWeight ScheduledWeight WeightLike WeightSpec "
+            "compose_weights eval_weight is_scheduled_weight make_node_entry_weights "
+            "weight_from_config weight_to_config"
+        )
+    },
     "errors": {
         "FatalSampleError": "stoker.errors:FatalSampleError",
         "SampleException": "stoker.errors:SampleException",

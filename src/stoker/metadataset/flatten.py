@@ -1,10 +1,11 @@
 """Flatten one split of a metadataset into weighted leaves: what the loader blends.
 
 Follows Energon's ``get_datasets``: weights are normalised per blend level and multiplied down
-the tree, repetitions multiply, subflavors of outer levels win, subsets compose (inner first,
-outer within it), ``shuffle_over_epochs_multiplier`` multiplies (``None`` wins, then ``-1``), and
-a reference's ``split_part`` is inherited by everything below it. A weighted blend and an
-epochized blend cannot be mixed; Energon refuses that too.
+the tree (a weight may be a schedule, at any level: :mod:`stoker.plan.weights`), repetitions
+multiply, subflavors of outer levels win, subsets compose (inner first, outer within it),
+``shuffle_over_epochs_multiplier`` multiplies (``None`` wins, then ``-1``), and a reference's
+``split_part`` is inherited by everything below it. A weighted blend and an epochized blend cannot
+be mixed; Energon refuses that too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal
 from stoker.metadataset.nodes import AuxRef, BlendNode, DatasetRef, JoinNode, Metadataset, Node
 from stoker.metadataset.subset import SubsetRange
 from stoker.metadataset.where import Where
+from stoker.plan.weights import BlendWeights, Level, weights_at
 
 PlanKind = Literal["single", "weighted", "epochized", "concat"]
 
@@ -23,8 +25,11 @@ PlanKind = Literal["single", "weighted", "epochized", "concat"]
 class Leaf:
     """One dataset split to read, with everything the tree above it implies.
 
-    ``weight`` is set in a weighted plan (they sum to 1), ``repetitions`` in an epochized one.
-    A join is one leaf: ``join`` holds it and ``path`` is its first dataset.
+    ``weight`` is set in a weighted plan (they sum to 1; with schedules, the weights at batch
+    0), ``repetitions`` in an epochized one. ``weight_path`` lists, from the top blend down, the
+    weights of each level's entries and the entry this leaf is under (what a schedule needs,
+    :class:`~stoker.plan.weights.BlendWeights`). A join is one leaf: ``join`` holds it and
+    ``path`` is its first dataset.
     """
 
     path: str
@@ -38,6 +43,7 @@ class Leaf:
     split_config: str | None = None
     aux: dict[str, AuxRef] = field(default_factory=dict)
     join: JoinNode | None = None
+    weight_path: tuple[Level, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class BlendPlan:
 
     kind: PlanKind
     leaves: list[Leaf]
+
+    def schedule(self) -> BlendWeights | None:
+        """The leaves' weights as functions of the batch index, if any weight is a schedule."""
+        weights = BlendWeights(tuple(leaf.weight_path for leaf in self.leaves))
+        return weights if self.kind == "weighted" and weights.scheduled else None
 
 
 @dataclass(frozen=True)
@@ -119,9 +130,11 @@ def _leaf(ref: DatasetRef, inner: _Inherited, join: JoinNode | None = None) -> L
 def _walk_blend(node: BlendNode, above: _Inherited) -> tuple[PlanKind, list[Leaf]]:
     subset = node.subset.compose(above.subset) if node.subset else above.subset
     inner = replace(above, subset=subset)
-    total = sum(item.factor for item in node.items)
+    siblings = tuple(item.factor for item in node.items)
+    at_start = weights_at(siblings, [0])[:, 0].tolist()  # the weights at batch 0
+    total = sum(at_start)
     out: list[Leaf] = []
-    for item in node.items:
+    for i, item in enumerate(node.items):
         kind, leaves = _walk(item.node, inner)
         if kind not in ("single", node.kind):
             item.node.where.fail(
@@ -132,10 +145,14 @@ def _walk_blend(node: BlendNode, above: _Inherited) -> tuple[PlanKind, list[Leaf
         for leaf in leaves:
             if node.kind == "weighted":
                 weight = 1.0 if leaf.weight is None else leaf.weight
-                out.append(replace(leaf, weight=weight * item.factor / total))
+                share = at_start[i] / total if total > 0 else 0.0
+                level = (siblings, i)
+                out.append(
+                    replace(leaf, weight=weight * share, weight_path=(level, *leaf.weight_path))
+                )
             else:
                 reps = 1.0 if leaf.repetitions is None else leaf.repetitions
-                out.append(replace(leaf, repetitions=reps * item.factor))
+                out.append(replace(leaf, repetitions=reps * at_start[i]))
     return node.kind, out
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from stoker.metadataset.subset import SubsetRange
 from stoker.metadataset.where import Where
+from stoker.plan.weights import Weight
 
 Nonmatch = Literal["error", "skip", "none"]
 BlendKind = Literal["weighted", "epochized"]
@@ -53,7 +54,7 @@ class BlendItem:
     """One entry of a blend: the node and its ``weight`` (weighted) or ``repetitions``."""
 
     node: Node
-    factor: float
+    factor: Weight  #: a number, or a schedule (weighted blends only)
 
 
 @dataclass(frozen=True)

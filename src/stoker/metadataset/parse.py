@@ -113,7 +113,7 @@ def _v1_split(raw: object, where: Where, ctx: Context) -> BlendNode:
     entries = data.get("datasets")
     if not isinstance(entries, list) or not entries:
         where.key("datasets").fail(f"expected a non-empty list of datasets, got {entries!r}.")
-    items = []
+    items, total = [], 0.0
     for i, entry in enumerate(entries):
         at = where.key("datasets").index(i)
         ref_raw = dict(check.mapping(entry, at, "a dataset reference"))
@@ -125,6 +125,7 @@ def _v1_split(raw: object, where: Where, ctx: Context) -> BlendNode:
             # Energon's legacy ``subflavor: x`` is ``subflavors: {__subflavor__: x}``.
             ref = replace(ref, subflavors={"__subflavor__": legacy, **ref.subflavors})
         items.append(BlendItem(ref, weight))
-    if sum(item.factor for item in items) <= 0:
+        total += weight
+    if total <= 0:
         where.key("datasets").fail("every weight is 0, so the blend is empty.")
     return BlendNode("weighted", tuple(items), None, where)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from stoker.errors import ConfigError
 from stoker.metadataset import where as check
 from stoker.metadataset.nodes import (
     BlendItem,
@@ -22,6 +23,7 @@ from stoker.metadataset.parse_extras import parse_aux, parse_object
 from stoker.metadataset.paths import is_yaml, resolve_path
 from stoker.metadataset.subset import SubsetRange, parse_range
 from stoker.metadataset.where import Where
+from stoker.plan.weights import Weight, parse_weight
 
 COMMON_KEYS = frozenset({"split_part", "subflavors", "subset", "shuffle_over_epochs_multiplier"})
 REF_KEYS = COMMON_KEYS | {"path", "dataset_config", "split_config", "aux"}
@@ -94,14 +96,34 @@ def _parse_blend(
     for i, entry in enumerate(entries):
         at = where.key(key).index(i)
         mapping = check.mapping(entry, at, "a blend entry")
-        factor = check.non_negative(mapping.get(factor_key, 1), at.key(factor_key))
+        factor = _factor(mapping.get(factor_key, 1), at.key(factor_key), key)
         items.append(BlendItem(parse_node(mapping, at, ctx, frozenset({factor_key})), factor))
-    if sum(item.factor for item in items) <= 0:
+    if (
+        all(isinstance(item.factor, float) for item in items)
+        and sum(item.factor for item in items if isinstance(item.factor, float)) <= 0
+    ):
         where.key(key).fail(f"every {factor_key} is 0, so the blend is empty.")
     subset = _parse_subset(raw, where)
     _relative_only(subset, where, f"a {key} node")
     kind: BlendKind = "weighted" if key == "blend" else "epochized"
     return BlendNode(kind, tuple(items), subset, where)
+
+
+def _factor(value: object, where: Where, key: str) -> Weight:
+    """A blend entry's weight (a number or a schedule) or repetitions (a number)."""
+    if isinstance(value, dict) and key == "blend":
+        try:
+            return parse_weight(value)
+        except ConfigError as e:
+            where.fail(e.problem, hint=e.hint)
+    if isinstance(value, dict):
+        where.fail(
+            "repetitions cannot be scheduled: an epochized blend follows passes over the data, "
+            "not the batch index.",
+            hint="Use blend with weight: {step: ...} or {linear: ...} to change the mix over "
+            "training, or a number of repetitions here.",
+        )
+    return check.non_negative(value, where)
 
 
 def _parse_join(raw: dict[str, Any], where: Where, ctx: Context, extra: frozenset[str]) -> JoinNode:

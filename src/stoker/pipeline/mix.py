@@ -29,6 +29,8 @@ from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.refs import Buffers, Position
 from stoker.plan import weighted_choices
+from stoker.plan.scheduled_blend import StreamRates, scheduled_choices
+from stoker.plan.weights import BlendWeights, Weight, WeightSchedule, weights_at
 
 logger = logging.getLogger("stoker")
 
@@ -82,11 +84,12 @@ def decode(
 class MixSpec:
     """How a stream's sub-batches are mixed (picklable)."""
 
-    weights: tuple[float, ...]
+    weights: tuple[Weight, ...]
     batch_size: int
     mix_fn: MixFn
     seed: int
     stream: int
+    virtual_workers: int = 1
 
 
 class MixStream(Node[tuple[Any, Position, "Buffers | None"]]):
@@ -120,6 +123,8 @@ class MixStream(Node[tuple[Any, Position, "Buffers | None"]]):
                 sub.reset({"stream": part.position, **(part.held or {})})
         self._choices: list[int] = []
         self._last = encode(self.at, self.skip)
+        self._scheduled_mix = any(isinstance(w, WeightSchedule) for w in self.spec.weights)
+        self._rates: StreamRates | None = None  # made at the first choice (:meth:`_scheduled`)
 
     def _upstreams(self) -> list[Node[Any]]:
         return [sub for sub in self.subs if isinstance(sub, Node)]
@@ -179,12 +184,31 @@ class MixStream(Node[tuple[Any, Position, "Buffers | None"]]):
             live = [d for d, sub in enumerate(self.at) if not sub.done]
             if not live:
                 return None
+            if self._scheduled_mix:
+                self._choices = self._scheduled(live)[::-1]
+                return self._choices.pop()
             picked = weighted_choices(
                 [self.at[d].taken for d in live],
-                [self.spec.weights[d] for d in live],
+                weights_at([self.spec.weights[d] for d in live], [0])[:, 0],  # all constant
                 _BLOCK,
                 seed=self.spec.seed,
                 stream=self.spec.stream,
             )
             self._choices = np.asarray(live, dtype=np.int64)[picked].tolist()[::-1]
         return self._choices.pop()
+
+    def _scheduled(self, live: list[int]) -> list[int]:
+        """The next choices under weight schedules (the group ``k // batch_size`` of the stream
+        is global batch ``(k // batch_size) * V + stream``, :mod:`stoker.plan.scheduled_blend`)."""
+        rates = self._rates
+        if rates is None or rates.live.tolist() != [d in live for d in range(len(self.at))]:
+            spec = self.spec
+            rates = self._rates = StreamRates(
+                BlendWeights(tuple(((spec.weights, d),) for d in range(len(spec.weights)))),
+                [d in live for d in range(len(self.at))],
+                batch_size=spec.batch_size, virtual_workers=spec.virtual_workers,
+                stream=spec.stream,
+            )  # fmt: skip
+        taken = [sub.taken for sub in self.at]
+        picked: list[int] = scheduled_choices(taken, _BLOCK, rates, seed=self.spec.seed).tolist()
+        return picked

@@ -22,6 +22,8 @@ import numpy.typing as npt
 
 from stoker.errors import ConfigError
 from stoker.plan import StreamPlan, epochized_allotments, epochized_choices, weighted_choices
+from stoker.plan.scheduled_blend import StreamRates, scheduled_choices
+from stoker.plan.weights import BlendWeights
 
 BlendKind = Literal["single", "concat", "weighted", "epochized"]
 Int64Array = npt.NDArray[np.int64]
@@ -34,6 +36,18 @@ class BlendSpec:
     kind: BlendKind = "single"
     #: Per source: the weight (weighted) or the repetitions (epochized); unused otherwise.
     factors: tuple[float, ...] = field(default_factory=tuple)
+    #: Weights that change with the batch index (weighted only; ``factors`` are then the weights
+    #: at batch 0): :mod:`stoker.plan.scheduled_blend`.
+    schedule: BlendWeights | None = None
+
+    def __post_init__(self) -> None:
+        if self.schedule is not None and self.kind != "weighted":
+            raise ConfigError(
+                f"a {self.kind} blend cannot have weight schedules: an epochized blend "
+                "(repetitions) has no batch index to follow.",
+                hint="Use blend with weight: {step: ...} or {linear: ...}, or constant "
+                "repetitions in blend_epochized.",
+            )
 
 
 def epoch_start(plan: StreamPlan, epoch: int) -> int:
@@ -53,12 +67,23 @@ class StreamSchedule:
         stream: int,
         repeat: bool,
         allotments: Sequence[int] = (),
+        batch_size: int = 1,
+        virtual_workers: int = 1,
     ) -> None:
         self.plans = list(plans)
         self.spec = spec
         self.seed, self.stream, self.repeat = seed, stream, repeat
         self.lengths = [plan.num_samples for plan in self.plans]
         self.allotments = np.asarray(allotments, dtype=np.int64)
+        self.rates: StreamRates | None = None
+        if spec.schedule is not None:
+            self.rates = StreamRates(
+                spec.schedule,
+                [n > 0 for n in self.lengths],
+                batch_size=batch_size,
+                virtual_workers=virtual_workers,
+                stream=stream,
+            )
         if spec.kind == "weighted" and not repeat:
             raise ConfigError(
                 "a weighted blend needs repeat=True (it has no end).",
@@ -105,6 +130,8 @@ class StreamSchedule:
             d = live.index(True)
             left = n if end is None else min(n, end[d] - counts[d])
             return np.full(left, d, dtype=np.int64)
+        if kind == "weighted" and self.rates is not None:
+            return scheduled_choices(counts, n, self.rates, seed=self.seed)
         if kind == "weighted":  # datasets without samples in this stream take no part
             ids = [d for d, ok in enumerate(live) if ok]
             weights = [self.spec.factors[d] for d in ids]

@@ -159,7 +159,12 @@ def _merge(
 def _due_times(
     bg: np.random.Philox, seed: int, stream: int, d: int, lo: int, hi: int, p: float
 ) -> Float64Array:
-    """``T(d, k)`` for ``k in [lo, hi)``: jitter read straight from the keyed Philox counters."""
+    """``T(d, k)`` for ``k in [lo, hi)``."""
+    return (np.arange(lo, hi, dtype=np.float64) + jitter(bg, seed, stream, d, lo, hi)) / p
+
+
+def jitter(bg: np.random.Philox, seed: int, stream: int, d: int, lo: int, hi: int) -> Float64Array:
+    """``u(d, k)`` for ``k in [lo, hi)``, read straight from the keyed Philox counters."""
     gen, parts = np.random.Generator(bg), []
     for block in range(lo // BLOCK, (hi - 1) // BLOCK + 1):
         a, b = max(lo, block * BLOCK) - block * BLOCK, min(hi, (block + 1) * BLOCK) - block * BLOCK
@@ -174,8 +179,9 @@ def _due_times(
             "uinteger": 0,
         }
         parts.append(gen.random(b - a // 4 * 4)[a % 4 :])
-    ks = np.arange(lo, hi, dtype=np.float64)
-    return (ks + (parts[0] if len(parts) == 1 else np.concatenate(parts))) / p
+    if not parts:
+        return np.zeros(0)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -133,6 +133,8 @@ class LoaderDataset:
             stream=stream,
             repeat=self.repeat,
             allotments=allotments,
+            batch_size=self.batch_size or 1,
+            virtual_workers=self.virtual_workers,
         )
 
     def stream_spec(self, stream: int) -> StreamSpec:

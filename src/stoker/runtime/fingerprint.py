@@ -57,6 +57,8 @@ def dataset_fingerprint(dataset: LoaderDataset) -> dict[str, Any]:
         "packing_buffer_size": dataset.packing_buffer_size,
         "group_batches": dataset.group_batches,
     }
+    if dataset.blend.schedule is not None:  # only then: other recipes keep their hashes
+        fields["blend_schedule"] = dataset.blend.schedule.to_config()
     for d, source in enumerate(sources):
         fields.update(_source_fields(d, source))
     fields[RECIPE] = recipe_hash(fields, (_source_bytes(s) for s in sources))

@@ -22,6 +22,7 @@ from stoker.pipeline.refs import Position
 from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
 from stoker.plan.rng import MIX_BATCH, keyed_rng
+from stoker.plan.weights import Weight, WeightSchedule, weight_config
 from stoker.runtime.streams import (
     Loadable,
     OpenStreams,
@@ -60,7 +61,7 @@ class MixBatchDataset:
 
     def __init__(
         self,
-        *dataset_weights: tuple[Loadable, float],
+        *dataset_weights: tuple[Loadable, Weight],
         batch_size: int,
         batch_mix_fn: Callable[[list[Any]], Any] = batch_list,
         worker_config: WorkerConfig,
@@ -86,7 +87,7 @@ class MixBatchDataset:
     def fingerprint(self) -> dict[str, Any]:
         """The configuration a saved state is only valid for: the mix and each dataset's."""
         out: dict[str, Any] = {
-            "mix_batch_weights": list(self.weights),
+            "mix_batch_weights": [weight_config(w) for w in self.weights],
             "mix_batch_size": self.batch_size,
             "mix_batch_fn": getattr(self.batch_mix_fn, "__qualname__", repr(self.batch_mix_fn)),
         }
@@ -101,7 +102,8 @@ class MixBatchDataset:
     def mix_spec(self, stream: int, epoch: int) -> MixSpec:
         """How stream ``stream`` mixes in pass ``epoch`` (its own keyed seed)."""
         seed = int(keyed_rng(self.worker_config.seed_offset, MIX_BATCH, epoch).integers(2**62))
-        return MixSpec(self.weights, self.batch_size, self.batch_mix_fn, seed, stream)
+        return MixSpec(self.weights, self.batch_size, self.batch_mix_fn, seed, stream,
+                       self.topology().virtual_workers)  # fmt: skip
 
     def source_counts(self, positions: Mapping[int, Position], epoch: int) -> dict[str, int]:
         """References each source of each dataset contributed to streams at ``positions``."""
@@ -170,13 +172,18 @@ class MixedStreams:
 
 
 def _check_pairs(
-    pairs: Sequence[tuple[Loadable, float]], owner: str
-) -> tuple[list[Loadable], tuple[float, ...]]:
+    pairs: Sequence[tuple[Loadable, Weight]], owner: str
+) -> tuple[list[Loadable], tuple[Weight, ...]]:
     if not pairs:
         raise ConfigError(f"{owner} needs at least one (dataset, weight) pair.")
-    datasets, weights = [], []
+    datasets: list[Loadable] = []
+    weights: list[Weight] = []
     for i, pair in enumerate(pairs):
         ok = isinstance(pair, tuple) and len(pair) == 2 and hasattr(pair[0], "open_streams")
+        if ok and isinstance(pair[1], WeightSchedule):
+            datasets.append(pair[0])
+            weights.append(pair[1])
+            continue
         if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], int | float):
             raise ConfigError(
                 f"{owner} argument #{i} must be a (dataset, weight) pair, got {pair!r}.",

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from stoker.errors import ConfigError
 from stoker.metadataset import Metadataset, is_metadataset
+from stoker.pipeline.schedule import BlendSpec
+from stoker.plan.weights import BlendWeights, WeightSchedule, parse_weight, weights_at
 from stoker.storage.epath import EPath
 
 
@@ -16,29 +18,47 @@ class Blender:
     """A weighted blend of datasets, usable wherever a dataset path goes.
 
     For training the datasets are interleaved by weight (like a metadataset ``blend``); for
-    validation they are concatenated.
+    validation they are concatenated. A weight may be a :class:`~stoker.WeightSchedule` (a
+    function of the global batch index, like ``weight: {linear: {...}}`` in YAML).
 
     Example:
         >>> blend = Blender([("/data/coco", 5), ("/data/coyo", 2)])
         >>> ds = get_train_dataset(blend, worker_config=wc, batch_size=32,  # doctest: +SKIP
         ...                        shuffle_buffer_size=100, max_samples_per_sequence=100)
+        >>> warmup = WeightSchedule.from_points("linear", {0: 100, 1000: 0})
+        >>> Blender([("/data/coco", warmup), ("/data/coyo", 100)]).blend_spec().factors
+        (0.5, 0.5)
     """
 
-    datasets: Sequence[tuple[str, float]]  #: paths may also be pathlib.Path or EPath
+    datasets: Sequence[tuple[str, float | WeightSchedule]]  #: paths may also be Path or EPath
 
     def __post_init__(self) -> None:
         if not self.datasets:
             raise ConfigError("a Blender needs at least one (path, weight) pair.")
         for item in self.datasets:
-            if len(item) != 2 or not isinstance(item[1], int | float) or item[1] < 0:
+            ok = len(item) == 2 and (
+                isinstance(item[1], WeightSchedule)
+                or (isinstance(item[1], int | float) and item[1] >= 0)
+            )
+            if not ok:
                 raise ConfigError(
                     f"invalid Blender entry {item!r}.",
-                    hint="Pass (path, weight) pairs with weights >= 0.",
+                    hint="Pass (path, weight) pairs with weights >= 0 or WeightSchedule objects.",
                 )
-        if not any(weight > 0 for _, weight in self.datasets):
+        constant = all(isinstance(w, int | float) for _, w in self.datasets)
+        if constant and not any(float(w) > 0 for _, w in self.datasets):  # type: ignore[arg-type]
             raise ConfigError("a Blender needs at least one positive weight.")
         paths = tuple((location(path), weight) for path, weight in self.datasets)
         object.__setattr__(self, "datasets", paths)
+
+    def blend_spec(self) -> BlendSpec:
+        """The training blend: the weights (at batch 0) and, if any is one, the schedules."""
+        siblings = tuple(parse_weight(w) for _, w in self.datasets)
+        at_start = weights_at(siblings, [0])[:, 0]
+        total = float(at_start.sum())
+        factors = tuple(float(w) / total if total > 0 else 0.0 for w in at_start)
+        tree = BlendWeights(tuple(((siblings, d),) for d in range(len(siblings))))
+        return BlendSpec("weighted", factors, tree if tree.scheduled else None)
 
 
 def location(path: str | os.PathLike[str] | EPath) -> str:

@@ -51,7 +51,7 @@ def load_sources(
         ]  # fmt: skip
         if not training:
             return sources, BlendSpec("concat" if len(sources) > 1 else "single")
-        return sources, BlendSpec("weighted", tuple(float(w) for _, w in path.datasets))
+        return sources, path.blend_spec()
     if not is_metadataset(path):
         source = load_source(
             path,
@@ -70,7 +70,7 @@ def load_sources(
     _warn_duplicates(plan.leaves, path)
     if plan.kind == "weighted":
         return sources, BlendSpec(
-            "weighted", tuple(float(leaf.weight or 0) for leaf in plan.leaves)
+            "weighted", tuple(float(leaf.weight or 0) for leaf in plan.leaves), plan.schedule()
         )
     if plan.kind == "epochized":
         return sources, BlendSpec(

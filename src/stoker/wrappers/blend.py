@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stoker.model.worker_config import WorkerConfig
+from stoker.plan.weights import Weight
 from stoker.runtime.mix_batch import MixBatchDataset
 from stoker.runtime.streams import Loadable
 from stoker.wrappers.base import all_can_restore, restore_from_any
@@ -20,14 +21,16 @@ class BlendDataset(MixBatchDataset):
     signature): a mix of one whole item per output, so restores are exact and elastic too.
 
     A dataset whose streams run out (one pass) drops out and the others go on; the blend ends
-    when all have. ``len()`` is the sum of the datasets' lengths, as in Energon.
+    when all have. ``len()`` is the sum of the datasets' lengths, as in Energon. A weight may be
+    a :class:`~stoker.WeightSchedule` of the global batch index (output ``k`` of stream ``v`` is
+    global batch ``k * V + v``).
 
     Example:
         >>> blend = BlendDataset((coco, 2), (laion, 8), worker_config=wc)  # doctest: +SKIP
     """
 
     def __init__(
-        self, *dataset_weights: tuple[Loadable, float], worker_config: WorkerConfig
+        self, *dataset_weights: tuple[Loadable, Weight], worker_config: WorkerConfig
     ) -> None:
         super().__init__(*dataset_weights, batch_size=1, batch_mix_fn=only,
                          worker_config=worker_config)  # fmt: skip

@@ -1,0 +1,64 @@
+"""The planned share of each dataset of a metadataset over training, from the weights alone.
+
+Nothing is read but the YAML: the share of a dataset at global batch ``j`` is its weight there,
+normalised at each blend level (:class:`~stoker.plan.weights.BlendWeights`), so the mix of a whole
+run is known before it starts. ``stoker mix`` prints it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stoker.errors import ConfigError
+from stoker.metadataset.flatten import flatten
+from stoker.metadataset.parse import load_metadataset
+from stoker.plan.weights import BlendWeights, Float64Array
+
+
+@dataclass(frozen=True)
+class PlannedMix:
+    """Per dataset, its mean planned share in each window of global batches."""
+
+    datasets: list[str]
+    #: First global batch of each window (the last window ends at ``steps``).
+    starts: list[int]
+    steps: int
+    #: ``(datasets, windows)``: mean share in each window.
+    shares: Float64Array
+    #: Global batches below ``steps`` where a schedule has a point (the mix changes course).
+    knots: list[int]
+
+
+def planned_mix(path: str, steps: int, windows: int = 10, split: str = "train") -> PlannedMix:
+    """The planned mix of ``path``'s ``split`` over ``steps`` global batches, in ``windows``.
+
+    Example:
+        >>> mix = planned_mix("/cfg/mix.yaml", 10**6)  # doctest: +SKIP
+        >>> mix.shares[:, 0]  # doctest: +SKIP
+        array([0.5, 0.5])
+    """
+    if steps < 1 or windows < 1:
+        raise ConfigError(f"{steps=} and {windows=} must be >= 1.")
+    plan = flatten(load_metadataset(path), split)
+    if plan.kind == "epochized":
+        raise ConfigError(
+            f"{path}: split {split!r} is an epochized blend: its mix follows repetitions, not "
+            "the batch index.",
+            hint="stoker mix shows weighted blends (blend: with weight: ...).",
+        )
+    tree = plan.schedule() or BlendWeights(
+        tuple(((((leaf.weight or 1.0),), 0),) for leaf in plan.leaves)
+    )
+    edges = np.linspace(0, steps, min(windows, steps) + 1).astype(np.int64)
+    every = tree.at(np.arange(steps, dtype=np.int64))  # (D, steps): 10^6 steps in milliseconds
+    sums = np.concatenate([np.zeros((every.shape[0], 1)), np.cumsum(every, axis=1)], axis=1)
+    shares = (sums[:, edges[1:]] - sums[:, edges[:-1]]) / np.diff(edges)
+    return PlannedMix(
+        datasets=[leaf.path for leaf in plan.leaves],
+        starts=edges[:-1].tolist(),
+        steps=steps,
+        shares=shares,
+        knots=[k for k in tree.knots() if 0 < k < steps],
+    )
