@@ -2,7 +2,8 @@
 
 The extension is the last dot-component of the part name, lower-cased (``seg.JPG`` -> ``jpg``);
 ``name.gz`` parts are decompressed and decoded by their inner extension. Unknown extensions stay
-bytes. Pickles are never unpickled (data files must not run code): they stay bytes too.
+bytes. ``pickle``/``pyd`` parts are unpickled as plain data only (containers, numbers, strings,
+numpy arrays: :mod:`stoker.pipeline.decode_pickle`), since data files must not run code.
 Video and audio parts become lazy :class:`stoker.media.av_decoder.AVDecoder` objects (or, by
 ``av_decode``, open PyAV containers or fully decoded ``AVData``); PyAV loads on first use.
 
@@ -301,6 +302,13 @@ def _cbor(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     return _import("cbor2", "codecs").loads(data)
 
 
+def _pickle(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
+    from stoker.pipeline.decode_pickle import decode_pickle
+    from stoker.storage.options import current
+
+    return decode_pickle(ext, data, trusted=current().trust_pickles)
+
+
 def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     from stoker.pipeline.decode_av import decode_av  # PyAV and the media code load on first use
 
@@ -320,5 +328,6 @@ register_decoder("npy npz", _npy)
 register_decoder("pth", _pth)
 register_decoder("msgpack mp msg", _msgpack)
 register_decoder("cbor", _cbor)
+register_decoder("pickle pyd", _pickle)
 register_decoder(IMAGE_EXTENSIONS, decode_image)
 register_decoder(AV_EXTENSIONS, _av)

@@ -39,7 +39,10 @@ ENV: dict[str, str] = {
     "cache_fresh_seconds": "STOKER_CACHE_FRESH_SECONDS",
     "storage_config": "STOKER_STORAGE_CONFIG",
     "stats": "STOKER_STATS",
+    "trust_pickles": "STOKER_TRUST_PICKLES",
 }
+#: The variable that allows full unpickling of ``.pickle`` parts (``trust_pickles``).
+TRUST_PICKLES_ENV = ENV["trust_pickles"]
 #: Built-in defaults that other modules use too (where no options are at hand).
 BATCH_SLOTS_MB: float | None = None  # sized from the batches and prefetch_factor
 CACHE_MAX_BYTES = 4 << 30
@@ -83,6 +86,9 @@ class LoaderOptions:
             stores (``STOKER_STORAGE_CONFIG``; None: the AWS chain's defaults).
         stats: Measure what :meth:`Loader.stats` reports (stage times, storage, memory) in the
             workers (``STOKER_STATS``, on; ``0`` or ``off``: only counts and data wait).
+        trust_pickles: Unpickle ``.pickle``/``.pyd`` parts fully, running whatever code they
+            name (``STOKER_TRUST_PICKLES``, off: only plain data and numpy arrays are
+            unpickled, anything else is refused; docs/security.md). Only for data you trust.
 
     Example:
         >>> import dataclasses
@@ -100,6 +106,7 @@ class LoaderOptions:
     retry_seconds: float | None = None
     storage_config: str | None = _env_field("storage_config")
     stats: bool = _env_field("stats")
+    trust_pickles: bool = _env_field("trust_pickles")
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -146,6 +153,7 @@ _CHECKS = {
     "retry_seconds": _number(optional=True, positive=True),
     "storage_config": _path,
     "stats": lambda value: "" if isinstance(value, bool) else "True or False",
+    "trust_pickles": lambda value: "" if isinstance(value, bool) else "True or False",
 }
 
 _BUILT_IN: dict[str, Any] = {
@@ -156,6 +164,7 @@ _BUILT_IN: dict[str, Any] = {
     "cache_fresh_seconds": CACHE_FRESH_SECONDS,
     "storage_config": None,
     "stats": True,
+    "trust_pickles": False,
 }
 
 
@@ -183,6 +192,8 @@ def _parse(name: str, var: str, text: str) -> Any:
         return text
     if name == "stats":
         return text.lower() not in (*_OFF, "false", "no")
+    if name == "trust_pickles":
+        return text.lower() in ("1", "true", "yes", "on")
     if name == "batch_slots_mb" and text.lower() in ("auto", "none"):
         return None
     check = _CHECKS[name]
