@@ -1,5 +1,7 @@
 """Decode a sample's parts by extension: images, text, numbers, JSON, numpy, torch, msgpack, cbor.
 
+Images include JPEG 2000 (``jp2``, ``j2k``, ``jpx``), decoded by Pillow where it has OpenJPEG.
+
 The extension is the last dot-component of the part name, lower-cased (``seg.JPG`` -> ``jpg``);
 ``name.gz`` parts are decompressed and decoded by their inner extension. Unknown extensions stay
 bytes. ``pickle``/``pyd`` parts are unpickled as plain data only (containers, numbers, strings,
@@ -221,6 +223,7 @@ _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (8, b"WEBP", "webp"), (0, b"BM", "bmp"), (0, b"II*\x00", "tif"), (0, b"MM\x00*", "tif"),
     (4, b"ftyp", "mp4"), (0, b"\x1a\x45\xdf\xa3", "mkv"), (8, b"WAVE", "wav"),
     (0, b"fLaC", "flac"), (0, b"OggS", "ogg"), (0, b"ID3", "mp3"), (8, b"AVI ", "avi"),
+    (4, b"jP  \r\n\x87\n", "jp2"), (0, b"\xffO\xffQ", "j2k"),
 )  # fmt: skip
 
 
@@ -309,6 +312,27 @@ def _pickle(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     return decode_pickle(ext, data, trusted=current().trust_pickles)
 
 
+#: JPEG 2000 files and codestreams, decoded by Pillow where it was built with OpenJPEG.
+JPEG2000_EXTENSIONS = ("jp2", "j2k", "jpx", "jpf", "j2c")
+
+
+@functools.cache
+def _pillow_reads_jpeg2000() -> bool:
+    features = _import("PIL.features", "image")
+    return bool(features.check("jpg_2000"))
+
+
+def _jpeg2000(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
+    if not _pillow_reads_jpeg2000():  # the setup, not the sample: never skipped
+        raise ConfigError(
+            f"decoding JPEG 2000 ({ext!r}) parts needs Pillow built with OpenJPEG, and this "
+            "Pillow has no JPEG 2000 support (PIL.features.check('jpg_2000') is False).",
+            hint="Install Pillow's wheel from PyPI (it includes OpenJPEG), or build Pillow "
+            "with libopenjp2.",
+        )
+    return decode_image(ext, data, decoder)
+
+
 def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     from stoker.pipeline.decode_av import decode_av  # PyAV and the media code load on first use
 
@@ -330,4 +354,5 @@ register_decoder("msgpack mp msg", _msgpack)
 register_decoder("cbor", _cbor)
 register_decoder("pickle pyd", _pickle)
 register_decoder(IMAGE_EXTENSIONS, decode_image)
+register_decoder(JPEG2000_EXTENSIONS, _jpeg2000)
 register_decoder(AV_EXTENSIONS, _av)
