@@ -144,8 +144,11 @@ _SAME_NAME: dict[str, str] = {
 _ELSEWHERE: dict[str, dict[str, str]] = {
     "": {"__version__": f"{_CONFIG}:ENERGON_VERSION"},
     "task_encoder.base": {
-        t: f"stoker.model.task:{t}"
-        for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
+        **{
+            t: f"stoker.model.task:{t}"
+            for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
+        },
+        "get_failure_tolerance": "stoker.pipeline.tolerance:get_failure_tolerance",
     },
     "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.model.samples:Extendable"},
     "flavors.webdataset": {
