@@ -199,6 +199,10 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
+    "av.av_reader": {
+        "AVProbeIndex": "stoker.media.probe_index:AVProbeIndex",
+        "AVProbeIndexEntry": "stoker.media.probe_index:AVProbeIndexEntry",
+    },
     "media": {
         "serialize_media_metadata": "stoker.media.metadata:serialize_media_metadata",
         "deserialize_media_metadata": "stoker.media.metadata:deserialize_media_metadata",
@@ -289,7 +293,6 @@ HINTS: dict[str, str] = {
     "add_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
     "set_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
     "legacy_handler": "pass a handler with Energon's current signature",
-    "get_failure_tolerance": "use WorkerConfig(global_error_handler=...) or stoker.ErrorPolicy",
     "WebdatasetMeta": "read a prepared dataset's metadata with `stoker info PATH --json`",
     "DEFAULT_DECODER": "use stoker.SampleDecoder() (its defaults are Energon's)",
     "get_source_info": "read sample.__sources__",
@@ -299,7 +302,6 @@ HINTS: dict[str, str] = {
     "MediaFilterConfig": "use stoker.media.extract.MediaFilter (same fields, string strategy)",
     "MediaFilterStrategy": "use the strategy's name: MediaFilter('EXTENSION' | 'HEADER' | 'GLOB')",
     "prepare_filesystem_dataset": "use `stoker prepare-media` (stoker.media.prepare.prepare_media)",
-    f"{ROOT}.av.av_reader": "Energon-internal; stoker.AVDecoder indexes the container itself",
     **dict.fromkeys(
         _words(
             "AuxDatasetReference AuxFilesystemReference BlendDatasetReference DatasetReference "
