@@ -199,6 +199,9 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
+    "metadataset.metadataset_v2": {
+        "AuxFilesystemReference": "stoker.metadataset.nodes:AuxRef",
+    },
     "av.av_reader": {
         "AVProbeIndex": "stoker.media.probe_index:AVProbeIndex",
         "AVProbeIndexEntry": "stoker.media.probe_index:AVProbeIndexEntry",
@@ -255,14 +258,13 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
 # one fails with its entry in HINTS.
 NOT_SERVED = "-"
 _NOT_SERVED: dict[str, str] = {
-    "task_encoder.base": "get_failure_tolerance",
     "flavors.base_dataset": "PinMemoryMixin add_sample_restore_key set_sample_restore_key "
     "legacy_handler",
     "flavors.webdataset": "WebdatasetMeta",
     "flavors.webdataset.sample_decoder": "DEFAULT_DECODER",
     "source_info": "get_source_info",
     "dataset_config": "load_config",
-    "metadataset.metadataset_v2": "AuxDatasetReference AuxFilesystemReference "
+    "metadataset.metadataset_v2": "AuxDatasetReference "
     "BlendDatasetReference DatasetReference JoinDatasetReference MetadatasetBlend "
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
     "BlendJoinDatasetReference Subset",
