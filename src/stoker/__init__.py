@@ -30,7 +30,14 @@ if TYPE_CHECKING:
         get_val_dataset,
         get_val_datasets,
     )
-    from stoker.errors import ConfigError, FormatError, SampleError, StokerError, StorageError
+    from stoker.errors import (
+        ConfigError,
+        FatalSampleError,
+        FormatError,
+        SampleError,
+        StokerError,
+        StorageError,
+    )
     from stoker.flavors import (
         BaseCoreDatasetFactory,
         BaseWebdatasetFactory,
@@ -212,6 +219,7 @@ _EXPORTS: dict[str, str] = {
     "EPath": "stoker.storage.epath",
     "ErrorPolicy": "stoker.pipeline.errors",
     "FileStore": "stoker.sources.aux",
+    "FatalSampleError": "stoker.errors",
     "FormatError": "stoker.errors",
     "IgnoreSample": "stoker.model.task",
     "ImageMetadata": "stoker.media.metadata",
@@ -325,6 +333,7 @@ __all__ = [
     "EPath",
     "EpochizeDataset",
     "ErrorPolicy",
+    "FatalSampleError",
     "FileCacheLazy",
     "FileStore",
     "FileStoreCachePool",

@@ -39,6 +39,10 @@ from stoker.sources.blending import load_sources
 from stoker.storage.options import LoaderOptions
 
 _L = TypeVar("_L", BasicDataLoader, SavableDataLoader)
+#: Defaults of ``get_train_dataset`` where Energon requires the argument: the values its
+#: documentation's examples use.
+DEFAULT_SHUFFLE_BUFFER_SIZE = 100
+DEFAULT_MAX_SAMPLES_PER_SEQUENCE = 100
 
 _EXTRA_KWARGS = (
     "parallel_shard_iters",
@@ -59,13 +63,13 @@ def get_train_dataset(
     path: str | Blender | Metadataset,
     *,
     split_part: str = "train",
-    worker_config: WorkerConfig,
+    worker_config: WorkerConfig | None = None,
     batch_size: int | None,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
     group_batches: bool | None = None,
-    shuffle_buffer_size: int | None,
-    max_samples_per_sequence: int | None,
+    shuffle_buffer_size: int | None = DEFAULT_SHUFFLE_BUFFER_SIZE,
+    max_samples_per_sequence: int | None = DEFAULT_MAX_SAMPLES_PER_SEQUENCE,
     virtual_epoch_length: int = 0,
     shuffle_over_epochs_multiplier: int | None = 1,
     task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
@@ -76,15 +80,19 @@ def get_train_dataset(
 
     Args:
         path: A prepared dataset folder or an indexed ``.jsonl`` file.
-        worker_config: Rank, world size and dataloader workers.
+        worker_config: Rank, world size and dataloader workers (None:
+            ``WorkerConfig.default_worker_config()``: ``torch.distributed``'s rank and world
+            size, else 0 of 1, and 4 workers).
         batch_size: Samples per batch (None: yield samples unbatched).
         packing_buffer_size: Pack samples with the task encoder's ``select_samples_to_pack`` /
             ``pack_selected_samples``, choosing from this many buffered samples (None: off).
             See ``docs/packing.md``.
         group_batches: Batch by ``task_encoder.batch_group_criterion(sample) -> (key, size)``
             (None: when the task encoder overrides it, as in Energon; True/False: force).
-        shuffle_buffer_size: Window over sample references that is shuffled (0/None: off).
-        max_samples_per_sequence: Longest run of consecutive samples read from one shard.
+        shuffle_buffer_size: Window over sample references that is shuffled (0/None: off;
+            default 100, the value of Energon's documented examples; Energon requires it).
+        max_samples_per_sequence: Longest run of consecutive samples read from one shard
+            (None: whole shards; default 100, as Energon's documented examples).
         virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
             batches and the next one continues where it stopped.
         shuffle_over_epochs_multiplier: Shuffle shard slices over this many epochs (-1: sample
@@ -124,7 +132,7 @@ def get_val_dataset(
     path: str | Blender | Metadataset,
     *,
     split_part: str = "val",
-    worker_config: WorkerConfig,
+    worker_config: WorkerConfig | None = None,
     batch_size: int,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
@@ -157,7 +165,7 @@ def get_val_datasets(
     path: str | Blender | Metadataset,
     *,
     split_part: str = "val",
-    worker_config: WorkerConfig,
+    worker_config: WorkerConfig | None = None,
     batch_size: int,
     batch_drop_last: bool = False,
     packing_buffer_size: int | None = None,
@@ -193,7 +201,7 @@ def get_loader(
     dataset: Loadable,
     *,
     worker_config: WorkerConfig | None = None,
-    prefetch_factor: int = 2,
+    prefetch_factor: int | None = None,
     pin_memory: bool = False,
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
@@ -210,7 +218,9 @@ def get_loader(
     their defaults, read once, here. ``log_stats_every`` (seconds) logs one line of the
     loader's figures per interval on the ``stoker`` logger (INFO) while iterating, e.g.
     ``stoker: 1,234 samples/s, waited 31% of the last 60 s, bottleneck decode (62%)``; None:
-    off (see ``docs/observability.md``). Energon's watchdog arguments are accepted and ignored.
+    off (see ``docs/observability.md``). ``prefetch_factor`` (batches each worker prepares
+    ahead) defaults to the ``WorkerConfig``'s, else 2. Energon's watchdog arguments are
+    accepted and ignored.
 
     Example:
         >>> from stoker import LoaderOptions
@@ -234,7 +244,7 @@ def get_savable_loader(
     dataset: Loadable,
     *,
     worker_config: WorkerConfig | None = None,
-    prefetch_factor: int = 2,
+    prefetch_factor: int | None = None,
     pin_memory: bool = False,
     timeout: float = 0.0,
     cache_pool: CachePool | None = None,
@@ -266,7 +276,7 @@ def _loader(
     dataset: Loadable,
     *,
     worker_config: WorkerConfig | None,
-    prefetch_factor: int,
+    prefetch_factor: int | None,
     pin_memory: bool,
     timeout: float,
     cache_pool: CachePool | None,
@@ -281,6 +291,8 @@ def _loader(
             hint="Pass the same WorkerConfig to get_train_dataset and get_loader (or omit it).",
         )
     check_debug_path(dataset.worker_config)
+    if prefetch_factor is None:  # the WorkerConfig's, else PyTorch's default
+        prefetch_factor = getattr(dataset.worker_config, "prefetch_factor", None) or 2
     loader = loader_class(
         dataset,
         prefetch_factor=prefetch_factor,
@@ -319,7 +331,7 @@ def _dataset(
     path: str | Blender | Metadataset,
     *,
     split_part: str,
-    worker_config: WorkerConfig,
+    worker_config: WorkerConfig | None,
     dataset_config: str | None = None,
     split_config: str | None = None,
     subflavors: dict[str, Any] | None = None,
@@ -333,6 +345,8 @@ def _dataset(
     allow_outside_paths: bool | None = None,
     **options: Any,
 ) -> LoaderDataset:
+    if worker_config is None:
+        worker_config = WorkerConfig.default_worker_config()
     _apply_deprecated_decoder_kwargs(options, options["task_encoder"])
     options["group_batches"] = uses_grouping(options["task_encoder"], options["group_batches"])
     unknown = sorted(set(options) - set(LoaderDataset.__dataclass_fields__))

@@ -157,7 +157,7 @@ def test_basic_types() -> None:
     assert (out["cls"], out["cls2"], out["index"], out["id"]) == (7, 3, 12, 5)
     assert out["json"] == {"a": [1, 2]}
     assert out["foo.bar"] == b"\x00raw"
-    assert out["pickle"] == parts["pickle"]  # never unpickled
+    assert out["pickle"] == {"x": 1}  # plain data (see test_decode_pickle.py)
 
 
 def test_codec_round_trips() -> None:
@@ -297,3 +297,28 @@ def test_same_values_as_energon(mode: str, ext: str) -> None:
     ours = SampleDecoder(image_decode=mode).decode_part("s", ext, data)  # type: ignore[arg-type]
     assert type(ours) is type(theirs) and ours.dtype == theirs.dtype
     assert np.array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+@pytest.mark.parametrize(
+    ("ext", "fmt"), [("jp2", "JPEG2000"), ("j2k", "JPEG2000"), ("jpx", "JPEG2000")]
+)
+def test_jpeg2000_parts_decode_like_other_images(ext: str, fmt: str) -> None:
+    pixels = np.random.default_rng(0).integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    # Pillow writes a .j2k codestream or a .jp2 file by the name's extension; lossless.
+    Image.fromarray(pixels).save(buf, format=fmt, **({"no_jp2": True} if ext == "j2k" else {}))
+    data = buf.getvalue()
+    assert guess_extension(data) == ("j2k" if ext == "j2k" else "jp2")
+    tensor = SampleDecoder(image_decode="torchrgb8").decode("k", {ext: data})[ext]
+    assert tensor.dtype == torch.uint8 and tuple(tensor.shape) == (3, 6, 8)
+    assert np.array_equal(tensor.permute(1, 2, 0).numpy(), pixels)
+    image = SampleDecoder(image_decode="pil").decode("k", {f"page.{ext}": data})[f"page.{ext}"]
+    assert isinstance(image, Image.Image) and image.size == (8, 6)
+    with pytest.raises(SampleError, match=f"part '{ext}'"):
+        SampleDecoder().decode("k", {ext: data[: len(data) // 3]})
+
+
+def test_jpeg2000_without_openjpeg_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_module, "_pillow_reads_jpeg2000", lambda: False)
+    with pytest.raises(ConfigError, match="OpenJPEG"):
+        SampleDecoder().decode("k", {"jp2": b"\x00\x00\x00\x0cjP  \r\n\x87\n"})

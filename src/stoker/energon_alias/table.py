@@ -144,8 +144,11 @@ _SAME_NAME: dict[str, str] = {
 _ELSEWHERE: dict[str, dict[str, str]] = {
     "": {"__version__": f"{_CONFIG}:ENERGON_VERSION"},
     "task_encoder.base": {
-        t: f"stoker.model.task:{t}"
-        for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
+        **{
+            t: f"stoker.model.task:{t}"
+            for t in ("T_sample", "T_encoded_sample", "T_raw_batch", "T_batch")
+        },
+        "get_failure_tolerance": "stoker.pipeline.tolerance:get_failure_tolerance",
     },
     "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.model.samples:Extendable"},
     "flavors.webdataset": {
@@ -205,6 +208,13 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
+    "metadataset.metadataset_v2": {
+        "AuxFilesystemReference": "stoker.metadataset.nodes:AuxRef",
+    },
+    "av.av_reader": {
+        "AVProbeIndex": "stoker.media.probe_index:AVProbeIndex",
+        "AVProbeIndexEntry": "stoker.media.probe_index:AVProbeIndexEntry",
+    },
     "media": {
         "serialize_media_metadata": "stoker.media.metadata:serialize_media_metadata",
         "deserialize_media_metadata": "stoker.media.metadata:deserialize_media_metadata",
@@ -257,14 +267,13 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
 # one fails with its entry in HINTS.
 NOT_SERVED = "-"
 _NOT_SERVED: dict[str, str] = {
-    "task_encoder.base": "get_failure_tolerance",
     "flavors.base_dataset": "PinMemoryMixin add_sample_restore_key set_sample_restore_key "
     "legacy_handler",
     "flavors.webdataset": "WebdatasetMeta",
     "flavors.webdataset.sample_decoder": "DEFAULT_DECODER",
     "source_info": "get_source_info",
     "dataset_config": "load_config",
-    "metadataset.metadataset_v2": "AuxDatasetReference AuxFilesystemReference "
+    "metadataset.metadataset_v2": "AuxDatasetReference "
     "BlendDatasetReference DatasetReference JoinDatasetReference MetadatasetBlend "
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
     "BlendJoinDatasetReference Subset",
@@ -295,7 +304,6 @@ HINTS: dict[str, str] = {
     "add_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
     "set_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
     "legacy_handler": "pass a handler with Energon's current signature",
-    "get_failure_tolerance": "use WorkerConfig(global_error_handler=...) or stoker.ErrorPolicy",
     "WebdatasetMeta": "read a prepared dataset's metadata with `stoker info PATH --json`",
     "DEFAULT_DECODER": "use stoker.SampleDecoder() (its defaults are Energon's)",
     "get_source_info": "read sample.__sources__",
@@ -305,7 +313,6 @@ HINTS: dict[str, str] = {
     "MediaFilterConfig": "use stoker.media.extract.MediaFilter (same fields, string strategy)",
     "MediaFilterStrategy": "use the strategy's name: MediaFilter('EXTENSION' | 'HEADER' | 'GLOB')",
     "prepare_filesystem_dataset": "use `stoker prepare-media` (stoker.media.prepare.prepare_media)",
-    f"{ROOT}.av.av_reader": "Energon-internal; stoker.AVDecoder indexes the container itself",
     **dict.fromkeys(
         _words(
             "AuxDatasetReference AuxFilesystemReference BlendDatasetReference DatasetReference "

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from stoker.metadataset.subset import SubsetRange
 from stoker.metadataset.where import Where
 from stoker.plan.weights import Weight
+from stoker.storage.epath import EPath
 
 Nonmatch = Literal["error", "skip", "none"]
 BlendKind = Literal["weighted", "epochized"]
@@ -25,6 +26,11 @@ class AuxRef:
 
     path: str
     filesystem: bool = False
+
+    @property
+    def fs_path(self) -> EPath:
+        """The path as an :class:`~stoker.EPath` (Energon's ``AuxFilesystemReference``)."""
+        return EPath(self.path)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,19 @@ class BlendItem:
     node: Node
     factor: Weight  #: a number, or a schedule (weighted blends only)
 
+    # Energon's names of a blend entry (its ``BlendDatasetReference``), for code that reads them.
+    @property
+    def path(self) -> EPath:
+        """The entry's dataset path (a :class:`DatasetRef`'s) as an :class:`~stoker.EPath`."""
+        if not isinstance(self.node, DatasetRef):
+            raise AttributeError(f"a blend entry of a {type(self.node).__name__} has no path")
+        return EPath(self.node.path)
+
+    @property
+    def aux(self) -> dict[str, AuxRef] | None:
+        """The entry's aux sources (None where it has none)."""
+        return (self.node.aux or None) if isinstance(self.node, DatasetRef) else None
+
 
 @dataclass(frozen=True)
 class BlendNode:
@@ -65,6 +84,11 @@ class BlendNode:
     items: tuple[BlendItem, ...]
     subset: SubsetRange | None = None
     where: Where = field(default=Where(""), compare=False, repr=False)
+
+    @property
+    def blend(self) -> tuple[BlendItem, ...]:
+        """The entries, by Energon's name (``MetadatasetBlend.blend``)."""
+        return self.items
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stoker.model.dataclass_helpers import edataclass
+from stoker.model.field_access import FieldAccess
 
 if TYPE_CHECKING:
     import torch
@@ -33,8 +34,9 @@ T = TypeVar("T")
 RestoreKey = tuple[Any, ...]
 
 
-class Extendable:
-    """Energon's ``extend``: an instance of a subclass from an instance of its base."""
+class Extendable(FieldAccess):
+    """Energon's ``extend``: an instance of a subclass from an instance of its base (and
+    ``self["field"]``, :mod:`stoker.model.field_access`)."""
 
     __slots__ = ()
 

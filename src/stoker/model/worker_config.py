@@ -9,15 +9,30 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.pipeline.errors import ErrorHandler, log_exception, reraise_exception
 
+#: The default of ``rank`` and ``world_size``: taken from ``torch.distributed`` (else 0 of 1).
+AUTO = -1
+
+
+def _distributed_rank(group: Any) -> tuple[int, int]:
+    """``(rank, world_size)`` in ``group`` where ``torch.distributed`` is initialised, else
+    ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(group), dist.get_world_size(group)
+    return 0, 1
+
 
 @dataclass(frozen=True, eq=False)
 class WorkerConfig:
     """Data-parallel topology of the loader, as in Energon.
 
     Args:
-        rank: This process's data-parallel rank.
-        world_size: Number of data-parallel ranks.
-        num_workers: Dataloader worker processes per rank (0 loads in the main process).
+        rank: This process's data-parallel rank (default: ``torch.distributed``'s rank in
+            ``data_parallel_group`` where it is initialised, else 0).
+        world_size: Number of data-parallel ranks (default: ``torch.distributed``'s, else 1).
+        num_workers: Dataloader worker processes per rank (0 loads in the main process;
+            default 4, as :meth:`default_worker_config`).
         data_parallel_group: The ``torch.distributed`` group of the data-parallel ranks, used to
             gather and scatter loader states (None: the default group).
         seed_offset: Changes every random choice of the loader (another sample order).
@@ -30,25 +45,44 @@ class WorkerConfig:
             skips, :func:`~stoker.reraise_exception` stops; another handler raises to stop or
             returns to skip. An ``error_policy=`` given to ``get_*_dataset`` takes precedence.
         restore_error_handler: Accepted for Energon compatibility (a restore re-raises).
+        prefetch_factor: The default of ``get_loader(prefetch_factor=...)``: batches each
+            worker prepares ahead (None: 2).
+        persistent_workers: Accepted as in PyTorch's ``DataLoader``: a stoker loader keeps its
+            worker processes for the whole of one ``for`` loop (forever on a repeating
+            dataset), so there is nothing to switch.
 
     As in Energon, two configs are equal when rank, world size and workers are.
 
     Example:
         >>> WorkerConfig(rank=0, world_size=1, num_workers=2).config()
         {'rank': 0, 'world_size': 1, 'num_workers': 2, 'data_parallel_group': None}
+        >>> WorkerConfig(num_workers=8, prefetch_factor=2, persistent_workers=True).world_size
+        1
     """
 
-    rank: int
-    world_size: int
-    num_workers: int
+    rank: int = AUTO
+    world_size: int = AUTO
+    num_workers: int = 4
     data_parallel_group: Any = None
     seed_offset: int = 0
     worker_debug_path: str | None = None
     worker_log_level: int = 0
     global_error_handler: ErrorHandler = log_exception
     restore_error_handler: ErrorHandler = reraise_exception
+    prefetch_factor: int | None = None
+    persistent_workers: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.rank == AUTO or self.world_size == AUTO:
+            rank, world_size = _distributed_rank(self.data_parallel_group)
+            if self.rank == AUTO:
+                object.__setattr__(self, "rank", rank)
+            if self.world_size == AUTO:
+                object.__setattr__(self, "world_size", world_size)
+        if self.prefetch_factor is not None and not (
+            isinstance(self.prefetch_factor, int) and self.prefetch_factor >= 1
+        ):
+            raise ConfigError(f"prefetch_factor={self.prefetch_factor!r} must be >= 1 or None.")
         if self.world_size < 1:
             raise ConfigError(f"world_size={self.world_size} must be at least 1.")
         if not 0 <= self.rank < self.world_size:
@@ -63,13 +97,7 @@ class WorkerConfig:
         num_workers: int = 4, data_parallel_group: Any = None
     ) -> WorkerConfig:
         """Rank and world size from ``torch.distributed`` when it is initialised, else 0 of 1."""
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            rank = dist.get_rank(data_parallel_group)
-            world_size = dist.get_world_size(data_parallel_group)
-        else:
-            rank, world_size = 0, 1
+        rank, world_size = _distributed_rank(data_parallel_group)
         return WorkerConfig(
             rank=rank,
             world_size=world_size,
@@ -81,7 +109,8 @@ class WorkerConfig:
         # Process groups cannot cross process boundaries; dataloader workers do not need one.
         fields = (self.rank, self.world_size, self.num_workers, None, self.seed_offset,
                   self.worker_debug_path, self.worker_log_level, self.global_error_handler,
-                  self.restore_error_handler)  # fmt: skip
+                  self.restore_error_handler, self.prefetch_factor,
+                  self.persistent_workers)  # fmt: skip
         return (WorkerConfig, fields)
 
     def __eq__(self, other: object) -> bool:

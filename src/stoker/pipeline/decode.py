@@ -1,8 +1,11 @@
 """Decode a sample's parts by extension: images, text, numbers, JSON, numpy, torch, msgpack, cbor.
 
+Images include JPEG 2000 (``jp2``, ``j2k``, ``jpx``), decoded by Pillow where it has OpenJPEG.
+
 The extension is the last dot-component of the part name, lower-cased (``seg.JPG`` -> ``jpg``);
 ``name.gz`` parts are decompressed and decoded by their inner extension. Unknown extensions stay
-bytes. Pickles are never unpickled (data files must not run code): they stay bytes too.
+bytes. ``pickle``/``pyd`` parts are unpickled as plain data only (containers, numbers, strings,
+numpy arrays: :mod:`stoker.pipeline.decode_pickle`), since data files must not run code.
 Video and audio parts become lazy :class:`stoker.media.av_decoder.AVDecoder` objects (or, by
 ``av_decode``, open PyAV containers or fully decoded ``AVData``); PyAV loads on first use.
 
@@ -220,6 +223,7 @@ _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (8, b"WEBP", "webp"), (0, b"BM", "bmp"), (0, b"II*\x00", "tif"), (0, b"MM\x00*", "tif"),
     (4, b"ftyp", "mp4"), (0, b"\x1a\x45\xdf\xa3", "mkv"), (8, b"WAVE", "wav"),
     (0, b"fLaC", "flac"), (0, b"OggS", "ogg"), (0, b"ID3", "mp3"), (8, b"AVI ", "avi"),
+    (4, b"jP  \r\n\x87\n", "jp2"), (0, b"\xffO\xffQ", "j2k"),
 )  # fmt: skip
 
 
@@ -301,6 +305,34 @@ def _cbor(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     return _import("cbor2", "codecs").loads(data)
 
 
+def _pickle(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
+    from stoker.pipeline.decode_pickle import decode_pickle
+    from stoker.storage.options import current
+
+    return decode_pickle(ext, data, trusted=current().trust_pickles)
+
+
+#: JPEG 2000 files and codestreams, decoded by Pillow where it was built with OpenJPEG.
+JPEG2000_EXTENSIONS = ("jp2", "j2k", "jpx", "jpf", "j2c")
+
+
+@functools.cache
+def _pillow_reads_jpeg2000() -> bool:
+    features = _import("PIL.features", "image")
+    return bool(features.check("jpg_2000"))
+
+
+def _jpeg2000(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
+    if not _pillow_reads_jpeg2000():  # the setup, not the sample: never skipped
+        raise ConfigError(
+            f"decoding JPEG 2000 ({ext!r}) parts needs Pillow built with OpenJPEG, and this "
+            "Pillow has no JPEG 2000 support (PIL.features.check('jpg_2000') is False).",
+            hint="Install Pillow's wheel from PyPI (it includes OpenJPEG), or build Pillow "
+            "with libopenjp2.",
+        )
+    return decode_image(ext, data, decoder)
+
+
 def _av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     from stoker.pipeline.decode_av import decode_av  # PyAV and the media code load on first use
 
@@ -320,5 +352,7 @@ register_decoder("npy npz", _npy)
 register_decoder("pth", _pth)
 register_decoder("msgpack mp msg", _msgpack)
 register_decoder("cbor", _cbor)
+register_decoder("pickle pyd", _pickle)
 register_decoder(IMAGE_EXTENSIONS, decode_image)
+register_decoder(JPEG2000_EXTENSIONS, _jpeg2000)
 register_decoder(AV_EXTENSIONS, _av)

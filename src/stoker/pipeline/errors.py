@@ -244,8 +244,18 @@ class ErrorTracker:
         {'encode_sample: ValueError': ['a']}
     """
 
-    def __init__(self, policy: ErrorPolicy | None = None, pending: Skips | None = None) -> None:
+    def __init__(
+        self,
+        policy: ErrorPolicy | None = None,
+        pending: Skips | None = None,
+        hook_limits: dict[str, int] | None = None,
+    ) -> None:
         self.policy = policy or ErrorPolicy()
+        #: Hook -> failures of it in a row before the run stops (its ``failure_tolerance``,
+        #: :mod:`stoker.pipeline.tolerance`; 0: none); other failures share the policy's limit.
+        self.hook_limits = hook_limits or {}
+        #: Failures in a row of each hook of ``hook_limits``.
+        self.hook_failures: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         #: What was skipped since the last :meth:`take` (may be shared with other trackers).
         self.pending = Skips() if pending is None else pending
@@ -262,10 +272,16 @@ class ErrorTracker:
         """Record that a sample went through; resets the consecutive failure count."""
         self.consecutive = 0
         self.storage_shards.clear()
+        if self.hook_failures:
+            self.hook_failures = Counter(
+                {h: n for h, n in self.hook_failures.items() if h in BATCH_STAGES}
+            )
 
     def batch_succeeded(self) -> None:
         """Record that a batch went through; resets the consecutive batch failure count."""
         self.consecutive_batches = 0
+        for stage in BATCH_STAGES:
+            self.hook_failures.pop(stage, None)
 
     def skipped_unread(self, reason: str, *, source: str, key: str) -> None:
         """Count a sample skipped unread because its shard failed earlier in this pass (damaged,
@@ -336,6 +352,7 @@ class ErrorTracker:
         or :data:`~stoker.pipeline.skips.CORRUPT_SHARD`; past ``max_consecutive_failures`` in a
         row the run stops.
         """
+        hook = vars(error).pop("_hook", stage)  # the hook that failed (set by its caller)
         wrapped = wrap_failure(error, sample, stage)
         subject = vars(wrapped).pop("_sample", sample)
         original = vars(wrapped).pop("_original", error)
@@ -350,7 +367,12 @@ class ErrorTracker:
             self.policy.handler(original, subject, sources_of(subject))  # raises to stop
         if self.policy.mode == "raise":
             raise wrapped
-        if stage in BATCH_STAGES:
+        tolerance = self.hook_limits.get(hook) if scope == "sample" else None
+        if tolerance is not None:
+            self.hook_failures[hook] += 1
+            count, what = self.hook_failures[hook], "batch" if hook in BATCH_STAGES else "sample"
+            plural = what + ("es" if what == "batch" else "s")
+        elif stage in BATCH_STAGES:
             self.consecutive_batches += 1
             count, what, plural = self.consecutive_batches, "batch", "batches"
         else:
@@ -365,9 +387,18 @@ class ErrorTracker:
         self.last_failure = text
         if scope == "storage":
             self._check_storage(original, text, error)
+        if tolerance is not None:
+            if tolerance and count >= tolerance:
+                raise FatalSampleError(
+                    f"{hook} failed {count} times in a row (its failure_tolerance={tolerance}); "
+                    f"the last: {text}",
+                    hint="The data or the hook is probably broken for every sample; fix it, or "
+                    f"raise @stateless(failure_tolerance=N) on {hook} (0: no limit).",
+                ) from error
+            return
         limit = self.policy.max_consecutive_failures
         if limit and count >= limit:
-            raise {"storage": StorageError, "shard": FormatError}.get(scope, StokerError)(
+            raise {"storage": StorageError, "shard": FormatError}.get(scope, FatalSampleError)(
                 f"{count} {plural} failed in a row; the last: {text}",
                 hint="The data or a hook is probably broken for every sample; fix it, or raise "
                 "ErrorPolicy(max_consecutive_failures=...) (0 disables the limit).",

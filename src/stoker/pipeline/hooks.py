@@ -119,4 +119,6 @@ def _failure(error: Exception, value: Any, stage: str) -> Exception:
     is, anything else as a :class:`SampleError` naming the sample and the hook."""
     if isinstance(error, (NotImplementedError, StokerError)) and not isinstance(error, SampleError):
         return error
-    return wrap_failure(error, value, stage)
+    wrapped = wrap_failure(error, value, stage)
+    vars(wrapped)["_hook"] = stage  # whose failure_tolerance applies (ErrorTracker.failed)
+    return wrapped

@@ -46,8 +46,10 @@ def stateless(
     With ``restore_seeds=True``, each call runs with Python's ``random``, numpy's global RNG and
     torch's CPU RNG seeded from the sample's ``__restore_key__`` and ``__key__`` (blake2b), and
     the caller's RNG states are restored afterwards: random augmentations repeat exactly when a
-    sample is read again after a restart. ``failure_tolerance`` is accepted for Energon
-    compatibility; the loader's ``ErrorPolicy`` decides.
+    sample is read again after a restart. ``failure_tolerance=N``: after N failures of this
+    hook in a row the run stops with :class:`~stoker.errors.FatalSampleError` (0: no limit);
+    without it, the loader's ``ErrorPolicy.max_consecutive_failures`` applies
+    (:mod:`stoker.pipeline.tolerance`).
 
     Example:
         >>> import random

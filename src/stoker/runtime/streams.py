@@ -18,6 +18,7 @@ from stoker.model.task import ErrorTracker
 from stoker.pipeline.hook_index import batch_slots
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
+from stoker.pipeline.tolerance import hook_tolerances
 from stoker.runtime.build import SampleBuilder, fuses_float_images
 from stoker.runtime.stream import SampleStream, SourceIO, batches
 
@@ -131,7 +132,9 @@ class DatasetStreams:
             SourceIO(s.reader(), SampleBuilder(s, encoder.decoder, encoder, fuse_float_images=fuse))
             for s in dataset.sources
         ]
-        tracker = self.tracker = ErrorTracker(dataset.error_policy)
+        tracker = self.tracker = ErrorTracker(
+            dataset.error_policy, hook_limits=hook_tolerances(encoder)
+        )
         #: Per stream: where it starts (the resumed position, or the start of the pass).
         self.start: dict[int, Position] = {}
         self.batches: dict[int, StreamBatches] = {}

@@ -39,7 +39,10 @@ ENV: dict[str, str] = {
     "cache_fresh_seconds": "STOKER_CACHE_FRESH_SECONDS",
     "storage_config": "STOKER_STORAGE_CONFIG",
     "stats": "STOKER_STATS",
+    "trust_pickles": "STOKER_TRUST_PICKLES",
 }
+#: The variable that allows full unpickling of ``.pickle`` parts (``trust_pickles``).
+TRUST_PICKLES_ENV = ENV["trust_pickles"]
 #: Built-in defaults that other modules use too (where no options are at hand).
 BATCH_SLOTS_MB: float | None = None  # sized from the batches and prefetch_factor
 CACHE_MAX_BYTES = 4 << 30
@@ -88,6 +91,9 @@ class LoaderOptions:
             ``"storage: retries exhausted"``) before the pass ends in a :class:`StorageError`
             naming the count instead of ending short (0.01: 1 %; 1.0: never; below it, one
             warning per pass with the count). No environment variable.
+        trust_pickles: Unpickle ``.pickle``/``.pyd`` parts fully, running whatever code they
+            name (``STOKER_TRUST_PICKLES``, off: only plain data and numpy arrays are
+            unpickled, anything else is refused; docs/security.md). Only for data you trust.
 
     Example:
         >>> import dataclasses
@@ -106,6 +112,7 @@ class LoaderOptions:
     storage_config: str | None = _env_field("storage_config")
     stats: bool = _env_field("stats")
     max_storage_skip_share: float = 0.01
+    trust_pickles: bool = _env_field("trust_pickles")
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -153,6 +160,7 @@ _CHECKS = {
     "storage_config": _path,
     "stats": lambda value: "" if isinstance(value, bool) else "True or False",
     "max_storage_skip_share": lambda value: _number()(value) or ("" if value <= 1 else "<= 1"),
+    "trust_pickles": lambda value: "" if isinstance(value, bool) else "True or False",
 }
 
 _BUILT_IN: dict[str, Any] = {
@@ -163,6 +171,7 @@ _BUILT_IN: dict[str, Any] = {
     "cache_fresh_seconds": CACHE_FRESH_SECONDS,
     "storage_config": None,
     "stats": True,
+    "trust_pickles": False,
 }
 
 
@@ -190,6 +199,8 @@ def _parse(name: str, var: str, text: str) -> Any:
         return text
     if name == "stats":
         return text.lower() not in (*_OFF, "false", "no")
+    if name == "trust_pickles":
+        return text.lower() in ("1", "true", "yes", "on")
     if name == "batch_slots_mb" and text.lower() in ("auto", "none"):
         return None
     check = _CHECKS[name]
