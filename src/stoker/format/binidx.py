@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import FormatError
+from stoker.storage import open_store, split_location
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -92,6 +93,19 @@ def bin_location(path: str, exists: Any = None) -> str | None:
     if exists(path + BIN_SUFFIX) and exists(path + IDX_SUFFIX):
         return path + BIN_SUFFIX
     return None
+
+
+def token_dataset(path: str) -> str | None:
+    """The ``.bin`` of the token dataset ``path`` names (the ``.bin``, the ``.idx`` or their
+    prefix, asking the store whether both files exist), else None (another kind of dataset)."""
+
+    def exists(name: str) -> bool:
+        parent, base = split_location(name)
+        return open_store(parent).exists(base)
+
+    if path.endswith(("/", ".jsonl")):
+        return None
+    return bin_location(path, exists)
 
 
 @dataclass(frozen=True)
@@ -189,7 +203,7 @@ class TokenIndex:
                 i = int(first[0])
                 problems.append(
                     FormatError(
-                        f"{what} (entry {i}, {len(first)} entries in all).",
+                        f"{what} (first at entry {i}, {len(first)} in all).",
                         path=where,
                         offset=base + i * width,
                         hint=_HINT,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import StorageError
-from stoker.format.binidx import HEADER, TokenIndex, bin_location, idx_name
+from stoker.format.binidx import HEADER, TokenIndex, idx_name, token_dataset
 from stoker.format.dataset_config import DatasetConfig
 from stoker.model.samples import SourceInfo
 from stoker.pipeline.read_binidx import BinIdxReader
@@ -24,21 +24,10 @@ from stoker.sources.aux import FileStore
 from stoker.sources.source import DataSource
 from stoker.storage import open_store, split_location
 
+__all__ = ["CRUDE_TOKENS", "BinIdxFileStore", "binidx_source", "token_dataset"]
+
 #: Token sequences are crude samples (a ``tokens`` array, no sample type).
 CRUDE_TOKENS = DatasetConfig(sample_type=None, sample_module="stoker")
-
-
-def token_dataset(path: str) -> str | None:
-    """The ``.bin`` of the token dataset ``path`` names (the ``.bin``, the ``.idx`` or their
-    prefix), else None (another kind of dataset)."""
-
-    def exists(name: str) -> bool:
-        parent, base = split_location(name)
-        return open_store(parent).exists(base)
-
-    if path.endswith(("/", ".jsonl")):
-        return None
-    return bin_location(path, exists)
 
 
 def binidx_source(bin_path: str, split_part: str, subflavors: dict[str, Any]) -> DataSource:
