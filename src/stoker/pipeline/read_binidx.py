@@ -113,6 +113,8 @@ class BinIdxReader(ShardReader):
         out: list[RawSample] = []
         try:
             if self.local:
+                if self._mapped_run(shard_ids, indices, out):
+                    return out, None
                 read, append = self.read, out.append
                 for shard_id, index in zip(shard_ids, indices, strict=True):
                     append(read(shard_id, index))
@@ -122,6 +124,39 @@ class BinIdxReader(ShardReader):
         except Exception as e:
             return out, e
         return out, None
+
+    def _mapped_run(
+        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
+    ) -> bool:
+        """Sequences ``indices`` of one mapped local file into ``out`` in one go: their tokens
+        gathered into one new array, each sample a view of its part (False, nothing done, where
+        that does not apply: :meth:`read` then reads and reports each)."""
+        if not shard_ids or min(shard_ids) != max(shard_ids):
+            return False
+        shard_id = shard_ids[0]
+        index, mapped = self.index(shard_id), self._map(shard_id)
+        size = index.dtype.itemsize
+        if mapped is None or len(mapped) % size:
+            return False
+        picked = np.asarray(indices, dtype=np.int64)
+        if int(picked.min()) < 0 or int(picked.max()) >= len(index):
+            return False
+        starts = index.pointers[picked].astype(np.int64)
+        lengths = index.lengths[picked].astype(np.int64)
+        ends = starts + lengths * size
+        if int((starts % size).max()) or int(ends.max()) > len(mapped) or int(lengths.min()) < 0:
+            return False
+        tokens = np.frombuffer(mapped, index.dtype)
+        first, last = (starts // size).tolist(), (ends // size).tolist()
+        gathered = np.concatenate([tokens[a:b] for a, b in zip(first, last, strict=True)])
+        cuts = np.cumsum(lengths).tolist()
+        shard, append = self.shards[shard_id], out.append
+        begin = 0
+        for i, end, start in zip(indices, cuts, starts.tolist(), strict=True):
+            part = gathered[begin:end]
+            append(_new_tuple(RawSample, (str(i), {"tokens": part}, shard, i, start)))
+            begin = end
+        return True
 
     def _held(self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]) -> None:
         """The remote sequences whose bytes the read-ahead received, up to the first not."""
