@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import torch
 
 from stoker.runtime.loader import Loader
@@ -24,6 +25,9 @@ def fingerprint(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         data = value.detach().contiguous().numpy().tobytes()
         return ("tensor", tuple(value.shape), str(value.dtype), hashlib.blake2b(data).hexdigest())
+    if isinstance(value, np.ndarray):  # e.g. the tokens of a .bin/.idx sample
+        data = np.ascontiguousarray(value).tobytes()
+        return ("array", value.shape, str(value.dtype), hashlib.blake2b(data).hexdigest())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return tuple(
             (f.name, fingerprint(getattr(value, f.name)))

@@ -30,7 +30,8 @@ from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 def command(path: str, split_config: str, dataset_config: str, as_json: bool) -> None:
     """Summarise the prepared dataset at PATH: samples, bytes, splits, sample type.
 
-    PATH is a prepared folder of tar shards, or an indexed .jsonl file. Only the metadata
+    PATH is a prepared folder of tar shards, an indexed .jsonl file, or a Megatron .bin/.idx
+    pair (the .bin, the .idx or their prefix). Only the metadata
     (.nv-meta, .idx) is read, so this is instant even for huge datasets; `stoker lint` checks
     the metadata against the shards.
 
@@ -52,6 +53,14 @@ def format_info(report: InfoReport) -> list[str]:
     rows = [("dataset", report.path), ("samples", f"{report.samples:,}")]
     if report.kind == "jsonl":
         rows.append(("size", human_bytes(report.bytes)))
+        return _aligned(rows)
+    if report.kind == "binidx" and report.tokens is not None:
+        rows[1] = ("sequences", f"{report.samples:,} (one sample each)")
+        rows += [
+            ("documents", f"{report.tokens['documents']:,}"),
+            ("tokens", f"{report.tokens['tokens']:,} of {report.tokens['dtype']}"),
+            ("size", human_bytes(report.bytes)),
+        ]
         return _aligned(rows)
     samples = f"{report.samples:,} sample{'' if report.samples == 1 else 's'}"
     rows += [

@@ -108,7 +108,7 @@ def command(
         num_workers=num_workers,
         split_parts=parts,
     )
-    if decode and report.kind != "jsonl":
+    if decode and report.kind not in ("jsonl", "binidx"):
         show = progress and not as_json
         options = (split_config, dataset_yaml, trust_sample_loader, num_workers)
         _decode(path, parts, *options, report, progress=show)
@@ -166,7 +166,7 @@ def format_finding(finding: Finding) -> str:
 
 def summary(report: LintReport) -> str:
     """``checked 20 shards, 20000 samples: no problems`` (or the error and warning counts)."""
-    if report.kind == "jsonl":
+    if report.kind in ("jsonl", "binidx"):
         checked = f"checked {report.path}, {report.samples_checked} samples"
     else:
         checked = f"checked {report.shards_checked} shards, {report.samples_checked} samples"

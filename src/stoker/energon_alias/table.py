@@ -205,6 +205,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "cache.file_store": {
         "WebdatasetFileStore": "stoker.sources.aux:WebdatasetFileStore",
         "JsonlFileStore": "stoker.sources.aux:JsonlFileStore",
+        "BinIdxFileStore": "stoker.sources.binidx:BinIdxFileStore",
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
@@ -281,12 +282,23 @@ _NOT_SERVED: dict[str, str] = {
 }
 
 
+_BINIDX = "BinIdxDatasetFactory DefaultBinIdxDatasetFactory"
+# Names Energon's next release adds (its open pull requests), served as `stoker.<same name>`.
+_NEXT_RELEASE: dict[str, str] = {
+    "": _BINIDX,  # pull request #227: Megatron .bin/.idx token datasets
+    "flavors": _BINIDX,
+    "flavors.binidx": _BINIDX,
+    "flavors.binidx.binidx_dataset": _BINIDX,
+}
+
+
 def _build() -> dict[str, dict[str, str]]:
     modules: dict[str, dict[str, str]] = {}
-    for relative in sorted({*_SAME_NAME, *_ELSEWHERE, *_NOT_SERVED}):
+    for relative in sorted({*_SAME_NAME, *_ELSEWHERE, *_NOT_SERVED, *_NEXT_RELEASE}):
         path = f"{ROOT}.{relative}" if relative else ROOT
         names = dict.fromkeys(_words(_NOT_SERVED.get(relative, "")), NOT_SERVED)
         names |= {n: f"stoker:{n}" for n in _words(_SAME_NAME.get(relative, ""))}
+        names |= {n: f"stoker:{n}" for n in _words(_NEXT_RELEASE.get(relative, ""))}
         modules[path] = {**names, **_ELSEWHERE.get(relative, {})}
     return modules
 

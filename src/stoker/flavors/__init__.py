@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stoker.flavors.base import BaseCoreDatasetFactory
+    from stoker.flavors.binidx import BinIdxDatasetFactory, DefaultBinIdxDatasetFactory
     from stoker.flavors.config import get_dataset_from_config
     from stoker.flavors.generic import (
         DEFAULT_DECODER,
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 # the factories and their decoders (torch) unless the dataset names one.
 _MODULES = {
     "BaseCoreDatasetFactory": "base",
+    "BinIdxDatasetFactory": "binidx",
+    "DefaultBinIdxDatasetFactory": "binidx",
     "get_dataset_from_config": "config",
     "DEFAULT_DECODER": "generic",
     "DefaultDecoderWebdatasetFactory": "generic",
@@ -86,9 +89,11 @@ __all__ = [
     "DEFAULT_DECODER",
     "BaseCoreDatasetFactory",
     "BaseWebdatasetFactory",
+    "BinIdxDatasetFactory",
     "CaptioningWebdataset",
     "CrudeJsonlDatasetFactory",
     "CrudeWebdataset",
+    "DefaultBinIdxDatasetFactory",
     "DefaultCrudeJsonlDatasetFactory",
     "DefaultDecoderWebdatasetFactory",
     "DefaultGenericWebdatasetFactory",

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from stoker.errors import ConfigError
 from stoker.flavors.allow import check_sample_type, make_factory
 from stoker.flavors.base import BaseCoreDatasetFactory, as_epath
+from stoker.flavors.binidx import DefaultBinIdxDatasetFactory
 from stoker.flavors.generic import StandardWebdatasetFactory
 from stoker.flavors.jsonl import DefaultCrudeJsonlDatasetFactory
 from stoker.flavors.typed import CrudeWebdataset
@@ -25,6 +26,7 @@ from stoker.format.dataset_config import DatasetConfig
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.model.samples import CrudeSample
 from stoker.model.worker_config import WorkerConfig
+from stoker.sources.binidx import token_dataset
 from stoker.sources.source import DataSource, load_source
 
 T_sample = TypeVar("T_sample")
@@ -71,6 +73,21 @@ def get_dataset_from_config(
             path, training=training, subflavors=subflavors, worker_config=worker_config, **kwargs
         )
         return factory  # type: ignore[no-any-return]
+    if (bin_path := token_dataset(location)) is not None:
+        if sample_type not in (None, CrudeSample):
+            raise ConfigError(
+                f"a .bin/.idx token dataset yields CrudeSample, not {sample_type!r}.",
+                path=location,
+            )
+        if dataset_config is not None or split_config is not None:
+            raise ConfigError("a token dataset has no dataset or split config.", path=location)
+        return DefaultBinIdxDatasetFactory(  # type: ignore[return-value]
+            bin_path,
+            training=training,
+            subflavors=subflavors,
+            worker_config=worker_config,
+            **kwargs,
+        )
     source = load_source(
         location,
         split_part=split_part or "train",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError, FormatError, StorageError
+from stoker.format.binidx import TokenIndex, idx_name, token_dataset
 from stoker.format.jsonl import jsonl_index_name
 from stoker.format.meta import (
     DEFAULT_DATASET_YAML,
@@ -46,7 +47,7 @@ class InfoReport:
     """A summary of a prepared dataset (webdataset folder or indexed JSONL file)."""
 
     path: str
-    #: ``webdataset`` or ``jsonl``.
+    #: ``webdataset``, ``jsonl`` or ``binidx``.
     kind: str
     samples: int
     bytes: int
@@ -61,6 +62,8 @@ class InfoReport:
     field_map: dict[str, str] | None = None
     subflavors: dict[str, Any] = field(default_factory=dict)
     splits: list[SplitInfo] = field(default_factory=list)
+    #: Of a ``.bin``/``.idx`` token dataset: its documents, tokens and their dtype.
+    tokens: dict[str, Any] | None = None
 
 
 def dataset_info(
@@ -82,6 +85,8 @@ def dataset_info(
     """
     if path.endswith(".jsonl"):
         return _jsonl_info(path)
+    if (bin_path := token_dataset(path)) is not None:
+        return _binidx_info(bin_path)
     store = open_store(path)
     if not store.is_dir(""):
         raise StorageError(
@@ -183,3 +188,24 @@ def _jsonl_info(path: str) -> InfoReport:
         )
     samples = sample_count(store.size(index), store.url(index))  # the index is not read
     return InfoReport(path=path, kind="jsonl", samples=samples, bytes=store.size(name))
+
+
+def _binidx_info(bin_path: str) -> InfoReport:
+    """Sequences, documents and tokens of a token dataset (from its index)."""
+    parent, name = split_location(bin_path)
+    store = open_store(parent)
+    index_name = idx_name(name)
+    for needed in (name, index_name):
+        if not store.exists(needed):
+            raise StorageError("no such file.", path=store.url(needed), hint="Check the path.")
+    local = store.local_path(index_name) or store.cached_local_path(index_name)
+    index = TokenIndex.load(local or "", store.url(index_name))
+    tokens = {
+        "dtype": str(index.dtype),
+        "documents": max(len(index.documents) - 1, 0),
+        "tokens": int(index.lengths.sum(dtype="int64")),
+        "multimodal": index.modes is not None,
+    }
+    return InfoReport(
+        path=bin_path, kind="binidx", samples=len(index), bytes=store.size(name), tokens=tokens
+    )

@@ -166,6 +166,8 @@ def _fields(sample: Any, jsonl: bool) -> dict[str, Any]:
 def _type_name(source: DataSource) -> str:
     if source.jsonl:
         return "JSONL (crude)"
+    if source.binidx:
+        return "Megatron .bin/.idx tokens (crude)"
     factory = source.config.factory
     if factory is not None:  # a dataset factory class named by the dataset.yaml
         return factory.name.rpartition(":")[2]

@@ -98,6 +98,8 @@ class SampleBuilder:
     ) -> None:
         self.source = source
         config = source.config
+        if source.binidx:  # token sequences arrive as arrays: nothing to decode
+            decoder = None
         self.sample_loader = (
             load_sample_loader(source.root, config.sample_loader, source.trust_sample_loader)
             if config.sample_loader

@@ -84,8 +84,9 @@ def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
 
         return loaded_metadataset(path)
     from stoker.format.meta import read_info
+    from stoker.sources.binidx import token_dataset
     from stoker.storage import open_store
 
-    if not path.endswith(".jsonl"):
+    if not path.endswith(".jsonl") and token_dataset(path) is None:
         read_info(open_store(path))  # a clear error if the folder is not prepared
     return path

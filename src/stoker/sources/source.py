@@ -1,4 +1,5 @@
-"""A data source: one split of one prepared dataset (tar shards, or a JSONL file).
+"""A data source: one split of one prepared dataset (tar shards, a JSONL file, or a Megatron
+``.bin``/``.idx`` token file).
 
 ``load_source`` reads the meta files once in the main process; the source is small, immutable and
 picklable, so dataloader workers receive it as is and open their own readers.
@@ -29,6 +30,7 @@ from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar_index import sample_count
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.read import ShardReader
+from stoker.pipeline.read_binidx import BinIdxReader
 from stoker.storage import Store, open_store, split_location
 
 if TYPE_CHECKING:
@@ -69,11 +71,13 @@ class DataSource:
     aux: dict[str, AuxRef] = field(default_factory=dict)
     #: The partner datasets of a join (a metadataset ``join:``); this source is its primary.
     join: JoinSpec | None = None
+    #: A Megatron token dataset: the one shard is a ``.bin`` (:mod:`stoker.sources.binidx`).
+    binidx: bool = False
 
     @property
     def root(self) -> str:
-        """The folder holding the shards (the JSONL file's folder for JSONL)."""
-        return split_location(self.path)[0] if self.jsonl else self.path
+        """The folder holding the shards (the file's folder for JSONL and ``.bin``)."""
+        return split_location(self.path)[0] if self.jsonl or self.binidx else self.path
 
     @property
     def total(self) -> int:
@@ -113,6 +117,8 @@ class DataSource:
         )
 
     def reader(self) -> ShardReader:
+        if self.binidx:
+            return BinIdxReader(open_store(self.root), self.shards)
         return ShardReader(open_store(self.root), self.shards, jsonl=self.jsonl)
 
 
@@ -128,7 +134,8 @@ def load_source(
     sample_type: type | None = None,
     allow_outside_paths: bool | None = None,
 ) -> DataSource:
-    """Read the meta files of the dataset at ``path`` (a folder or a ``.jsonl`` file).
+    """Read the meta files of the dataset at ``path`` (a folder, a ``.jsonl`` file, or a
+    ``.bin``/``.idx`` pair named by either file or their common prefix).
 
     Classes the ``dataset.yaml`` names from other modules than stoker's are imported and
     checked against the allow-list here, in the main process (see :mod:`stoker.flavors.allow`).
@@ -144,9 +151,13 @@ def load_source(
         >>> source.total  # doctest: +SKIP
         5000
     """
+    from stoker.sources.binidx import binidx_source, token_dataset  # they make DataSources
+
     used_split: str | None = None
     if path.endswith(".jsonl"):
         source = _jsonl_source(path, split_part, subflavors or {})
+    elif (bin_path := token_dataset(path)) is not None:
+        source = binidx_source(bin_path, split_part, subflavors or {})
     else:
         store = open_store(path)
         config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)

@@ -9,6 +9,8 @@ them all; only a path that is not a dataset at all raises.
 from __future__ import annotations
 
 from stoker.errors import StokerError, StorageError
+from stoker.format.binidx import token_dataset
+from stoker.format.lint.binidx import lint_binidx
 from stoker.format.lint.jsonl import lint_jsonl
 from stoker.format.lint.meta import check_dataset_yaml, check_split, check_sqlite, select_splits
 from stoker.format.lint.offsets import IndexProblem, index_scan_problem, index_structure_problem
@@ -56,6 +58,8 @@ def lint_dataset(
     """
     if path.endswith(".jsonl"):
         return lint_jsonl(path, progress=progress, num_workers=num_workers)
+    if (bin_path := token_dataset(path)) is not None:
+        return lint_binidx(bin_path)
     store = open_store(path)
     if not store.is_dir(""):
         raise StorageError("no such folder.", path=path, hint="Pass the folder of a dataset.")
