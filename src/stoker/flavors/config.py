@@ -73,7 +73,17 @@ def get_dataset_from_config(
             path, training=training, subflavors=subflavors, worker_config=worker_config, **kwargs
         )
         return factory  # type: ignore[no-any-return]
-    if (bin_path := token_dataset(location)) is not None:
+    source = None
+    if (bin_path := token_dataset(location, prefix=False)) is None:
+        source = load_source(
+            location,
+            split_part=split_part or "train",
+            split_config=split_config or DEFAULT_SPLIT_CONFIG,
+            dataset_config=dataset_config or DEFAULT_DATASET_YAML,
+            allowed_modules=allowed,
+            trust_sample_loader=trust,
+        )
+    if source is None or source.binidx:  # a .bin/.idx, or their prefix
         if sample_type not in (None, CrudeSample):
             raise ConfigError(
                 f"a .bin/.idx token dataset yields CrudeSample, not {sample_type!r}.",
@@ -82,20 +92,12 @@ def get_dataset_from_config(
         if dataset_config is not None or split_config is not None:
             raise ConfigError("a token dataset has no dataset or split config.", path=location)
         return DefaultBinIdxDatasetFactory(  # type: ignore[return-value]
-            bin_path,
+            bin_path or source.path,  # type: ignore[union-attr]
             training=training,
             subflavors=subflavors,
             worker_config=worker_config,
             **kwargs,
         )
-    source = load_source(
-        location,
-        split_part=split_part or "train",
-        split_config=split_config or DEFAULT_SPLIT_CONFIG,
-        dataset_config=dataset_config or DEFAULT_DATASET_YAML,
-        allowed_modules=allowed,
-        trust_sample_loader=trust,
-    )
     options = {
         "split_config": source.config.split_config or split_config or DEFAULT_SPLIT_CONFIG,
         "split_part": source.split_part,

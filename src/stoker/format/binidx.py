@@ -95,9 +95,11 @@ def bin_location(path: str, exists: Any = None) -> str | None:
     return None
 
 
-def token_dataset(path: str) -> str | None:
-    """The ``.bin`` of the token dataset ``path`` names (the ``.bin``, the ``.idx`` or their
-    prefix, asking the store whether both files exist), else None (another kind of dataset)."""
+def token_dataset(path: str, *, prefix: bool = True) -> str | None:
+    """The ``.bin`` of the token dataset ``path`` names (the ``.bin``, the ``.idx`` or, with
+    ``prefix``, their prefix: the store is asked whether both files exist), else None (another
+    kind of dataset). Callers that may be given a dataset folder ask with ``prefix=False``
+    first, and for the prefix only where the folder is not one: a folder costs no request."""
 
     def exists(name: str) -> bool:
         parent, base = split_location(name)
@@ -105,7 +107,7 @@ def token_dataset(path: str) -> str | None:
 
     if path.endswith(("/", ".jsonl")):
         return None
-    return bin_location(path, exists)
+    return bin_location(path, exists if prefix else None)
 
 
 @dataclass(frozen=True)

@@ -85,10 +85,12 @@ def dataset_info(
     """
     if path.endswith(".jsonl"):
         return _jsonl_info(path)
-    if (bin_path := token_dataset(path)) is not None:
+    if (bin_path := token_dataset(path, prefix=False)) is not None:
         return _binidx_info(bin_path)
     store = open_store(path)
     if not store.is_dir(""):
+        if (bin_path := token_dataset(path)) is not None:  # a .bin/.idx prefix
+            return _binidx_info(bin_path)
         raise StorageError(
             "no such folder.",
             path=path,

@@ -83,10 +83,16 @@ def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
         )
 
         return loaded_metadataset(path)
+    from stoker.errors import StokerError
     from stoker.format.meta import read_info
     from stoker.sources.binidx import token_dataset
     from stoker.storage import open_store
 
-    if not path.endswith(".jsonl") and token_dataset(path) is None:
+    if path.endswith(".jsonl") or token_dataset(path, prefix=False) is not None:
+        return path
+    try:
         read_info(open_store(path))  # a clear error if the folder is not prepared
+    except StokerError:
+        if token_dataset(path) is None:  # nor a .bin/.idx prefix
+            raise
     return path

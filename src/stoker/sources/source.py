@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from stoker.errors import ConfigError, StorageError
+from stoker.errors import ConfigError, StokerError, StorageError
 from stoker.format.brace import expand
 from stoker.format.dataset_config import DatasetConfig, read_dataset_config
 from stoker.format.jsonl import jsonl_index_name
@@ -156,21 +156,27 @@ def load_source(
     used_split: str | None = None
     if path.endswith(".jsonl"):
         source = _jsonl_source(path, split_part, subflavors or {})
-    elif (bin_path := token_dataset(path)) is not None:
+    elif (bin_path := token_dataset(path, prefix=False)) is not None:
         source = binidx_source(bin_path, split_part, subflavors or {})
     else:
-        store = open_store(path)
-        config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
-        used_split = config.split_config or split_config
-        source = load_split(
-            path,
-            split_part=split_part,
-            split_config=used_split,
-            config=config,
-            subflavors=subflavors,
-            trust_sample_loader=trust_sample_loader,
-            allow_outside_paths=allow_outside_paths,
-        )
+        try:
+            store = open_store(path)
+            config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
+            used_split = config.split_config or split_config
+            source = load_split(
+                path,
+                split_part=split_part,
+                split_config=used_split,
+                config=config,
+                subflavors=subflavors,
+                trust_sample_loader=trust_sample_loader,
+                allow_outside_paths=allow_outside_paths,
+            )
+        except StokerError:  # not a dataset folder: a .bin/.idx prefix (as Megatron names it)?
+            if (bin_path := token_dataset(path)) is None:
+                raise
+            used_split = None
+            source = binidx_source(bin_path, split_part, subflavors or {})
     from stoker.flavors.allow import resolve_source  # the flavors import this module
 
     return resolve_source(

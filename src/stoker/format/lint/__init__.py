@@ -58,10 +58,12 @@ def lint_dataset(
     """
     if path.endswith(".jsonl"):
         return lint_jsonl(path, progress=progress, num_workers=num_workers)
-    if (bin_path := token_dataset(path)) is not None:
+    if (bin_path := token_dataset(path, prefix=False)) is not None:
         return lint_binidx(bin_path)
     store = open_store(path)
     if not store.is_dir(""):
+        if (bin_path := token_dataset(path)) is not None:  # a .bin/.idx prefix
+            return lint_binidx(bin_path)
         raise StorageError("no such folder.", path=path, hint="Pass the folder of a dataset.")
     if not store.is_dir(META_DIR):
         raise StorageError(
