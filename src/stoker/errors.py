@@ -159,6 +159,11 @@ class AlreadyPreparedError(StokerError):
     """The dataset already has metadata and overwriting was not allowed."""
 
 
+class PrepareLockedError(StokerError):
+    """Another ``prepare`` of the same dataset is running (it holds the lock in the work
+    folder); the message names its pid, host and start, and the lock file."""
+
+
 class SampleError(StokerError):
     """One sample could not be read, decoded, mapped or encoded (scope ``sample``).
 

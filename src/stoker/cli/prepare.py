@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
 from stoker.format.prepare_distributed import scan_distributed
+from stoker.format.prepare_lock import PrepareLock
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.splits import compile_split_patterns, parse_split_ratio
 from stoker.media.extract import MediaFilter
@@ -177,13 +179,11 @@ def command(
             ratio = parse_split_ratio(wizard.ask_split_ratio())
         if needs_yaml:
             sample_type_asked = wizard.ask_sample_type()
-    if fix_duplicates and (overwrite or not is_prepared(open_store(path))):
-        if distributed:
-            raise ConfigError(
-                "--fix-duplicates rewrites shards in place and runs in one process.",
-                hint="Run `stoker prepare PATH --fix-duplicates` once without --distributed first.",
-            )
-        _fix_duplicates(path, exclude, as_json)
+    if fix_duplicates and distributed:
+        raise ConfigError(
+            "--fix-duplicates rewrites shards in place and runs in one process.",
+            hint="Run `stoker prepare PATH --fix-duplicates` once without --distributed first.",
+        )
     options = _Options(
         path,
         exclude,
@@ -202,26 +202,47 @@ def command(
             dataset_yaml_name, sample_type_asked,
         )  # fmt: skip
 
-    if distributed:
-        with distributed_world() as world:
-            resumed = scan_distributed(
-                path,
-                world,
-                exclude=exclude,
-                tar_index_only=tar_index_only,
-                overwrite=overwrite,
-                num_workers=num_workers,
-                progress=options.progress,
-                also=None if media is None else partial(_media_step, media),
-                sample_index=options.sample_index,
-            )
-            report = on_main_rank(world, run)
-        report.resumed_shards = resumed
-        if not world.is_main:
-            return
-    else:
-        report = run()
-    _print_report(report, as_json)
+    # one prepare at a time per dataset; under --distributed taken by rank 0 only
+    lock = PrepareLock(open_store(path))
+    with contextlib.closing(lock):
+        if not distributed:
+            lock.acquire()
+        report = _run(options, lock, run, fix_duplicates, distributed, as_json)
+    if report is not None:
+        _print_report(report, as_json)
+
+
+def _run(
+    options: _Options,
+    lock: PrepareLock,
+    run: Callable[[], PrepareReport],
+    fix_duplicates: bool,
+    distributed: bool,
+    as_json: bool,
+) -> PrepareReport | None:
+    """Index and publish (after renaming duplicate keys if asked) under the held ``lock``; the
+    report (None on ranks other than 0)."""
+    path, media = options.path, options.media
+    if fix_duplicates and (options.overwrite or not is_prepared(open_store(path))):
+        _fix_duplicates(path, options.exclude, as_json)
+    if not distributed:
+        return run()
+    with distributed_world() as world:
+        resumed = scan_distributed(
+            path,
+            world,
+            exclude=options.exclude,
+            tar_index_only=options.tar_index_only,
+            overwrite=options.overwrite,
+            num_workers=options.num_workers,
+            progress=options.progress,
+            also=None if media is None else partial(_media_step, media),
+            sample_index=options.sample_index,
+            lock=lock,
+        )
+        report = on_main_rank(world, run)
+    report.resumed_shards = resumed
+    return report if world.is_main else None
 
 
 @dataclasses.dataclass(frozen=True)
