@@ -30,7 +30,16 @@ if TYPE_CHECKING:
         get_val_dataset,
         get_val_datasets,
     )
-    from stoker.errors import ConfigError, FormatError, SampleError, StokerError, StorageError
+    from stoker.errors import (
+        ConfigError,
+        FormatError,
+        MissingSampleIndexError,
+        MissingSamplesTableError,
+        PrepareLockedError,
+        SampleError,
+        StokerError,
+        StorageError,
+    )
     from stoker.flavors import (
         BaseCoreDatasetFactory,
         BaseWebdatasetFactory,
@@ -202,6 +211,9 @@ _EXPORTS: dict[str, str] = {
     "MockLazy": "stoker.model.cache_pool",
     "CaptioningSample": "stoker.model.samples",
     "ConfigError": "stoker.errors",
+    "MissingSampleIndexError": "stoker.errors",
+    "MissingSamplesTableError": "stoker.errors",
+    "PrepareLockedError": "stoker.errors",
     "DEFAULT_PROFILE_NAME": "stoker.storage.epath",
     "Cooker": "stoker.model.cooking",
     "CrudeSample": "stoker.model.samples",
@@ -350,6 +362,8 @@ __all__ = [
     "MapDataset",
     "Metadataset",
     "MetadatasetV2",
+    "MissingSampleIndexError",
+    "MissingSamplesTableError",
     "MixBatchDataset",
     "MockLazy",
     "MultiChoiceVQASample",
@@ -358,6 +372,7 @@ __all__ = [
     "OCRSample",
     "OCRWebdataset",
     "PackingDataset",
+    "PrepareLockedError",
     "PrepareReport",
     "PrimaryFileStore",
     "RepeatDataset",

@@ -73,9 +73,11 @@ from stoker.storage import open_store
 )
 @click.option(
     "--no-sample-index",
+    "--no-sample-tables",
+    "no_sample_index",
     is_flag=True,
     help="Skip index.sqlite (faster at 10^9 samples): loading needs only the .tar.idx files; "
-    "joins, aux datasets and media metadata need the index.",
+    "joins, aux datasets and media metadata need the index. --no-sample-tables: Energon's name.",
 )
 @click.option(
     "--distributed",
