@@ -274,6 +274,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "simplejpeg": ("simplejpeg", "image"),
     "av": ("PyAV", "av"),
     "boto3": ("boto3", "s3"),
+    "pyarrow": ("pyarrow", "parquet"),
     "botocore": ("boto3", "s3"),
     "fsspec": ("fsspec", "http"),
     "aiohttp": ("aiohttp", "http"),

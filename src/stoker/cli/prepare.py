@@ -19,6 +19,7 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.distributed import distributed_world, on_main_rank
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
+from stoker.format.parquet import is_parquet_dataset, prepare_parquet
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
 from stoker.format.prepare_distributed import scan_distributed
 from stoker.format.prepare_lock import PrepareLock
@@ -146,6 +147,9 @@ def command(
             echo_json({"path": path, "samples": samples, "bytes": size})
         else:
             click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
+        return
+    if is_parquet_dataset(open_store(path)):
+        _prepare_parquet(path, sample_type, field_map, dataset_yaml_name, as_json)
         return
     media = _media_filter(by_extension, by_glob, by_header)
     if media is not None and no_sample_index:
@@ -303,6 +307,24 @@ def _index_and_publish(
             dataset_yaml_name=dataset_yaml_name,
             extra_meta_files=extra,
         )
+
+
+def _prepare_parquet(
+    path: str, sample_type: str | None, field_map: str | None, yaml_name: str, as_json: bool
+) -> None:
+    """A Parquet folder: check its files, write the dataset.yaml of --sample-type if given."""
+    if field_map is not None and sample_type is None:
+        raise ConfigError("--field-map needs --sample-type.")
+    dataset_yaml = make_dataset_yaml(sample_type, field_map) if sample_type else None
+    report = prepare_parquet(path, dataset_yaml, yaml_name)
+    if as_json:
+        echo_json(report)
+        return
+    splits = ", ".join(f"{name} {rows} rows" for name, rows in report.splits.items())
+    click.echo(f"Parquet dataset {path}: {report.files} files, {splits}.")
+    if report.dataset_yaml:
+        click.echo(f"Wrote {report.dataset_yaml}.")
+    click.echo("Done")
 
 
 def _media_step(media: MediaFilter, work: PrepareWork) -> Callable[[str], object]:

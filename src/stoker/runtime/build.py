@@ -18,6 +18,7 @@ from stoker.pipeline.decode import (
     SampleDecoder,
 )
 from stoker.pipeline.errors import SkipSample, wrap_failure
+from stoker.pipeline.parquet_read import decode_row
 from stoker.pipeline.read import LineRaws, RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
 from stoker.runtime.line_runs import scanned_lines
@@ -136,7 +137,8 @@ class SampleBuilder:
         #: Whether :meth:`assemble` runs no user code (no sample loader, part filter or joiner):
         #: then many samples may be assembled ahead in one call (:meth:`assemble_run`).
         self.bulk = (
-            self.sample_loader is None
+            not source.parquet  # rows: only media columns are decoded (decode_row)
+            and self.sample_loader is None
             and self.join is None
             and (config.field_map is not None or config.part_filter is None)
         )
@@ -294,8 +296,13 @@ class SampleBuilder:
         parts = raw.parts
         if self.part_filter is not None:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
-        decoded = self.decoder.decode(raw.key, parts) if self.decoder is not None else dict(parts)
         source = self.source
+        if source.parquet:
+            decoded = decode_row(self.decoder, raw.key, parts, source.media)
+        elif self.decoder is not None:
+            decoded = self.decoder.decode(raw.key, parts)
+        else:
+            decoded = dict(parts)
         sources = (source_info(source.path, ref, raw.shard, raw.file_names),)
         restore_key = ("Webdataset", source.path, ref)
         if self.crude:  # as build_sample makes it, without its other cases
