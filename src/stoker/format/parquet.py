@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -140,7 +141,7 @@ class ParquetFile:
         pq = require("pyarrow.parquet", _NEEDED_FOR)
         self.store, self.name = store, name
         local = store.local_path(name)
-        self._handle = None if local is not None else store.open(name)
+        self._handle = None if local is not None else _RangeFile(store, name)
         try:
             self.file: Any = pq.ParquetFile(
                 local if local is not None else self._handle, memory_map=False
@@ -177,6 +178,45 @@ class ParquetFile:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file for pyarrow: each ``read`` is one ranged read of exactly the bytes asked
+    for (pyarrow asks for the footer, then for each column chunk it needs), with no read-ahead
+    that would fetch the columns left out."""
+
+    def __init__(self, store: Store, name: str) -> None:
+        super().__init__()
+        self.store, self.name = store, name
+        self.length = store.size(name)
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.length}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self.length if size is None or size < 0 else min(self.length, self.position + size)
+        if end <= self.position:
+            return b""
+        data = self.store.read_range(self.name, self.position, end - self.position)
+        self.position += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 @dataclass(frozen=True)
