@@ -49,9 +49,14 @@ def _visible(store: Store) -> list[str]:
     return [n for n in store.list_files() if not any(p.startswith(".") for p in n.split("/"))]
 
 
+def parquet_names(store: Store) -> list[str]:
+    """Every Parquet file of the dataset (hidden folders left out), in path order."""
+    return sorted((n for n in _visible(store) if n.endswith(SUFFIX)), key=lambda n: n.split("/"))
+
+
 def split_files(store: Store, split: str) -> list[str]:
     """The Parquet files of ``split``, in path order (see the module doc for the names)."""
-    names = sorted((n for n in _visible(store) if n.endswith(SUFFIX)), key=lambda n: n.split("/"))
+    names = parquet_names(store)
     splits = {n: m.group("split") for n in names if (m := HF_SPLIT.search(n))}
     if splits:
         files = [n for n in names if splits.get(n) == split]
@@ -167,10 +172,12 @@ class ParquetFile:
         try:
             return self.file.read_row_group(group, columns=columns)
         except Exception as e:
+            first = self.file.metadata.row_group(group).column(0)
+            offset = first.dictionary_page_offset if first.has_dictionary_page else None
             raise FormatError(
-                f"row group {group} cannot be read ({e}).",
+                f"row group {group} cannot be read ({' '.join(str(e).split())}).",
                 path=self.store.url(self.name),
-                offset=self.file.metadata.row_group(group).column(0).file_offset,
+                offset=first.data_page_offset if offset is None else offset,
                 hint="The file is damaged; rewrite it, or exclude it from the dataset.",
             ) from None
 
@@ -244,7 +251,7 @@ def prepare_parquet(
     from stoker.storage import open_store
 
     store = open_store(path)
-    names = sorted(n for n in _visible(store) if n.endswith(SUFFIX))
+    names = parquet_names(store)
     found = {m.group("split") for n in names if (m := HF_SPLIT.search(n))} or {"train"}
     splits = {split: int(scan_parquet(store, split).rows.sum()) for split in sorted(found)}
     written = None
