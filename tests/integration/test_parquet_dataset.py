@@ -177,3 +177,30 @@ def test_save_restore_mid_epoch_continues_exactly(hf_folder: Path, workers: int)
     assert keys(resumed, 11) == expected[9:]
     seen = {k for batch in expected for k in batch}
     assert len(seen) >= 60 and all("/train-" in k for k in seen)  # rows of the train split
+
+
+def test_metadataset_blends_a_parquet_folder_with_a_subset(tmp_path: Path) -> None:
+    from stoker.format.prepare import prepare_dataset
+    from tests.conftest import make_dataset
+
+    write_parquet(tmp_path / "pq")  # 90 rows; the subset keeps the first 30
+    make_dataset(tmp_path / "tars", shards=2, per_shard=20)
+    prepare_dataset(
+        str(tmp_path / "tars"),
+        split_ratio="1,0,0",
+        dataset_yaml={"__module__": "megatron.energon", "__class__": "CrudeWebdataset"},
+    )
+    (tmp_path / "mix.yaml").write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        "    blend:\n"
+        "      - weight: 3\n        path: ./pq\n        subset: {range: [0, 30]}\n"
+        "        subflavors: {origin: parquet}\n"
+        "      - weight: 1\n        path: ./tars\n"
+    )
+    loader = _loader(tmp_path / "mix.yaml", 2, shuffle_buffer_size=10)
+    samples = [s for _, s in zip(range(800), loader, strict=False)]
+    rows = [s for s in samples if ".parquet/" in s["__key__"]]
+    share = len(rows) / len(samples)
+    assert 0.7 <= share <= 0.8, share  # weight 3 of 4
+    assert {s["n"] for s in rows} == set(range(30))  # the subset, every row of it
+    assert all(s["__subflavors__"] == {"origin": "parquet"} for s in rows)
