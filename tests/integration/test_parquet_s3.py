@@ -72,3 +72,16 @@ def test_only_the_text_columns_bytes_are_read(folders: tuple[Path, str]) -> None
     reader.close()
     assert len(set(texts)) == FILES * ROWS_PER_FILE
     assert STATS.bytes_received <= 1.2 * text_bytes, (STATS.bytes_received, text_bytes)
+
+
+def test_footers_come_from_the_metadata_cache_the_second_time(folders: tuple[Path, str]) -> None:
+    _, url = folders
+    source = load_source(url)  # reads every footer, and caches it
+    STATS.reset()
+    reader = source.reader()
+    starts = [reader.offsets(shard_id) for shard_id in range(len(source.shards))]
+    assert [int(s[-1]) for s in starts] == [ROWS_PER_FILE] * FILES
+    assert STATS.requests.get("GET", 0) == 0  # no footer fetched again
+    assert reader.read(2, 17).parts["text"] == f"caption {2 * ROWS_PER_FILE + 17}"
+    reader.close()
+    assert STATS.requests.get("GET", 0) >= 1

@@ -147,10 +147,13 @@ class ParquetFile:
         self.store, self.name = store, name
         local = store.local_path(name)
         self._handle = None if local is not None else _RangeFile(store, name)
+        cached = None if self._handle is None else _cached_footer(store, name, self._handle.length)
         try:
             self.file: Any = pq.ParquetFile(
-                local if local is not None else self._handle, memory_map=False
+                local if local is not None else self._handle, memory_map=False, metadata=cached
             )
+            if self._handle is not None and cached is None:
+                _cache_footer(store, name, self._handle.length, self.file.metadata)
         except Exception as e:  # pyarrow's ArrowInvalid and OSError
             self.close()
             raise FormatError(
@@ -185,6 +188,40 @@ class ParquetFile:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+def _footer_key(store: Store, name: str, size: int) -> tuple[str, str]:
+    """The metadata cache's (URL, version) of a remote file's footer."""
+    return f"{store.url(name)}#parquet-footer", f"{size}:{store.modified(name)}"
+
+
+def _cached_footer(store: Store, name: str, size: int) -> Any:
+    """The footer of a remote file from the local metadata cache (None: not cached), so that
+    each worker opening the file reads only the row groups it needs from the store."""
+    from stoker.storage.cache import default_cache, read_entry
+
+    cache = default_cache()
+    hit = None if cache is None else cache.get(*_footer_key(store, name, size))
+    data = None if hit is None else read_entry(hit)
+    if data is None:
+        return None
+    pa, pq = require("pyarrow", _NEEDED_FOR), require("pyarrow.parquet", _NEEDED_FOR)
+    try:
+        return pq.read_metadata(pa.BufferReader(data))
+    except Exception:
+        return None  # a damaged entry: read the footer from the store again
+
+
+def _cache_footer(store: Store, name: str, size: int, metadata: Any) -> None:
+    from stoker.storage.cache import default_cache
+
+    cache = default_cache()
+    if cache is None:
+        return
+    pa = require("pyarrow", _NEEDED_FOR)
+    sink = pa.BufferOutputStream()
+    metadata.write_metadata_file(sink)
+    cache.put_bytes(*_footer_key(store, name, size), sink.getvalue().to_pybytes())
 
 
 class _RangeFile(io.RawIOBase):
