@@ -10,6 +10,7 @@ sample builder decodes them as a tar part of that type.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -48,11 +49,13 @@ class ParquetReader:
         self.budget = budget
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
         self._files: OrderedDict[int, ParquetFile] = OrderedDict()
-        #: (file, group) -> (column names, per column its values, weight in bytes)
-        self._groups: OrderedDict[tuple[int, int], tuple[list[str], list[list[Any]], int]] = (
-            OrderedDict()
-        )
+        #: (file, group) -> (a dict per row, weight in bytes of the Arrow table)
+        self._groups: OrderedDict[tuple[int, int], tuple[list[dict[str, Any]], int]] = OrderedDict()
         self._weight = 0
+        #: Per file, the first row of each row group and the row count (a list: bisect).
+        self._starts: dict[int, list[int]] = {}
+        #: (file, first row, end row, group) of the row group the last read used.
+        self._last: tuple[int, int, int, tuple[list[dict[str, Any]], int]] | None = None
         #: Row groups read from the files (for tests and stats).
         self.groups_read = 0
 
@@ -70,7 +73,8 @@ class ParquetReader:
         """The first row of each row group of a file, then its row count."""
         return self._file(shard_id).group_starts
 
-    def _group(self, shard_id: int, group: int) -> tuple[list[str], list[list[Any]], int]:
+    def _group(self, shard_id: int, group: int) -> tuple[list[dict[str, Any]], int]:
+        """Row group ``group`` of a file as one dict per row (cached), and its weight."""
         key = (shard_id, group)
         held = self._groups.get(key)
         if held is not None:
@@ -78,29 +82,38 @@ class ParquetReader:
             return held
         table = self._file(shard_id).read_group(group, self.columns)
         self.groups_read += 1
-        names = list(table.column_names)
-        values = [_values(table.column(i), names[i] in self.media) for i in range(len(names))]
-        held = (names, values, int(table.nbytes))
+        rows: list[dict[str, Any]] = table.to_pylist()
+        for name in set(self.media) & set(table.column_names):
+            for row in rows:
+                value = row[name]
+                if isinstance(value, dict) and value.get("bytes") is not None:
+                    row[name] = value["bytes"]  # else (a path only) the struct as it is
+        held = (rows, int(table.nbytes))
         self._groups[key] = held
-        self._weight += held[2]
+        self._weight += held[1]
         while self._weight > self.budget and len(self._groups) > 1:
-            self._weight -= self._groups.popitem(last=False)[1][2]
+            self._weight -= self._groups.popitem(last=False)[1][1]
         return held
 
     def read(self, shard_id: int, index: int) -> RawSample:
         """The columns of row ``index`` of file ``shard_id``."""
-        file = self._file(shard_id)
-        starts = file.group_starts
-        if not 0 <= index < int(starts[-1]):
-            raise FormatError(
-                f"row {index} is outside the file's {int(starts[-1])} rows.",
-                path=self.store.url(self.shards[shard_id]),
-                hint="The file changed since the loader was set up; start it again.",
-            )
-        group = file.group_of(index)
-        names, values, _ = self._group(shard_id, group)
-        at = index - int(starts[group])
-        parts = {name: column[at] for name, column in zip(names, values, strict=True)}
+        last = self._last
+        if last is not None and last[0] == shard_id and last[1] <= index < last[2]:
+            held, first = last[3], last[1]  # the row group of the previous row (a slice's run)
+        else:
+            starts = self._starts.get(shard_id)
+            if starts is None:
+                starts = self._starts[shard_id] = self._file(shard_id).group_starts.tolist()
+            if not 0 <= index < starts[-1]:
+                raise FormatError(
+                    f"row {index} is outside the file's {starts[-1]} rows.",
+                    path=self.store.url(self.shards[shard_id]),
+                    hint="The file changed since the loader was set up; start it again.",
+                )
+            group = bisect.bisect_right(starts, index) - 1
+            held, first = self._group(shard_id, group), starts[group]
+            self._last = (shard_id, first, starts[group + 1], held)
+        parts = held[0][index - first]  # decode_row copies it before changing it
         name = self.shards[shard_id]
         return RawSample(f"{name}/{index}", parts, name, index, index)
 
@@ -127,18 +140,9 @@ class ParquetReader:
             opened.close()
         self._files.clear()
         self._groups.clear()
+        self._starts.clear()
+        self._last = None
         self._weight = 0
-
-
-def _values(column: Any, media: bool) -> list[Any]:
-    """A column's values as Python objects; of a media column, each struct's ``bytes`` (or the
-    struct as it is where ``bytes`` is empty, e.g. a path only)."""
-    values: list[Any] = column.to_pylist()
-    if media:
-        return [
-            v["bytes"] if isinstance(v, dict) and v.get("bytes") is not None else v for v in values
-        ]
-    return values
 
 
 #: The extension a media column's bytes decode as where their magic number says nothing.

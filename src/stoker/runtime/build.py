@@ -137,8 +137,7 @@ class SampleBuilder:
         #: Whether :meth:`assemble` runs no user code (no sample loader, part filter or joiner):
         #: then many samples may be assembled ahead in one call (:meth:`assemble_run`).
         self.bulk = (
-            not source.parquet  # rows: only media columns are decoded (decode_row)
-            and self.sample_loader is None
+            self.sample_loader is None
             and self.join is None
             and (config.field_map is not None or config.part_filter is None)
         )
@@ -173,7 +172,11 @@ class SampleBuilder:
         """
         out: list[Any] = []
         try:
-            if self.bulk and self.crude and self.jsonl_lines:
+            if self.source.parquet:  # rows: only media columns are decoded (decode_row)
+                append, assemble = out.append, self.assemble
+                for raw, ref in zip(raws, refs, strict=False):
+                    append(assemble(raw, ref))
+            elif self.bulk and self.crude and self.jsonl_lines:
                 self._jsonl_run(raws, refs, out)
             elif self.bulk and (self.crude or self.plain_fields is not None):
                 self._plain_run(raws, refs, out)
