@@ -26,6 +26,8 @@ def test_rows_come_from_their_row_group(tmp_path: Path) -> None:
         raw = reader.read(0, index)
         assert raw.parts["n"] == index and raw.key == f"a.parquet/{index}"
     assert reader.groups_read == 4  # groups 0, 1, 5 and 9; group 0 again from the cache
+    offsets = [reader.read(0, index).offset for index in (0, 9, 10)]
+    assert 4 <= offsets[0] == offsets[1] < offsets[2]  # where the row's group begins, in bytes
     with pytest.raises(FormatError, match="row 100 is outside the file's 100 rows"):
         reader.read(0, 100)
     reader.close()

@@ -175,14 +175,19 @@ class ParquetFile:
         try:
             return self.file.read_row_group(group, columns=columns)
         except Exception as e:
-            first = self.file.metadata.row_group(group).column(0)
-            offset = first.dictionary_page_offset if first.has_dictionary_page else None
             raise FormatError(
                 f"row group {group} cannot be read ({' '.join(str(e).split())}).",
                 path=self.store.url(self.name),
-                offset=first.data_page_offset if offset is None else offset,
+                offset=self.group_offset(group),
                 hint="The file is damaged; rewrite it, or exclude it from the dataset.",
             ) from None
+
+    def group_offset(self, group: int) -> int:
+        """The byte offset of row group ``group``'s first page (its first column chunk's
+        dictionary page, else data page; pyarrow's ``file_offset`` is 0 in current writers)."""
+        first = self.file.metadata.row_group(group).column(0)
+        offset = first.dictionary_page_offset if first.has_dictionary_page else None
+        return int(first.data_page_offset if offset is None else offset)
 
     def close(self) -> None:
         if self._handle is not None:

@@ -50,12 +50,14 @@ class ParquetReader:
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
         self._files: OrderedDict[int, ParquetFile] = OrderedDict()
         #: (file, group) -> (a dict per row, weight in bytes of the Arrow table)
-        self._groups: OrderedDict[tuple[int, int], tuple[list[dict[str, Any]], int]] = OrderedDict()
+        self._groups: OrderedDict[tuple[int, int], tuple[list[dict[str, Any]], int, int]] = (
+            OrderedDict()
+        )
         self._weight = 0
         #: Per file, the first row of each row group and the row count (a list: bisect).
         self._starts: dict[int, list[int]] = {}
         #: (file, first row, end row, group) of the row group the last read used.
-        self._last: tuple[int, int, int, tuple[list[dict[str, Any]], int]] | None = None
+        self._last: tuple[int, int, int, tuple[list[dict[str, Any]], int, int]] | None = None
         #: Row groups read from the files (for tests and stats).
         self.groups_read = 0
 
@@ -73,14 +75,16 @@ class ParquetReader:
         """The first row of each row group of a file, then its row count."""
         return self._file(shard_id).group_starts
 
-    def _group(self, shard_id: int, group: int) -> tuple[list[dict[str, Any]], int]:
-        """Row group ``group`` of a file as one dict per row (cached), and its weight."""
+    def _group(self, shard_id: int, group: int) -> tuple[list[dict[str, Any]], int, int]:
+        """Row group ``group`` of a file as one dict per row (cached), its weight, and the
+        byte offset of its first page (where errors and previews say the row is)."""
         key = (shard_id, group)
         held = self._groups.get(key)
         if held is not None:
             self._groups.move_to_end(key)
             return held
-        table = self._file(shard_id).read_group(group, self.columns)
+        file = self._file(shard_id)
+        table = file.read_group(group, self.columns)
         self.groups_read += 1
         rows: list[dict[str, Any]] = table.to_pylist()
         for name in set(self.media) & set(table.column_names):
@@ -88,7 +92,7 @@ class ParquetReader:
                 value = row[name]
                 if isinstance(value, dict) and value.get("bytes") is not None:
                     row[name] = value["bytes"]  # else (a path only) the struct as it is
-        held = (rows, int(table.nbytes))
+        held = (rows, int(table.nbytes), file.group_offset(group))
         self._groups[key] = held
         self._weight += held[1]
         while self._weight > self.budget and len(self._groups) > 1:
@@ -115,7 +119,7 @@ class ParquetReader:
             self._last = (shard_id, first, starts[group + 1], held)
         parts = held[0][index - first]  # decode_row copies it before changing it
         name = self.shards[shard_id]
-        return RawSample(f"{name}/{index}", parts, name, index, index)
+        return RawSample(f"{name}/{index}", parts, name, index, held[2])
 
     def read_run(
         self, shard_ids: Sequence[int], indices: Sequence[int]
