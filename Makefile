@@ -27,6 +27,12 @@ $(STAMP): pyproject.toml Makefile
 	# requirements (Transformer Engine and others have no CPU build; the modules tested need only
 	# megatron-core, transformers and pillow from the groups above).
 	$(BIN)/python -m pip install -q --no-deps "torch==2.13.0" "megatron-bridge==0.3.1"
+	# Hugging Face datasets, to write the Parquet files of tests/integration/test_parquet_dataset.py:
+	# its requirements first, then itself without them (it caps fsspec below what gcsfs needs;
+	# writing local Parquet files does not touch fsspec).
+	$(BIN)/python -m pip install -q "torch==2.13.0" "pyarrow>=14" "huggingface-hub==0.36.2" \
+		"dill==0.3.8" "multiprocess==0.70.16" xxhash pandas "httpx==0.28.1"
+	$(BIN)/python -m pip install -q --no-deps "datasets==4.8.5"
 	# Azurite, Azure's Blob Storage emulator, for tests/integration/test_azure_store.py, from the npm
 	# registry into .venv/azurite; where npm is missing or cannot install it, that test skips and
 	# says so.

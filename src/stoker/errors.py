@@ -159,6 +159,39 @@ class AlreadyPreparedError(StokerError):
     """The dataset already has metadata and overwriting was not allowed."""
 
 
+class MissingSampleIndexError(ConfigError, StorageError, RuntimeError):
+    """The dataset has no sample tables in ``.nv-meta/index.sqlite`` (it was prepared with
+    ``--no-sample-index``, Energon's ``--no-sample-tables``), and a join, an aux dataset, a
+    mount or a media metadata lookup needs them.
+
+    A :class:`ConfigError` and a :class:`StorageError` (what those places raised before), and a
+    ``RuntimeError`` as Energon's ``MissingSamplesTableError``, which is this class.
+
+    Example:
+        >>> e = MissingSampleIndexError.for_dataset("/data/ds", "joins")
+        >>> isinstance(e, MissingSamplesTableError), "--no-sample-tables" in str(e)
+        (True, True)
+    """
+
+    @classmethod
+    def for_dataset(cls, path: str, needed_for: str) -> MissingSampleIndexError:
+        return cls(
+            f"the dataset has no sample tables in .nv-meta/index.sqlite, which {needed_for} "
+            "need (was it prepared with --no-sample-index, Energon's --no-sample-tables?).",
+            path=path,
+            hint="Prepare it again with `stoker prepare` (or Energon's) without that flag.",
+        )
+
+
+#: Energon's name (its next release, pull request #230) for :class:`MissingSampleIndexError`.
+MissingSamplesTableError = MissingSampleIndexError
+
+
+class PrepareLockedError(StokerError):
+    """Another ``prepare`` of the same dataset is running (it holds the lock in the work
+    folder); the message names its pid, host and start, and the lock file."""
+
+
 class SampleError(StokerError):
     """One sample could not be read, decoded, mapped or encoded (scope ``sample``).
 
@@ -241,6 +274,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "simplejpeg": ("simplejpeg", "image"),
     "av": ("PyAV", "av"),
     "boto3": ("boto3", "s3"),
+    "pyarrow": ("pyarrow", "parquet"),
     "botocore": ("boto3", "s3"),
     "fsspec": ("fsspec", "http"),
     "aiohttp": ("aiohttp", "http"),

@@ -30,8 +30,8 @@ from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 def command(path: str, split_config: str, dataset_config: str, as_json: bool) -> None:
     """Summarise the prepared dataset at PATH: samples, bytes, splits, sample type.
 
-    PATH is a prepared folder of tar shards, an indexed .jsonl file, or a Megatron .bin/.idx
-    pair (the .bin, the .idx or their prefix). Only the metadata
+    PATH is a prepared folder of tar shards, an indexed .jsonl file, a Megatron .bin/.idx
+    pair (the .bin, the .idx or their prefix) or a folder of .parquet files. Only the metadata
     (.nv-meta, .idx) is read, so this is instant even for huge datasets; `stoker lint` checks
     the metadata against the shards.
 
@@ -63,6 +63,18 @@ def format_info(report: InfoReport) -> list[str]:
         ]
         return _aligned(rows)
     samples = f"{report.samples:,} sample{'' if report.samples == 1 else 's'}"
+    if report.kind == "parquet":
+        media = report.media_columns
+        columns = [f"{c} ({media[c]})" if c in media else c for c in report.columns]
+        rows += [
+            ("size", f"{samples} (rows), {human_bytes(report.bytes)} in {report.shards:,} files"),
+            ("format", "Parquet"),
+            ("columns", ", ".join(columns)),
+            ("sample type", report.sample_type or "crude"),
+        ]
+        if report.field_map:
+            rows.append(("field map", ", ".join(f"{k}: {v}" for k, v in report.field_map.items())))
+        return [*_aligned(rows), "", *_split_table(report)]
     rows += [
         ("size", f"{samples}, {human_bytes(report.bytes)} in {report.shards:,} shards"),
         ("prepared by", _writer(report.writer)),

@@ -108,7 +108,8 @@ def command(
         num_workers=num_workers,
         split_parts=parts,
     )
-    if decode and report.kind not in ("jsonl", "binidx"):
+    # a Parquet lint reads every group
+    if decode and report.kind not in ("jsonl", "binidx", "parquet"):
         show = progress and not as_json
         options = (split_config, dataset_yaml, trust_sample_loader, num_workers)
         _decode(path, parts, *options, report, progress=show)
@@ -169,7 +170,8 @@ def summary(report: LintReport) -> str:
     if report.kind in ("jsonl", "binidx"):
         checked = f"checked {report.path}, {report.samples_checked} samples"
     else:
-        checked = f"checked {report.shards_checked} shards, {report.samples_checked} samples"
+        unit = "files" if report.kind == "parquet" else "shards"
+        checked = f"checked {report.shards_checked} {unit}, {report.samples_checked} samples"
         if report.samples_decoded:
             checked += f" ({report.samples_decoded} decoded)"
     if not report.findings:

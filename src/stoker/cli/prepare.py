@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable
@@ -18,8 +19,10 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.distributed import distributed_world, on_main_rank
 from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
+from stoker.format.parquet import is_parquet_dataset, prepare_parquet
 from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
 from stoker.format.prepare_distributed import scan_distributed
+from stoker.format.prepare_lock import PrepareLock
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.splits import compile_split_patterns, parse_split_ratio
 from stoker.media.extract import MediaFilter
@@ -71,9 +74,11 @@ from stoker.storage import open_store
 )
 @click.option(
     "--no-sample-index",
+    "--no-sample-tables",
+    "no_sample_index",
     is_flag=True,
     help="Skip index.sqlite (faster at 10^9 samples): loading needs only the .tar.idx files; "
-    "joins, aux datasets and media metadata need the index.",
+    "joins, aux datasets and media metadata need the index. --no-sample-tables: Energon's name.",
 )
 @click.option(
     "--distributed",
@@ -143,6 +148,9 @@ def command(
         else:
             click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
         return
+    if is_parquet_dataset(open_store(path)):
+        _prepare_parquet(path, sample_type, field_map, dataset_yaml_name, as_json)
+        return
     media = _media_filter(by_extension, by_glob, by_header)
     if media is not None and no_sample_index:
         raise ConfigError(
@@ -177,13 +185,11 @@ def command(
             ratio = parse_split_ratio(wizard.ask_split_ratio())
         if needs_yaml:
             sample_type_asked = wizard.ask_sample_type()
-    if fix_duplicates and (overwrite or not is_prepared(open_store(path))):
-        if distributed:
-            raise ConfigError(
-                "--fix-duplicates rewrites shards in place and runs in one process.",
-                hint="Run `stoker prepare PATH --fix-duplicates` once without --distributed first.",
-            )
-        _fix_duplicates(path, exclude, as_json)
+    if fix_duplicates and distributed:
+        raise ConfigError(
+            "--fix-duplicates rewrites shards in place and runs in one process.",
+            hint="Run `stoker prepare PATH --fix-duplicates` once without --distributed first.",
+        )
     options = _Options(
         path,
         exclude,
@@ -202,26 +208,47 @@ def command(
             dataset_yaml_name, sample_type_asked,
         )  # fmt: skip
 
-    if distributed:
-        with distributed_world() as world:
-            resumed = scan_distributed(
-                path,
-                world,
-                exclude=exclude,
-                tar_index_only=tar_index_only,
-                overwrite=overwrite,
-                num_workers=num_workers,
-                progress=options.progress,
-                also=None if media is None else partial(_media_step, media),
-                sample_index=options.sample_index,
-            )
-            report = on_main_rank(world, run)
-        report.resumed_shards = resumed
-        if not world.is_main:
-            return
-    else:
-        report = run()
-    _print_report(report, as_json)
+    # one prepare at a time per dataset; under --distributed taken by rank 0 only
+    lock = PrepareLock(open_store(path))
+    with contextlib.closing(lock):
+        if not distributed:
+            lock.acquire()
+        report = _run(options, lock, run, fix_duplicates, distributed, as_json)
+    if report is not None:
+        _print_report(report, as_json)
+
+
+def _run(
+    options: _Options,
+    lock: PrepareLock,
+    run: Callable[[], PrepareReport],
+    fix_duplicates: bool,
+    distributed: bool,
+    as_json: bool,
+) -> PrepareReport | None:
+    """Index and publish (after renaming duplicate keys if asked) under the held ``lock``; the
+    report (None on ranks other than 0)."""
+    path, media = options.path, options.media
+    if fix_duplicates and (options.overwrite or not is_prepared(open_store(path))):
+        _fix_duplicates(path, options.exclude, as_json)
+    if not distributed:
+        return run()
+    with distributed_world() as world:
+        resumed = scan_distributed(
+            path,
+            world,
+            exclude=options.exclude,
+            tar_index_only=options.tar_index_only,
+            overwrite=options.overwrite,
+            num_workers=options.num_workers,
+            progress=options.progress,
+            also=None if media is None else partial(_media_step, media),
+            sample_index=options.sample_index,
+            lock=lock,
+        )
+        report = on_main_rank(world, run)
+    report.resumed_shards = resumed
+    return report if world.is_main else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,6 +307,24 @@ def _index_and_publish(
             dataset_yaml_name=dataset_yaml_name,
             extra_meta_files=extra,
         )
+
+
+def _prepare_parquet(
+    path: str, sample_type: str | None, field_map: str | None, yaml_name: str, as_json: bool
+) -> None:
+    """A Parquet folder: check its files, write the dataset.yaml of --sample-type if given."""
+    if field_map is not None and sample_type is None:
+        raise ConfigError("--field-map needs --sample-type.")
+    dataset_yaml = make_dataset_yaml(sample_type, field_map) if sample_type else None
+    report = prepare_parquet(path, dataset_yaml, yaml_name)
+    if as_json:
+        echo_json(report)
+        return
+    splits = ", ".join(f"{name} {rows} rows" for name, rows in report.splits.items())
+    click.echo(f"Parquet dataset {path}: {report.files} files, {splits}.")
+    if report.dataset_yaml:
+        click.echo(f"Wrote {report.dataset_yaml}.")
+    click.echo("Done")
 
 
 def _media_step(media: MediaFilter, work: PrepareWork) -> Callable[[str], object]:

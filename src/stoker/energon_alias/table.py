@@ -166,6 +166,10 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
             "INDEX_UUID_FILENAME SPLIT_YAML_FILENAME JOIN_INDEX_FILENAME"
         )
     },
+    "flavors.webdataset.indexing": {
+        "MissingSamplesTableError": "stoker:MissingSamplesTableError"
+        "|stoker.errors:MissingSamplesTableError",
+    },
     "epathlib": {"EPath": _EPATH, "DEFAULT_PROFILE_NAME": _PROFILE},
     "epathlib.epath": {
         "EPath": _EPATH,
@@ -279,6 +283,7 @@ _NOT_SERVED: dict[str, str] = {
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
     "BlendJoinDatasetReference Subset",
     "wrappers.base": "SampleIndex",
+    "flavors.webdataset.indexing": "SqliteIndexWriter SqliteIndexReader DuplicateSampleKeyError",
 }
 
 
@@ -339,8 +344,10 @@ HINTS: dict[str, str] = {
     f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
     "inside your TaskEncoder.encode_sample",
     f"{ROOT}.fork_hook": "Energon-internal fork hooks; stoker's workers need none",
-    f"{ROOT}.flavors.webdataset.indexing": "Energon-internal SQLite writer; use "
-    "stoker.prepare_dataset",
+    **dict.fromkeys(
+        _words("SqliteIndexWriter SqliteIndexReader DuplicateSampleKeyError"),
+        "Energon-internal SQLite index; use stoker.prepare_dataset",
+    ),
     f"{ROOT}.flavors.webdataset.prepare": "Energon-internal; use stoker.prepare_dataset",
     f"{ROOT}.flavors.webdataset.aggregator_pool": "Energon-internal; use stoker.prepare_dataset",
     f"{ROOT}.flavors.webdataset.sample_loader": "Energon-internal; stoker's state is a plain dict",

@@ -24,6 +24,7 @@ from stoker.format.meta import (
     read_info,
     read_split_config,
 )
+from stoker.format.parquet import HF_SPLIT, is_parquet_dataset, parquet_names, scan_parquet
 from stoker.format.sample_types import BUILTIN_MODULES, CRUDE_CLASS, LEGACY_DATASET_CLASSES
 from stoker.format.tar_index import sample_count
 from stoker.storage import Store, open_store, split_location
@@ -47,7 +48,7 @@ class InfoReport:
     """A summary of a prepared dataset (webdataset folder or indexed JSONL file)."""
 
     path: str
-    #: ``webdataset``, ``jsonl`` or ``binidx``.
+    #: ``webdataset``, ``jsonl``, ``binidx`` or ``parquet``.
     kind: str
     samples: int
     bytes: int
@@ -64,6 +65,9 @@ class InfoReport:
     splits: list[SplitInfo] = field(default_factory=list)
     #: Of a ``.bin``/``.idx`` token dataset: its documents, tokens and their dtype.
     tokens: dict[str, Any] | None = None
+    #: Of a Parquet dataset: its columns, and its media columns (name -> image/audio).
+    columns: list[str] = field(default_factory=list)
+    media_columns: dict[str, str] = field(default_factory=dict)
 
 
 def dataset_info(
@@ -96,6 +100,11 @@ def dataset_info(
             path=path,
             hint="Pass the folder of a prepared dataset, or a .jsonl file.",
         )
+    if is_parquet_dataset(store):
+        report = _parquet_info(store, path)
+        if store.exists(f"{META_DIR}/{dataset_config}"):
+            _describe_dataset_yaml(store, report, dataset_config)
+        return report
     info = read_info(store)
     split = read_split_config(store, split_config)
     report = InfoReport(
@@ -210,4 +219,23 @@ def _binidx_info(bin_path: str) -> InfoReport:
     }
     return InfoReport(
         path=bin_path, kind="binidx", samples=len(index), bytes=store.size(name), tokens=tokens
+    )
+
+
+def _parquet_info(store: Store, path: str) -> InfoReport:
+    """Rows, files and columns of each split of a Parquet folder (from the footers)."""
+    names = parquet_names(store)
+    found = sorted({m.group("split") for n in names if (m := HF_SPLIT.search(n))}) or ["train"]
+    layouts = {name: scan_parquet(store, name) for name in found}
+    first = layouts[found[0]]
+    return InfoReport(
+        path=path,
+        kind="parquet",
+        samples=sum(int(x.rows.sum()) for x in layouts.values()),
+        bytes=sum(store.size(n) for n in names),
+        shards=len(names),
+        splits=[SplitInfo(n, len(x.files), int(x.rows.sum()), 0) for n, x in layouts.items()],
+        sample_type="crude",
+        columns=list(first.columns),
+        media_columns=dict(first.media),
     )

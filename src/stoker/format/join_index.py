@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stoker.errors import FormatError, StorageError
+from stoker.errors import FormatError, MissingSampleIndexError
 from stoker.format.meta import INDEX_SQLITE, INDEX_UUID, INFO_JSON, META_DIR, read_info
 from stoker.storage import Store
 
@@ -220,11 +220,5 @@ def _local_db(store: Store) -> Iterator[str]:
     """A local path of ``index.sqlite`` (for remote stores a copy in the metadata cache)."""
     local = store.cached_local_path(INDEX_SQLITE)
     if local is None:
-        raise StorageError(
-            "the dataset has no index.sqlite, which joins need (was it prepared with "
-            "--no-sample-index?).",
-            path=store.url(INDEX_SQLITE),
-            hint="Prepare it again with `stoker prepare` without --no-sample-index (or "
-            "`--tar-index-only`).",
-        )
+        raise MissingSampleIndexError.for_dataset(store.url(INDEX_SQLITE), "joins")
     yield local

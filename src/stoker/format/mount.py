@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from stoker.errors import FormatError
+from stoker.errors import MissingSampleIndexError
 from stoker.format.meta import INDEX_SQLITE, read_info
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.storage import open_store
@@ -47,13 +47,7 @@ class DatasetTree:
         shards = list(read_info(self.store).shard_counts)
         local = self.store.cached_local_path(INDEX_SQLITE)
         if local is None:
-            raise FormatError(
-                "the dataset has no .nv-meta/index.sqlite, which lists the files to show (was it "
-                "prepared with --no-sample-index?).",
-                path=path,
-                hint="Prepare the dataset with `stoker prepare` without --no-sample-index (or "
-                "with Energon's prepare).",
-            )
+            raise MissingSampleIndexError.for_dataset(path, "the files to show (mount)")
         #: folder path ("" for the top) -> {name: FileEntry, or None for a sub-folder}
         self._dirs: dict[str, dict[str, FileEntry | None]] = {"": {}}
         self.files = 0

@@ -51,6 +51,7 @@ from stoker.format.meta import (
     read_info,
 )
 from stoker.format.parallel import ordered_map
+from stoker.format.prepare_lock import PrepareLock
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress, format_seconds
 from stoker.format.shard_scan import MAX_PARTS_REPORTED
@@ -123,9 +124,16 @@ class PendingPrepare:
     """
 
     def __init__(
-        self, store: Store, shards: list[str], tar_index_only: bool, sample_index: bool = True
+        self,
+        store: Store,
+        shards: list[str],
+        tar_index_only: bool,
+        sample_index: bool = True,
+        lock: PrepareLock | None = None,
     ) -> None:
         self.store = store
+        #: Held until :meth:`discard` (which :meth:`publish`'s ``with`` block ends with).
+        self.lock = lock
         self.shards = shards
         self.tar_index_only = tar_index_only
         #: Whether ``index.sqlite`` is built (``--no-sample-index`` turns it off).
@@ -206,6 +214,9 @@ class PendingPrepare:
             os.remove(self._sqlite_tmp)
         if self.abandoned:
             self.work.remove()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
         new_dir = self._new_meta_dir
         if new_dir is not None and os.path.isdir(new_dir) and not os.listdir(new_dir):
             os.rmdir(new_dir)  # made for the temporary files only: leave the dataset as it was
@@ -318,15 +329,24 @@ def index_shards(
     ``tmp_dir``: where ``index.sqlite`` is built when ``path`` is remote (Energon's
     ``--tmp-path``; default: the system's temporary folder), before it is uploaded.
 
+    The dataset's prepare lock (:mod:`stoker.format.prepare_lock`) is held until the returned
+    :class:`PendingPrepare` is published or discarded.
+
     Raises:
         AlreadyPreparedError: the dataset has metadata and ``overwrite`` is False.
+        PrepareLockedError: another prepare of the dataset is running.
         StokerError: no shards, unreadable or invalid shards, duplicate keys.
     """
     store = open_store(path)
     names = select_shards(store, path, exclude, tar_index_only, overwrite, shards)
-    if clean_tmp:
-        remove_stale_tmp(store)
-    pending = PendingPrepare(store, names, tar_index_only, sample_index)
+    lock = PrepareLock(store).acquire()
+    try:
+        if clean_tmp:
+            remove_stale_tmp(store)
+    except BaseException:
+        lock.release()
+        raise
+    pending = PendingPrepare(store, names, tar_index_only, sample_index, lock)
     try:
         _index_into(pending, num_workers, progress, tmp_dir)
     except BaseException:

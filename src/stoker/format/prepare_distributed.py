@@ -14,6 +14,7 @@ Example (under ``torchrun --nproc-per-node 8``)::
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from stoker.format.distributed import (
 from stoker.format.index_chunks import ChunkBuilder, discard_copy, plan_chunks
 from stoker.format.parallel import ordered_map
 from stoker.format.prepare import PrepareReport, prepare_dataset, remove_stale_tmp, select_shards
+from stoker.format.prepare_lock import PrepareLock
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress, summary_line
 from stoker.storage import open_store
@@ -46,6 +48,7 @@ def scan_distributed(
     progress: bool = False,
     also: Callable[[PrepareWork], Callable[[str], object]] | None = None,
     sample_index: bool = True,
+    lock: PrepareLock | None = None,
 ) -> int:
     """Phase 1 on every rank: index this rank's chunks of shards into the work folder (each
     shard's result, and the chunk file of the index rows); returns how many shards (of all
@@ -53,13 +56,17 @@ def scan_distributed(
 
     Rank ``r`` of ``N`` takes chunks ``r, r+N, ...`` of :func:`~stoker.format.index_chunks.
     plan_chunks`. ``also(work)`` gives a further per-shard step run over the same shards (e.g.
-    probing media into the work folder). Raises on every rank if any rank failed.
+    probing media into the work folder). Raises on every rank if any rank failed. ``lock``:
+    taken on rank 0 before any rank writes (another prepare of the dataset running fails every
+    rank); the caller releases it after publishing.
     """
     store = open_store(path)
 
     def check() -> list[str]:
         names = select_shards(store, path, exclude, tar_index_only, overwrite)
         if world.is_main:  # no rank writes yet: safe to remove what a killed run left
+            if lock is not None:
+                lock.acquire()
             remove_stale_tmp(store)
         return names
 
@@ -107,7 +114,8 @@ def prepare_dataset_distributed(
     """:func:`~stoker.format.prepare.prepare_dataset` spread over the ranks of a torch.distributed
     job; every rank calls it and every rank gets the report. ``publish`` takes the other
     arguments of ``prepare_dataset`` (``split_ratio``, ``dataset_yaml``, ...)."""
-    with distributed_world(world) as world:
+    lock = PrepareLock(open_store(path))  # taken on rank 0 only, by scan_distributed
+    with distributed_world(world) as world, contextlib.closing(lock):
         resumed = scan_distributed(
             path,
             world,
@@ -117,6 +125,7 @@ def prepare_dataset_distributed(
             num_workers=num_workers,
             progress=progress,
             sample_index=publish.get("sample_index", True),
+            lock=lock,
         )
         report = on_main_rank(
             world,

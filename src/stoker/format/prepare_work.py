@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -31,6 +32,8 @@ from stoker.storage import Store
 
 #: Relative to the dataset root. Hidden, so ``find_shards`` never looks inside.
 WORK_DIR = f"{META_DIR}/.stoker-work"
+#: The lock of the running prepare (:mod:`stoker.format.prepare_lock`): kept by :meth:`remove`.
+LOCK_NAME = f"{WORK_DIR}/prepare.lock"
 #: Bumped whenever the layout of a result file changes: older results are then ignored.
 RESULT_VERSION = 1
 _TMP_MARK = ".stoker-tmp-"  # as stoker.format.prepare.TMP_MARK (which imports this module)
@@ -117,7 +120,18 @@ class PrepareWork:
         """Delete the work folder (after publish)."""
         local = self.store.local_path(WORK_DIR)
         if local is not None:
-            shutil.rmtree(local, ignore_errors=True)
+            keep = os.path.basename(LOCK_NAME)  # the lock's holder removes it
+            for entry in os.listdir(local) if os.path.isdir(local) else []:
+                if entry == keep:
+                    continue
+                path = os.path.join(local, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+            with contextlib.suppress(OSError):
+                os.rmdir(local)  # empty: no lock (a library call without one)
         elif self.store.is_dir(WORK_DIR):
             for name in self.store.list_files(WORK_DIR):  # relative to the dataset root
                 self.store.remove(name)

@@ -65,6 +65,8 @@ def _scan(read_at: ReadAt, size: int, name: str, where: str) -> ShardIndex:
     last_key: str | None = None
     sample_parts: set[str] = set()
     for member in scan:
+        if not member.name.isascii():
+            _check_utf8(member.name, where, member.offset)
         split = split_name(member.name)
         if split is None:
             continue
@@ -109,6 +111,23 @@ def _scan(read_at: ReadAt, size: int, name: str, where: str) -> ShardIndex:
     offsets.append(scan.end)
     result.fingerprint = shard_fingerprint(read_at, size, offsets[-2])
     return result
+
+
+def _check_utf8(name: str, where: str, offset: int) -> None:
+    """Refuse a member name that is not valid UTF-8 (decoded with ``surrogateescape``):
+    ``index.sqlite`` stores keys as text, and a key must print and compare as text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = name.encode("utf-8", "surrogateescape")
+        raise FormatError(
+            f"the member name {raw!r} is not valid UTF-8; sample keys and part names are "
+            "stored and compared as text.",
+            path=where,
+            offset=offset,
+            hint="Rename the file in the tar to a UTF-8 name (e.g. unpack, rename and re-shard "
+            "with `stoker pack`), or --exclude this shard.",
+        ) from None
 
 
 def shard_fingerprint(read_at: ReadAt, size: int, last_sample: int) -> str:

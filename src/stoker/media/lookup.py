@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from stoker.errors import ConfigError, SampleError
+from stoker.errors import ConfigError, MissingSampleIndexError, SampleError
 from stoker.format.media_metadata import MediaMetadataReader
 from stoker.format.meta import INDEX_SQLITE
 from stoker.media.metadata import MediaMetadata, deserialize_media_metadata
@@ -64,11 +64,7 @@ def _reader(dataset_path: str) -> MediaMetadataReader:
     if reader is None:
         local = open_store(dataset_path).cached_local_path(INDEX_SQLITE)
         if local is None:
-            raise ConfigError(
-                "the dataset has no index.sqlite (was it prepared with --no-sample-index?).",
-                path=dataset_path,
-                hint=_HINT,
-            )
+            raise MissingSampleIndexError.for_dataset(dataset_path, "media metadata lookups")
         reader = MediaMetadataReader(local)
         if not reader.has_table():
             reader.close()

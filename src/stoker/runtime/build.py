@@ -18,6 +18,7 @@ from stoker.pipeline.decode import (
     SampleDecoder,
 )
 from stoker.pipeline.errors import SkipSample, wrap_failure
+from stoker.pipeline.parquet_read import decode_row
 from stoker.pipeline.read import LineRaws, RawSample
 from stoker.pipeline.stage_clock import CLOCK, COOK
 from stoker.runtime.line_runs import scanned_lines
@@ -173,7 +174,11 @@ class SampleBuilder:
         """
         out: list[Any] = []
         try:
-            if self.bulk and self.crude and self.jsonl_lines:
+            if self.source.parquet:  # rows: only media columns are decoded (decode_row)
+                append, assemble = out.append, self.assemble
+                for raw, ref in zip(raws, refs, strict=False):
+                    append(assemble(raw, ref))
+            elif self.bulk and self.crude and self.jsonl_lines:
                 self._jsonl_run(raws, refs, out)
             elif self.bulk and (self.crude or self.plain_fields is not None):
                 self._plain_run(raws, refs, out)
@@ -296,8 +301,13 @@ class SampleBuilder:
         parts = raw.parts
         if self.part_filter is not None:
             parts = {name: data for name, data in parts.items() if self.part_filter(name)}
-        decoded = self.decoder.decode(raw.key, parts) if self.decoder is not None else dict(parts)
         source = self.source
+        if source.parquet:
+            decoded = decode_row(self.decoder, raw.key, parts, source.media)
+        elif self.decoder is not None:
+            decoded = self.decoder.decode(raw.key, parts)
+        else:
+            decoded = dict(parts)
         sources = (source_info(source.path, ref, raw.shard, raw.file_names),)
         restore_key = ("Webdataset", source.path, ref)
         if self.crude:  # as build_sample makes it, without its other cases

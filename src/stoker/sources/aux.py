@@ -20,7 +20,7 @@ import os
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from stoker.errors import ConfigError, SampleError
+from stoker.errors import ConfigError, MissingSampleIndexError, SampleError
 from stoker.format.meta import INDEX_SQLITE, read_info
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar import split_name
@@ -278,13 +278,9 @@ def check_aux(ref: AuxRef) -> None:
 
 def _require_index(store: Store, path: str) -> None:
     if not store.exists(INDEX_SQLITE):
-        raise ConfigError(
-            "an aux dataset must be a prepared dataset with .nv-meta/index.sqlite (one prepared "
-            "with --no-sample-index has none).",
-            path=path,
-            hint=f"Run `stoker prepare {path}` without --no-sample-index, or use filesystem:// "
-            "for a plain folder.",
-        )
+        error = MissingSampleIndexError.for_dataset(path, "aux datasets")
+        error.hint = f"{error.hint} Or use filesystem:// for a plain folder."
+        raise error
 
 
 def add_source_info(sample: Any, *infos: SourceInfo) -> Any:

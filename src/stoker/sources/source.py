@@ -25,12 +25,14 @@ from stoker.format.meta import (
     read_info,
     read_split_config,
 )
+from stoker.format.parquet import is_parquet_dataset
 from stoker.format.shard_scan import scan_shard
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar_index import sample_count
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.read import ShardReader
 from stoker.pipeline.read_binidx import BinIdxReader
+from stoker.sources.parquet_source import parquet_config, parquet_split
 from stoker.storage import Store, open_store, split_location
 
 if TYPE_CHECKING:
@@ -73,6 +75,10 @@ class DataSource:
     join: JoinSpec | None = None
     #: A Megatron token dataset: the one shard is a ``.bin`` (:mod:`stoker.sources.binidx`).
     binidx: bool = False
+    #: A Parquet dataset (:mod:`stoker.format.parquet`): the shards are its files of this split.
+    parquet: bool = False
+    #: Of a Parquet dataset, its media columns: name -> ``image``/``audio``.
+    media: dict[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> str:
@@ -119,6 +125,15 @@ class DataSource:
     def reader(self) -> ShardReader:
         if self.binidx:
             return BinIdxReader(open_store(self.root), self.shards)
+        if self.parquet:
+            from stoker.pipeline.parquet_read import ParquetReader
+
+            used = self.config.parts_used() if self.config.field_map is not None else None
+            columns = None if used is None else sorted(used)
+            reader: Any = ParquetReader(
+                open_store(self.root), self.shards, columns=columns, media=self.media
+            )
+            return reader  # type: ignore[no-any-return]  # ShardReader's interface
         return ShardReader(open_store(self.root), self.shards, jsonl=self.jsonl)
 
 
@@ -161,7 +176,10 @@ def load_source(
     else:
         try:
             store = open_store(path)
-            config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
+            if is_parquet_dataset(store):
+                config = parquet_config(store, dataset_config, allowed_modules)
+            else:
+                config = read_dataset_config(store, dataset_config, allowed_modules=allowed_modules)
             used_split = config.split_config or split_config
             source = load_split(
                 path,
@@ -205,6 +223,8 @@ def load_split(
             the dataset folder (unless ``allow_outside_paths``).
     """
     store = open_store(path)
+    if is_parquet_dataset(store):
+        return parquet_split(path, store, split_part, config, subflavors, trust_sample_loader)  # type: ignore[no-any-return]
     info = read_info(store, allow_outside_paths=allow_outside_paths)
     split = read_split_config(store, split_config, allow_outside_paths=allow_outside_paths)
     shards = split.shards(split_part)

@@ -14,9 +14,11 @@ from stoker.format.lint.binidx import lint_binidx
 from stoker.format.lint.jsonl import lint_jsonl
 from stoker.format.lint.meta import check_dataset_yaml, check_split, check_sqlite, select_splits
 from stoker.format.lint.offsets import IndexProblem, index_scan_problem, index_structure_problem
+from stoker.format.lint.parquet import lint_parquet
 from stoker.format.lint.report import MAX_REPORTED, Finding, LintReport, Severity
 from stoker.format.lint.shards import ShardCheck, check_shard, check_shards
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG, META_DIR, read_info
+from stoker.format.parquet import is_parquet_dataset
 from stoker.storage import open_store
 
 __all__ = [
@@ -65,6 +67,8 @@ def lint_dataset(
         if (bin_path := token_dataset(path)) is not None:  # a .bin/.idx prefix
             return lint_binidx(bin_path)
         raise StorageError("no such folder.", path=path, hint="Pass the folder of a dataset.")
+    if is_parquet_dataset(store):
+        return lint_parquet(store, path)
     if not store.is_dir(META_DIR):
         raise StorageError(
             "not a prepared dataset: there is no .nv-meta folder.",
