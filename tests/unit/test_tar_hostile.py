@@ -29,7 +29,7 @@ from stoker.sources.source import load_source
 from tests.conftest import text_samples, write_shard
 
 TEXT = make_dataset_yaml("TextSample", {"text": "txt"})
-TIME_LIMIT_S = 20
+TIME_LIMIT_S = 120
 
 
 @pytest.fixture(autouse=True)
