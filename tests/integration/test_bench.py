@@ -249,3 +249,20 @@ def test_seconds_measures_for_that_long(images: Path) -> None:
     (run,) = run_bench(settings).runs
     assert 0.5 <= run.seconds < 1.5
     assert run.batches >= 5 and run.samples == 2 * run.batches  # 20 ms steps: at most 25
+
+
+def test_hold_keeps_batches_as_the_users_loop_does(images: Path) -> None:
+    from stoker.cli.bench import command
+
+    result = CliRunner().invoke(command, [
+        str(images), "--workers", "2", "--batches", "6", "--batch-size", "2", "--hold", "3",
+        "--image-decode", "torchrgb8", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["settings"]["hold"] == 3
+    (run,) = data["runs"]
+    assert run["batches"] == 6 and run["samples"] == 12
+    assert run["stats"]["slot_waits"] == 0 or run["stats"]["slot_wait_max_s"] <= 1.0
+    refused = CliRunner().invoke(command, [str(images), "--hold", "0"])
+    assert refused.exit_code != 0 and "--hold" in refused.output
