@@ -15,8 +15,8 @@ A slot a worker allocated but did not send (user code dropped or kept the tensor
 reused. Small tensors, and workers without a transport, use torch's own path.
 
 With a :class:`~stoker.pipeline.slot_pool.SlotPool` (forked workers, automatic budget), the
-workers build batches in slots they share instead of in their own; a worker keeps slots of its
-own for float batches sent as uint8 and for batches larger than a pool slot.
+workers build batches (float ones sent as uint8 too) in slots they share instead of in their
+own; a worker keeps slots of its own for batches larger than a pool slot.
 
 A worker never waits for a slot: where every slot is held (by batches the training loop keeps,
 or that wait in the queue) it builds the batch in a fresh segment, as torch does, and counts
