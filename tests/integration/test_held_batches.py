@@ -99,9 +99,10 @@ def test_a_loop_that_keeps_batches_gets_them_intact_and_the_workers_never_wait_f
     )
     assert seen == len(expected) == SHARDS * len(SIZES) // BATCH
     assert pool is not None and len(pool) == pool_slots(WORKERS, PREFETCH)[0]
-    # A worker never waits for a slot: the only wait is for the slot table's lock, bounded.
-    assert stats.slot_waits == 0 or stats.slot_wait_max_s <= LOCK_SECONDS
-    assert stats.slot_wait_s <= stats.slot_waits * LOCK_SECONDS
+    # A worker never waits for a slot: the only wait is for the slot table's lock, which gives
+    # up after LOCK_SECONDS (twice that: room for a loaded machine's scheduling).
+    assert stats.slot_waits == 0 or stats.slot_wait_max_s <= 2 * LOCK_SECONDS
+    assert stats.slot_wait_s <= stats.slot_waits * 2 * LOCK_SECONDS
     assert kept[-1].image.numel() * kept[-1].image.element_size() > MIN_SLOT_BYTES
     if mode == "torchrgb8":
         # Each batch was built in a shared slot or, where every slot it could take was held,
