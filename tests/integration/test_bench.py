@@ -251,3 +251,20 @@ def test_seconds_measures_for_that_long(images: Path) -> None:
     # Counted, not timed: every step sleeps 20 ms at least, so a run that went on past 0.5 s
     # would show more than 0.5 / 0.02 + 1 batches and the first (training data never ends).
     assert 5 <= run.batches <= 27 and run.samples == 2 * run.batches
+
+
+def test_hold_keeps_batches_as_the_users_loop_does(images: Path) -> None:
+    from stoker.cli.bench import command
+
+    result = CliRunner().invoke(command, [
+        str(images), "--workers", "2", "--batches", "6", "--batch-size", "2", "--hold", "3",
+        "--image-decode", "torchrgb8", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["settings"]["hold"] == 3
+    (run,) = data["runs"]
+    assert run["batches"] == 6 and run["samples"] == 12
+    assert run["stats"]["slot_waits"] == 0 or run["stats"]["slot_wait_max_s"] <= 2.0
+    refused = CliRunner().invoke(command, [str(images), "--hold", "0"])
+    assert refused.exit_code != 0 and "--hold" in refused.output

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 pl = pytest.importorskip("pytorch_lightning")
 
+from stoker import WorkerConfig, get_loader, get_train_dataset  # noqa: E402
 from stoker.integrations.lightning import StokerDataModule  # noqa: E402
+from stoker.model.source_info import SourceInfo  # noqa: E402
 from stoker.storage.options import LoaderOptions  # noqa: E402
 from tests.integration._images import make_image_dataset  # noqa: E402
 from tests.integration._integ_lightning import Crash, CrashAt, KeyRecorder, trainer  # noqa: E402
@@ -186,3 +189,80 @@ def test_flat_stats_reach_the_trainer_logger(
     assert [float(r["data/samples"]) for r in rows] == [2.0, 4.0, 6.0, 8.0]
     assert all(0.0 <= float(r["data/wait_frac"]) <= 1.0 for r in rows)
     assert stats is not None and stats.samples == 8
+
+
+class SourceRecorder(KeyRecorder):
+    """Also records the sources of each training batch, as the step sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[list[tuple[SourceInfo, ...]]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.sources.append(batch.__sources__)
+        return super().training_step(batch, batch_idx)
+
+
+# KeyRecorder validates; this fit has no validation data, on purpose.
+@pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_goes_straight_into_trainer_fit(
+    dataset: tuple[Path, dict[str, list[str]]], tmp_path: Path, workers: int
+) -> None:
+    """``Trainer.fit(model, train_dataloaders=get_loader(...))``, no data module: Lightning
+    moves every batch to the device with ``apply_to_collection``, which walks the batch and
+    the ``SourceInfo`` of each of its samples (it refuses frozen dataclasses)."""
+    root, keys = dataset
+    dataset_ = get_train_dataset(
+        str(root),
+        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=workers),
+        batch_size=2,
+        shuffle_buffer_size=8,
+        max_samples_per_sequence=4,
+    )
+    model = SourceRecorder()
+    with get_loader(dataset_) as loader:
+        fit = pl.Trainer(
+            accelerator="cpu",
+            devices=1,
+            max_steps=6,
+            default_root_dir=str(tmp_path),
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            enable_checkpointing=False,
+        )
+        fit.fit(model, train_dataloaders=loader)
+    assert len(model.train_keys) == 6
+    assert {k for step in model.train_keys for k in step} <= set(keys["train"])
+    for step_keys, sources in zip(model.train_keys, model.sources, strict=True):
+        # one tuple of sources per sample, each naming the sample's own shard and files
+        for key, (source,) in zip(step_keys, sources, strict=True):
+            assert type(source) is SourceInfo
+            assert source.shard_name == f"{key.rsplit('_', 1)[0]}.tar"
+            assert source.file_names == (f"{key}.jpg", f"{key}.txt")
+
+
+def test_lightning_walks_a_batch_into_its_tensors_and_keeps_its_sources() -> None:
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    from stoker.model.batch import Batch
+    from stoker.model.samples import CaptioningSample
+
+    @dataclass
+    class CaptionBatch(Batch):
+        image: torch.Tensor
+        caption: list[str]
+
+    def sample(i: int) -> CaptioningSample:
+        source = SourceInfo(dataset_path="/d", index=i, shard_name="a.tar", file_names=("i.jpg",))
+        image = torch.full((3, 2, 2), i, dtype=torch.uint8)
+        return CaptioningSample(
+            __key__=f"k{i}", __restore_key__=(), __sources__=(source,), image=image, caption="c"
+        )
+
+    batch = CaptionBatch.from_samples([sample(0), sample(1)])
+    moved = apply_to_collection(batch, torch.Tensor, lambda t: t + 1)
+    assert torch.equal(moved.image, batch.image + 1)
+    assert moved.__sources__ == batch.__sources__
+    assert [s.index for s in moved.__sources__] == [0, 1]

@@ -30,7 +30,8 @@ from stoker import (
 from stoker.errors import ConfigError, FormatError, SampleError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.jsonl import prepare_jsonl
-from stoker.model.samples import CrudeSample, source_info
+from stoker.model.samples import CrudeSample
+from stoker.model.source_info import source_info
 from stoker.pipeline import read as read_module
 from stoker.pipeline import stage_clock
 from stoker.pipeline.batching import restore_key_of

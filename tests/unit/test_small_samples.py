@@ -151,7 +151,7 @@ def test_json_with_extra_data_fails_as_before() -> None:
 
 
 def test_fast_made_source_infos_and_positions_equal_constructed_ones() -> None:
-    from stoker.model.samples import source_info
+    from stoker.model.source_info import source_info
     from stoker.pipeline.refs import Position, position
 
     info = SourceInfo(dataset_path="/d", index=7, shard_name="s.tar", file_names=("7.txt",))

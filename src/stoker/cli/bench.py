@@ -36,6 +36,14 @@ from stoker.errors import StorageError
     help="Simulated training step per batch (ms), so the data-wait figure means something.",
 )
 @click.option(
+    "--hold",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Batches the simulated loop keeps while it asks for the next, as yours does (1: a plain "
+    "loop; 2: it keeps the previous batch; 4: gradient accumulation over 4).",
+)
+@click.option(
     "--task-encoder",
     metavar="MODULE:CLASS",
     help="Your task encoder, imported from this directory or PYTHONPATH (default: stoker's).",
@@ -79,6 +87,7 @@ def command(
     batches: int,
     seconds: float | None,
     consumer_ms: float,
+    hold: int,
     task_encoder: str | None,
     image_decode: str | None,
     av_decode: str | None,
@@ -104,6 +113,7 @@ def command(
       stoker bench ./shards --workers 0,2,4,8 --batch-size 32 --consumer-ms 40
       stoker bench blend.yaml --task-encoder my_project.data:MyEncoder --seconds 10
       stoker bench ./shards --image-decode torchrgb8 --html bench.html --json
+      stoker bench ./shards --image-decode torchrgb8 --hold 2 --consumer-ms 40
     """
     from stoker.preview.bench import BenchSettings, run_bench
     from stoker.preview.bench_report import format_report, report_data
@@ -116,6 +126,7 @@ def command(
         batches=batches,
         seconds=seconds,
         consumer_ms=consumer_ms,
+        hold=hold,
         task_encoder=task_encoder,
         image_decode=image_decode,
         av_decode=av_decode,

@@ -207,8 +207,9 @@ class StokerDataModule(pl.LightningDataModule):
     ) -> Any:
         """Move the batch's tensors to ``device``.
 
-        Lightning's default refuses batches that hold frozen dataclasses, and stoker samples
-        record their sources in frozen ``SourceInfo`` values (which hold no tensors).
+        Lightning's default refuses batches that hold frozen dataclasses (a task encoder's
+        own batch type may be one); stoker's ``SourceInfo`` is not one, so a plain stoker loader
+        goes into ``Trainer.fit(model, train_dataloaders=loader)`` too.
         """
         blocking = device.type not in ("cuda", "xpu")
         return apply_to_collection(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copyreg
 from typing import Any
 
-from stoker.model.samples import SourceInfo, source_infos
+from stoker.model.source_info import SourceInfo, source_infos
 
 #: Fewer sources than this are pickled one by one (columns are not worth it).
 MIN_SOURCES = 8

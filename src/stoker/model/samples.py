@@ -15,15 +15,12 @@ may re-declare a field without a default or add fields without defaults.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stoker.model.dataclass_helpers import edataclass
 from stoker.model.field_access import FieldAccess
+from stoker.model.source_info import SourceInfo as SourceInfo
 
 if TYPE_CHECKING:
     import torch
@@ -63,75 +60,6 @@ class Extendable(FieldAccess):
             if f.init:
                 fields.setdefault(f.name, getattr(src, f.name))
         return cls(**fields)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceInfo:
-    """Where a sample's bytes came from: dataset, index in it, shard and member file names."""
-
-    dataset_path: str
-    index: int | str
-    shard_name: str | None
-    file_names: tuple[str, ...]
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # One per sample crosses from the workers: a plain tuple pickles several times faster
-        # than a slotted dataclass's default state (which walks its fields on both sides).
-        return source_info, (self.dataset_path, self.index, self.shard_name, self.file_names)
-
-
-def source_info(
-    dataset_path: str, index: int | str, shard_name: str | None, file_names: tuple[str, ...]
-) -> SourceInfo:
-    """A :class:`SourceInfo` from its fields in order, made about 3x faster than by its frozen
-    ``__init__`` (one is made per sample; its pickles call this too).
-
-    Example:
-        >>> source_info("/data", 7, "a.tar", ("7.txt",)).index
-        7
-    """
-    made = _new(SourceInfo)
-    set_path, set_index, set_shard, set_names = _SOURCE_INFO_SETTERS
-    set_path(made, dataset_path)
-    set_index(made, index)
-    set_shard(made, shard_name)
-    set_names(made, file_names)
-    return made
-
-
-def source_infos(
-    count: int,
-    paths: Sequence[str],
-    indices: Sequence[int | str],
-    shards: Sequence[str | None],
-    files: Sequence[tuple[str, ...]],
-) -> list[SourceInfo]:
-    """``count`` :class:`SourceInfo` from their fields as columns, made in C loops (``map``
-    over the slots' setters): for many at once, several times faster than one by one.
-
-    Example:
-        >>> [a, b] = source_infos(2, ["/d"] * 2, [0, 1], ["a.tar"] * 2, [("0.txt",), ("1.txt",)])
-        >>> b == source_info("/d", 1, "a.tar", ("1.txt",))
-        True
-    """
-    made = list(map(_new, repeat(SourceInfo, count)))
-    set_path, set_index, set_shard, set_names = _SOURCE_INFO_SETTERS
-    _drain(map(set_path, made, paths))
-    _drain(map(set_index, made, indices))
-    _drain(map(set_shard, made, shards))
-    _drain(map(set_names, made, files))
-    return made
-
-
-_new = object.__new__
-#: The slots' setters of :class:`SourceInfo`, in field order (writing through them skips
-#: frozenness).
-_SOURCE_INFO_SETTERS = tuple(
-    getattr(SourceInfo, f.name).__set__ for f in dataclasses.fields(SourceInfo)
-)
-#: Runs an iterator to its end, keeping nothing (a deque of no length).
-_drain = collections.deque[None](maxlen=0).extend
-_source_info = source_info  # the name its pickles were made with
 
 
 @edataclass

@@ -57,6 +57,9 @@ class StageDelta:
     #: Absolute gauges at the time of the delta: ``rss`` (bytes), ``slots`` / ``slot_bytes``
     #: (shared-memory batch slots the worker holds).
     gauges: dict[str, int] = field(default_factory=dict)
+    #: Batch slot counters since the previous delta (``slot_fallbacks``, ``slot_waits``,
+    #: ``slot_wait_s``) and ``slot_wait_max_s``, the longest wait so far.
+    slots: dict[str, float] = field(default_factory=dict)
 
 
 class StageClock:

@@ -15,9 +15,12 @@ A slot a worker allocated but did not send (user code dropped or kept the tensor
 reused. Small tensors, and workers without a transport, use torch's own path.
 
 With a :class:`~stoker.pipeline.slot_pool.SlotPool` (forked workers, automatic budget), the
-workers build batches in slots they share, ``num_workers + 1`` of them, instead of in their
-own; a worker keeps slots of its own for float batches sent as uint8 and for batches larger
-than a pool slot.
+workers build batches (float ones sent as uint8 too) in slots they share instead of in their
+own; a worker keeps slots of its own for batches larger than a pool slot.
+
+A worker never waits for a slot: where every slot is held (by batches the training loop keeps,
+or that wait in the queue) it builds the batch in a fresh segment, as torch does, and counts
+it (:attr:`WorkerTransport.counters`, the loader's ``stats().slot_fallbacks``).
 
 Float image batches may travel as their uint8 pixels and be scaled in the main process (see
 :mod:`stoker.pipeline.main_floats` and :func:`image_buffer`): a quarter of the shared memory.
@@ -51,23 +54,21 @@ MIN_SLOT_BYTES = 1 << 20
 #: Shared memory (MB) a worker may keep in slots; None: sized from the batches (see
 #: :func:`slot_budget`). ``LoaderOptions.batch_slots_mb`` overrides it (0 turns reuse off).
 SLOTS_MB = BATCH_SLOTS_MB
-#: Slots for batches besides the ``prefetch_factor`` ones a worker may have in flight. None:
-#: a worker whose slots are all held (by the training loop's batch, or the queue) waits for
-#: one to come back (:data:`RELEASE_WAIT_SECONDS`); it is ahead then (the loop is the slower
-#: side), and a third slot per worker would be a third more shared memory.
+#: Slots for batches besides the ``prefetch_factor`` ones a worker may have in flight: none (a
+#: worker whose slots are all held takes a fresh segment; the pool, where there is one, holds
+#: the batches the training loop keeps).
 EXTRA_BATCHES = 0
-#: How long a worker whose slots are all held waits for the main process to release one
-#: before it takes a fresh segment.
-RELEASE_WAIT_SECONDS = 0.25
 #: The "worker" of a slot in a loader's shared :class:`SlotPool` (main-process keys).
 POOL = -1
+#: What :attr:`WorkerTransport.counters` counts (summed over the workers by ``stats()``, but
+#: ``slot_wait_max_s``, the longest).
+SLOT_COUNTERS = ("slot_fallbacks", "slot_waits", "slot_wait_s", "slot_wait_max_s")
 
 
 def slot_budget(batch_bytes: int, prefetch_factor: int) -> int:
     """Bytes of slots a worker keeps: one per batch in flight, ``prefetch_factor`` plus
     :data:`EXTRA_BATCHES`, each ``batch_bytes`` (the largest batch so far) and a sixteenth of
-    room for slightly larger batches. A batch beyond it waits up to
-    :data:`RELEASE_WAIT_SECONDS` for a slot to come back, then takes a fresh segment.
+    room for slightly larger batches. A batch beyond it takes a fresh segment.
 
     Example:
         >>> slot_budget(26 << 20, 2) >> 20  # uint8 images of up to 512 x 512, batch 32
@@ -167,12 +168,7 @@ class WorkerTransport:
         self._pool_used = 0  # bytes of it handed out
         self._pool_tensors: list[tuple[int, int, bool]] = []  # (start, end, scaled) pointers
         self._pool_tried = False  # the batch being built asked the pool (once per batch)
-        #: Wait for a slot (off after a wait in vain, until the main process frees one: a
-        #: training loop that keeps batches costs no wait per batch, a slow one does not
-        #: make the workers take fresh segments).
-        self._pool_patient = True
-        self._pool_frees = 0  # the pool's count of frees at the last wait in vain
-        self._fits_pool = True  # off for good after a float or too large batch
+        self._fits_pool = True  # off for good after a batch too large for a pool slot
         self._pool_sent = False  # the batch pickled last refers to its pool slot
         #: No user code sees a batch between batching and export: float image batches may be
         #: built as uint8 and scaled by the main process (:func:`image_buffer`).
@@ -190,9 +186,10 @@ class WorkerTransport:
         self._new_storages: list[torch.UntypedStorage] = []
         #: Tensors outside slots of the batch being pickled (see Exported.side).
         self._side: list[torch.Tensor] = []
-        #: Wait for a release when the pool is full (off after a wait in vain, until the
-        #: next release: a user who keeps batches gets fresh segments without waiting).
-        self._patient = True
+        #: Since the worker started: ``slot_fallbacks`` (batch tensors built in a fresh segment
+        #: because every slot was held), ``slot_waits`` / ``slot_wait_s`` / ``slot_wait_max_s``
+        #: (claims of a pool slot that waited for the pool's table lock, never for a slot).
+        self.counters: dict[str, float] = dict.fromkeys(SLOT_COUNTERS, 0)
         #: Where pickles of plain data go (see :mod:`stoker.pipeline.payload_ring`).
         self.ring = PayloadRing()
 
@@ -211,18 +208,11 @@ class WorkerTransport:
                 return pooled
         self._drain()
         slot = self._free_slot(nbytes)
-        # where the pool took part, its wait was this batch's
-        waits = self._patient and (self.pool is None or not self._fits_pool)
-        if slot is None and waits and any(s.exports for s in self.slots.values()):
-            # The pool is full and the main process holds slots: one comes back when the
-            # training loop moves on. Waiting for it keeps the memory to the budget (a fresh
-            # segment also costs its page faults, ~0.1 s for 25 MB on a virtual machine).
-            self._patient = self._drain(wait=RELEASE_WAIT_SECONDS)
-            slot = self._free_slot(nbytes)
-        if slot is None and scaled and self._budget() > 0:
-            # beyond the budget (trimmed when it comes back): a quarter of the fresh float32
-            # segment it spares
-            slot = self._new_slot(nbytes)
+        reuses = self._budget() > 0 or self._pool_tried  # else the user turned reuse off
+        if slot is None and reuses:  # every slot is held: fresh memory
+            self.counters["slot_fallbacks"] += 1
+            if scaled:  # a slot beyond the budget (trimmed when it comes back): a quarter of
+                slot = self._new_slot(nbytes)  # the fresh float32 segment it spares
         if slot is None:
             return None
         slot.allocated, slot.scaled = True, scaled
@@ -234,20 +224,16 @@ class WorkerTransport:
         """A tensor in the batch's pool slot (claimed with its first tensor), or None."""
         assert self.pool is not None
         start = self._pool_used
-        # Larger than a pool slot, or uint8 pixels of a float batch (freed as soon as the main
-        # process scales them: shared slots spared no memory there, measured): slots of its own
-        if scaled or start + nbytes > self.pool.slot_bytes:
+        # Larger than a pool slot: slots of its own (for good: the batches are that large)
+        if start + nbytes > self.pool.slot_bytes:
             self._fits_pool = False
         if not self._fits_pool:
             return None
         if self._pool_slot is None and not self._pool_tried:
             self._pool_tried = True
-            frees = self.pool.frees.value
-            self._pool_patient = self._pool_patient or frees != self._pool_frees
-            wait = RELEASE_WAIT_SECONDS if self._pool_patient else 0.0
-            self._pool_slot = self.pool.claim(wait, self.worker)
-            if self._pool_slot is None and wait:  # the loop keeps batches, or is slow
-                self._pool_patient, self._pool_frees = False, self.pool.frees.value
+            self._pool_slot = self.pool.claim(self.worker)
+            if self.pool.waited:
+                self._waited(self.pool.waited)
         if self._pool_slot is None:
             return None
         self._pool_used = aligned(start + nbytes)
@@ -341,19 +327,21 @@ class WorkerTransport:
         if slot.sent:
             self._dropped.append(slot.number)
 
-    def _drain(self, wait: float = 0.0) -> bool:
-        """Take the main process's releases (waiting up to ``wait`` s for the first); whether
-        one came. Free slots stay in the pool (within the budget): re-creating one costs its
-        page faults again."""
+    def _waited(self, seconds: float) -> None:
+        counters = self.counters
+        counters["slot_waits"] += 1
+        counters["slot_wait_s"] += seconds
+        counters["slot_wait_max_s"] = max(counters["slot_wait_max_s"], seconds)
+
+    def _drain(self) -> None:
+        """Take the main process's releases (never waiting for one). Free slots stay in the
+        pool (within the budget): re-creating one costs its page faults again."""
         by_number = {s.number: s for s in self.slots.values()}
-        released = False
         while True:
             try:
-                number = self.releases.get(timeout=wait) if wait else self.releases.get_nowait()
+                number = self.releases.get_nowait()
             except queue.Empty:
-                return released
-            wait, released = 0.0, True
-            self._patient = True
+                return
             slot = by_number.get(number)
             if slot is not None:
                 slot.exports -= 1

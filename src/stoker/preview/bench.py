@@ -2,7 +2,8 @@
 
 :func:`run_bench` builds the training split of a dataset (folder, metadataset YAML or URL) with
 the user's task encoder and decoder options, loads ``batches`` batches (or for ``seconds``) at each
-worker count while a simulated training step sleeps ``consumer_ms`` per batch, and measures
+worker count while a simulated training step sleeps ``consumer_ms`` per batch (the loop keeps
+the last ``hold`` batches, as the user's may), and measures
 samples/s, time to the first batch, the process tree's peak memory and the fraction of the loop's
 time spent waiting in ``next()``. When the loader has ``stats()`` its bottleneck stage and
 per-stage times are shown too. :func:`recommend` picks ``num_workers`` and ``prefetch_factor``.
@@ -15,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import time
@@ -101,6 +103,7 @@ def _measure(settings: BenchSettings, workers: int) -> BenchRun:
             loop.steady()
             view = read_stats(loader)
         finally:
+            loop.kept.clear()
             loader.close()
     return loop.result(workers, rss.peak, view)
 
@@ -117,6 +120,8 @@ class _Loop:
         self.samples = 0
         self.waited = 0.0
         self.seconds = 0.0
+        #: The batches the loop keeps (``settings.hold``), the newest last.
+        self.kept: collections.deque[Any] = collections.deque(maxlen=settings.hold)
 
     def first(self, start: float, workers: int) -> None:
         """The first batch, timed; then one more from each other worker, untimed (warm-up).
@@ -152,6 +157,7 @@ class _Loop:
         self.seconds = time.perf_counter() - start
 
     def _step(self, batch: Any) -> None:
+        self.kept.append(batch)
         if self.settings.consumer_ms > 0:
             time.sleep(self.settings.consumer_ms / 1000)
 

@@ -64,7 +64,8 @@ def format_report(report: BenchReport) -> list[str]:
     amount = f"{s.seconds:g} s" if s.seconds is not None else f"{s.batches} batches"
     lines = [
         f"{s.path} [{s.split_part}]: batch size {s.batch_size}, {amount} per setting, "
-        f"training step {s.consumer_ms:g} ms, task encoder {s.task_encoder or 'default'}",
+        f"training step {s.consumer_ms:g} ms, keeping {s.hold} batch(es), "
+        f"task encoder {s.task_encoder or 'default'}",
         "",
     ]
     rows = [COLUMNS, *table_rows(report)]

@@ -23,6 +23,8 @@ class BenchSettings:
     """What to load and how. ``task_encoder`` is ``"module:Class"`` (None: the default one).
 
     ``seconds`` (when set) measures each worker count for that long instead of ``batches``.
+    ``hold``: the batches the simulated loop keeps while it asks for the next (1: a plain
+    ``for batch in loader``; 2: it keeps the previous one too, as a loop that logs it does).
     Decoder options (``image_decode``, ``av_decode``) replace the task encoder's ``decoder``
     when given.
     """
@@ -40,6 +42,7 @@ class BenchSettings:
     shuffle_buffer_size: int = 100
     max_samples_per_sequence: int | None = 100
     prefetch_factor: int = 2
+    hold: int = 1
 
     def check(self) -> None:
         """Refuse settings that cannot be measured, saying which option to change."""
@@ -53,6 +56,11 @@ class BenchSettings:
                 f"invalid batch_size={self.batch_size}, batches={self.batches} or "
                 f"prefetch_factor={self.prefetch_factor}.",
                 hint="Use --batch-size, --batches and --prefetch-factor >= 1.",
+            )
+        if self.hold < 1:
+            raise ConfigError(
+                f"invalid hold={self.hold}.",
+                hint="Use --hold 1 for a plain loop, or the number of batches your loop keeps.",
             )
         if (self.seconds is not None and self.seconds <= 0) or self.consumer_ms < 0:
             raise ConfigError(

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from stoker.errors import SampleError, StokerError
 from stoker.model.cache_pool import current_cache_pool
 from stoker.model.cooking import Cooker, select_cooker
-from stoker.model.samples import CrudeSample, Sample, source_info
+from stoker.model.samples import CrudeSample, Sample
+from stoker.model.source_info import source_info
 from stoker.pipeline.decode import (
     JSON_PART,
     JSON_SCANNER,

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
-from stoker.model.samples import CrudeSample, source_infos
+from stoker.model.samples import CrudeSample
+from stoker.model.source_info import source_infos
 from stoker.pipeline.decode import JSON_SCANNER
 
 #: ``data.decode("utf-8")`` as a function (UTF-8 and strict errors are ``bytes.decode``'s

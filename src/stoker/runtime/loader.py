@@ -27,7 +27,7 @@ from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position, position
 from stoker.pipeline.skips import STORAGE, Skips, check_storage_share
-from stoker.pipeline.slot_pool import EXTRA_SLOTS, SlotPool
+from stoker.pipeline.slot_pool import SlotPool
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
@@ -385,7 +385,7 @@ def _slot_pool(context: Any, loader: Loader, workers: int) -> SlotPool | None:
     if context.get_start_method() != "fork" or loader.options.batch_slots_mb is not None:
         return None
     try:
-        return SlotPool(context, workers + EXTRA_SLOTS, owners=workers)
+        return SlotPool.for_loader(context, workers, loader.prefetch_factor)
     except OSError:  # no address space for it (strict overcommit): slots per worker
         return None
 

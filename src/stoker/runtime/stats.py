@@ -58,6 +58,7 @@ class StatsCollector:
         self.steps = 0
         self.workers: dict[int, _Worker] = {}
         self.storage: dict[str, int] = {}
+        self.slots: dict[str, float] = {}
         self.skips = Skips()
         self.since = perf_counter()
         self._pending_samples = 0
@@ -82,6 +83,9 @@ class StatsCollector:
         worker.wall += delta.wall
         for name, n in delta.storage.items():
             self.storage[name] = self.storage.get(name, 0) + n
+        for name, value in delta.slots.items():
+            before = self.slots.get(name, 0)
+            self.slots[name] = max(before, value) if name.endswith("_max_s") else before + value
         if delta.gauges:
             self._gauges[item.worker] = delta.gauges
 
@@ -182,6 +186,10 @@ class StatsCollector:
             storage=storage,
             shm_slots=sum(w.slots for w in workers.values()),
             shm_bytes=sum(w.slot_bytes for w in workers.values()),
+            slot_fallbacks=int(self.slots.get("slot_fallbacks", 0)),
+            slot_waits=int(self.slots.get("slot_waits", 0)),
+            slot_wait_s=self.slots.get("slot_wait_s", 0.0),
+            slot_wait_max_s=self.slots.get("slot_wait_max_s", 0.0),
         )
         if reset:
             self._clear()

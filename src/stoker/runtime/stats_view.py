@@ -77,6 +77,14 @@ class LoaderStats:
     #: Shared-memory batch slots held by all workers, and their bytes.
     shm_slots: int = 0
     shm_bytes: int = 0
+    #: Batch tensors the workers built in fresh shared memory because every slot was held (by
+    #: batches the loop keeps, or that wait in the queue): each costs its page faults.
+    slot_fallbacks: int = 0
+    #: Claims of a slot that waited (for the slot table's lock: workers never wait for a slot),
+    #: the seconds they waited in all, and the longest wait.
+    slot_waits: int = 0
+    slot_wait_s: float = 0.0
+    slot_wait_max_s: float = 0.0
 
     def flat(self, prefix: str = "data/") -> dict[str, float]:
         """Numbers under flat names, for ``SummaryWriter.add_scalars`` or ``wandb.log``.
@@ -96,6 +104,8 @@ class LoaderStats:
             "step_s": self.step_s,
             "skipped": sum(self.skipped.values()),
             "shm_bytes": self.shm_bytes,
+            "slot_fallbacks": self.slot_fallbacks,
+            "slot_wait_s": self.slot_wait_s,
         }
         out.update({f"stage/{s}_s": v for s, v in self.stage_seconds.items()})
         out.update({f"skipped/{r}": n for r, n in self.skipped.items()})

@@ -64,6 +64,7 @@ class Meter:
         CLOCK.enabled = enabled
         CLOCK.reset()
         self._storage = _storage()
+        self._slots: dict[str, float] = {}
         self._last = perf_counter()
         self._sent = 0
 
@@ -86,4 +87,20 @@ class Meter:
         gauges = getattr(self.transport, "slot_gauges", None)
         if gauges is not None:
             delta.gauges["slots"], delta.gauges["slot_bytes"] = gauges()
+        counters: dict[str, float] = getattr(self.transport, "counters", {})
+        delta.slots = _changed(counters, self._slots)
+        self._slots = dict(counters)
         return delta
+
+
+def _changed(counters: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """The slot counters that changed since ``before``, by how much; a ``*_max_s`` maximum is
+    sent as it is and starts again at 0 (so each delta carries the longest since the last)."""
+    out = {}
+    for name, value in counters.items():
+        if name.endswith("_max_s"):
+            if value:
+                out[name], counters[name] = value, 0.0
+        elif value != before.get(name, 0):
+            out[name] = value - before.get(name, 0)
+    return out
