@@ -3,8 +3,8 @@
 It serves the files under a folder as the objects of one bucket (path-style: ``HEAD``, ``GET``
 whole or ranged, ``ListObjectsV2``, ``If-Match``/``If-None-Match``) and misbehaves, in one of the
 ways of :data:`MODES`, only on ranged GETs of ``*.tar`` objects (or of those named in ``keys``):
-on every one (``bad="all"``) or
-on every other one (``bad="odd"``: a retry then gets a right answer). ``refuse_presigned`` answers
+on every one (``bad="all"``) or once per range (``bad="once"``: a retry, or a resume, of a range
+answered badly gets a right answer). ``refuse_presigned`` answers
 403 to any GET signed in its query, as some gateways and emulators do.
 
 A thread per connection (daemon threads), bounded: every socket has a timeout, a trickle stops
@@ -80,6 +80,7 @@ class HostileS3:
         self.refuse_presigned = refuse_presigned
         self.lifetime = lifetime
         self.ranged = 0  # ranged GETs of shards answered
+        self._spoilt: dict[str, list[tuple[int, int]]] = {}  # ranges answered badly, per key
         self.refused = 0  # presigned GETs refused
         self._lock = threading.Lock()
         self.stopped = threading.Event()
@@ -105,14 +106,21 @@ class HostileS3:
         if not self.stopped.wait(self.lifetime):
             self.stop()
 
-    def misbehaves(self) -> bool:
-        """Whether this ranged GET of a shard gets the bad answer (counts it)."""
+    def misbehaves(self, key: str, first: int, last: int) -> bool:
+        """Whether this ranged GET of a shard gets the bad answer (counts it). Under
+        ``bad="once"``, only a range that overlaps no range answered badly before does: a retry
+        (or a resume after a cut) gets a right answer, whatever other requests run meanwhile."""
         with self._lock:
             self.ranged += 1
-            n = self.ranged
-        if self.mode in (None, "ok"):
-            return False
-        return self.bad == "all" or n % 2 == 1
+            if self.mode in (None, "ok"):
+                return False
+            if self.bad == "all":
+                return True
+            spoilt = self._spoilt.setdefault(key, [])
+            if any(a <= last and first <= b for a, b in spoilt):
+                return False
+            spoilt.append((first, last))
+            return True
 
 
 def _etag(data: bytes) -> str:
@@ -180,7 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
         shard = key.endswith(".tar") and (
             owner.keys is None or key.rpartition("/")[2] in owner.keys
         )
-        if shard and owner.misbehaves():
+        if shard and owner.misbehaves(key, first, last):
             _MISBEHAVE[owner.mode or "ok"](self, headers, data, first, last)
             return
         self._send(206, headers, body)
