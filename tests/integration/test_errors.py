@@ -21,6 +21,7 @@ from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-
 from stoker import (
     DefaultTaskEncoder,
     ErrorPolicy,
+    LoaderOptions,
     MapDataset,
     WorkerConfig,
     get_loader,
@@ -28,7 +29,7 @@ from stoker import (
     prepare_dataset,
     reraise_exception,
 )
-from stoker.errors import ConfigError, SampleError
+from stoker.errors import ConfigError, SampleError, StorageError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.tar_index import load_offsets
 from stoker.pipeline.skips import CORRUPT_SHARD, REST_OF_SHARD, STORAGE
@@ -201,7 +202,10 @@ def test_a_read_that_exhausted_its_retries_is_skipped_and_counted(
     monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
     url = f"flaky://{root}"
     dataset = get_val_dataset(url, worker_config=config(workers), batch_size=2)
-    with get_loader(dataset) as loader:
+    with pytest.raises(StorageError, match="ended short"), get_loader(dataset) as loader:
+        keys = sorted(k for batch in loader for k in batch.__key__)  # the default allows 1 %
+    options = LoaderOptions(max_storage_skip_share=1.0)  # a whole shard may go
+    with get_loader(dataset, options=options) as loader:
         keys = sorted(k for batch in loader for k in batch.__key__)
         skipped = loader.skipped()
     assert keys == [k for k in KEYS if not k.startswith("s1_")]

@@ -21,7 +21,7 @@ import posixpath
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError, MissingSampleIndexError, SampleError
-from stoker.format.meta import INDEX_SQLITE, read_info
+from stoker.format.meta import INDEX_SQLITE, INFO_JSON, INFO_YAML, read_info
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar import split_name
 from stoker.metadataset.nodes import AuxRef
@@ -277,6 +277,14 @@ def check_aux(ref: AuxRef) -> None:
 
 
 def _require_index(store: Store, path: str) -> None:
+    if not (store.exists(INFO_JSON) or store.exists(INFO_YAML)):
+        raise ConfigError(
+            "an aux dataset must be a prepared dataset (with .nv-meta/index.sqlite); this "
+            "folder is not one.",
+            path=path,
+            hint=f"Check the path, run `stoker prepare {path}`, or use filesystem:// for a "
+            "plain folder.",
+        )
     if not store.exists(INDEX_SQLITE):
         error = MissingSampleIndexError.for_dataset(path, "aux datasets")
         error.hint = f"{error.hint} Or use filesystem:// for a plain folder."
