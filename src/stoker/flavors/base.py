@@ -87,8 +87,13 @@ class BaseCoreDatasetFactory(Generic[T_sample], ABC):
         parallel_shard_iters: int | None,
         max_samples_per_sequence: int | None,
         subset: Any,
+        part_filter: Any = None,
     ) -> None:
-        """Store the loading arguments every stoker factory takes (Energon's attribute names)."""
+        """Store the loading arguments every stoker factory takes (Energon's attribute names);
+        ``subflavors`` is empty unless a subclass set it before."""
+        self.part_filter = part_filter
+        if not hasattr(self, "subflavors"):
+            self.subflavors = {}
         self.training = training
         self.worker_config = worker_config
         self.shuffle_over_epochs = shuffle_over_epochs

@@ -52,10 +52,8 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
             parallel_shard_iters=parallel_shard_iters,
             max_samples_per_sequence=max_samples_per_sequence,
             subset=subset,
+            part_filter=part_filter,
         )
-        self.part_filter = part_filter
-        if not hasattr(self, "subflavors"):
-            self.subflavors = {}
         self._source = load_source(str(self.path))
         if subset is not None:
             self._source = self._source.restrict(*subset.resolve(self._source.total))

@@ -108,10 +108,8 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
             parallel_shard_iters=parallel_shard_iters,
             max_samples_per_sequence=max_samples_per_sequence,
             subset=subset,
+            part_filter=part_filter,
         )
-        self.part_filter = part_filter
-        if not hasattr(self, "subflavors"):
-            self.subflavors = {}
 
     def __len__(self) -> int:
         return sum(shard.count for shard in self.shards)
