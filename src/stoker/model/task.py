@@ -104,6 +104,15 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
         return None, None
 
     @stateless
+    def blend_sample_size(self, sample: Any) -> int | float:
+        """The size of a cooked ``sample`` for a blend (e.g. its tokens).
+
+        Overriding it makes a weighted blend balance the sum of sizes per dataset instead of
+        sample counts (:mod:`stoker.plan.sized_blend`). The default counts samples: 1.
+        """
+        return 1
+
+    @stateless
     def batch(self, samples: list[Any]) -> Any:
         """Batch encoded samples with :func:`generic_batch`: a sample of the same type whose
         tensors are pad-stacked and other fields are lists."""
@@ -249,6 +258,21 @@ def uses_grouping(
     return task_encoder._is_overridden(task_encoder.batch_group_criterion)
 
 
+def blend_sizer(task_encoder: TaskEncoder[Any, Any, Any, Any]) -> Any:
+    """The task encoder's ``blend_sample_size`` if it is overridden, else None.
+
+    Example:
+        >>> class Tokens(TaskEncoder):
+        ...     def blend_sample_size(self, sample):
+        ...         return len(sample)
+        >>> blend_sizer(Tokens())("abc"), blend_sizer(TaskEncoder())
+        (3, None)
+    """
+    if task_encoder._is_overridden(task_encoder.blend_sample_size):
+        return task_encoder.blend_sample_size
+    return None
+
+
 def sample_hooks(task_encoder: TaskEncoder[Any, Any, Any, Any], *, packing: bool) -> list[str]:
     """The per-sample hooks a stream applies to each sample, in order (Energon's rules).
 
@@ -280,6 +304,7 @@ __all__ = [
     "Sample",
     "SkipSample",
     "TaskEncoder",
+    "blend_sizer",
     "convert",
     "get_stateless",
     "iter_encoded",

@@ -9,6 +9,10 @@ counts into the next block of (dataset, reference) pairs:
 - ``epochized``: each dataset contributes its allotment per pass, interleaved (``blend_epochized``).
 
 With ``repeat=False`` a pass ends when every dataset's bound for the pass is reached.
+
+A ``sized`` weighted blend (the task encoder defines ``blend_sample_size``) balances the sum of
+sizes instead (:mod:`stoker.plan.sized_blend`): its counts are followed by one size total per
+dataset, and each block is one reference, since the next choice depends on the last sample.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import numpy.typing as npt
 
 from stoker.errors import ConfigError
 from stoker.plan import StreamPlan, epochized_allotments, epochized_choices, weighted_choices
-from stoker.plan.scheduled_blend import StreamRates, scheduled_choices
+from stoker.plan.scheduled_blend import Q, StreamRates, scheduled_choices
+from stoker.plan.sized_blend import sized_choice
 from stoker.plan.weights import BlendWeights
 
 BlendKind = Literal["single", "concat", "weighted", "epochized"]
@@ -69,8 +74,12 @@ class StreamSchedule:
         allotments: Sequence[int] = (),
         batch_size: int = 1,
         virtual_workers: int = 1,
+        sized: bool = False,
     ) -> None:
         self.plans = list(plans)
+        #: Blend by size totals (:mod:`stoker.plan.sized_blend`); weighted blends only.
+        self.sized = sized and spec.kind == "weighted"
+        self.batch_size = batch_size
         self.spec = spec
         self.seed, self.stream, self.repeat = seed, stream, repeat
         self.lengths = [plan.num_samples for plan in self.plans]
@@ -119,9 +128,10 @@ class StreamSchedule:
 
     def next_block(self, counts: Sequence[int], end: Sequence[int] | None, n: int) -> Int64Array:
         """Dataset ids of the next (up to) ``n`` references; empty when the pass is over."""
+        own = counts[: len(self.plans)]  # a sized blend's size totals follow
         live = [
             size > 0 and (end is None or c < e)
-            for size, c, e in zip(self.lengths, counts, end or counts, strict=True)
+            for size, c, e in zip(self.lengths, own, end or own, strict=True)
         ]
         if not any(live):
             return np.zeros(0, np.int64)
@@ -130,6 +140,8 @@ class StreamSchedule:
             d = live.index(True)
             left = n if end is None else min(n, end[d] - counts[d])
             return np.full(left, d, dtype=np.int64)
+        if self.sized:
+            return self._sized_next(counts, live)
         if kind == "weighted" and self.rates is not None:
             return scheduled_choices(counts, n, self.rates, seed=self.seed)
         if kind == "weighted":  # datasets without samples in this stream take no part
@@ -145,6 +157,19 @@ class StreamSchedule:
         within = [c - b for c, b in zip(counts, base, strict=True)]
         picked = epochized_choices(within, self.allotments, n, seed=self.seed, stream=self.stream)
         return np.asarray(picked, dtype=np.int64)
+
+    def _sized_next(self, values: Sequence[int], live: Sequence[bool]) -> Int64Array:
+        """The one next dataset id of a sized blend; ``values`` = counts, then size totals."""
+        n = len(self.plans)
+        if self.rates is not None:
+            batch = sum(values[:n]) // self.batch_size
+            q = self.rates.shares(batch, batch + 1)[:, 0].tolist()
+        else:
+            total = sum(f for f, ok in zip(self.spec.factors, live, strict=True) if ok)
+            q = [round(f / total * Q) if ok else 0 for f, ok in
+                 zip(self.spec.factors, live, strict=True)]  # fmt: skip
+        d = sized_choice(values[n:], [x if ok else 0 for x, ok in zip(q, live, strict=True)])
+        return np.zeros(0, np.int64) if d is None else np.array([d], np.int64)
 
     def refs(self, dataset: int, lo: int, hi: int) -> Int64Array:
         """Global sample indices of ``dataset`` at its stream positions [lo, hi)."""

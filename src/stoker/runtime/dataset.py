@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.model.task import ErrorPolicy, TaskEncoder
+from stoker.model.task import ErrorPolicy, TaskEncoder, blend_sizer
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.refs import Position
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
@@ -135,6 +135,7 @@ class LoaderDataset:
             allotments=allotments,
             batch_size=self.batch_size or 1,
             virtual_workers=self.virtual_workers,
+            sized=self.sized_blend,
         )
 
     def stream_spec(self, stream: int) -> StreamSpec:
@@ -173,9 +174,16 @@ class LoaderDataset:
 
         return restore_item(self, restore_key)
 
+    @property
+    def sized_blend(self) -> bool:
+        """Whether the blend balances sample sizes (a weighted blend, and the task encoder
+        defines ``blend_sample_size``: :mod:`stoker.plan.sized_blend`)."""
+        return self.blend.kind == "weighted" and blend_sizer(self.task_encoder) is not None
+
     def position_size(self) -> int:
-        """A stream position is the references taken per source, then the outputs used."""
-        return len(self.sources) + 1
+        """A stream position is the references taken per source (then, for a sized blend, the
+        size totals per source), then the outputs used."""
+        return len(self.sources) * (2 if self.sized_blend else 1) + 1
 
     def stream_len(self, stream: int) -> int:
         return stream_batches(self, stream)

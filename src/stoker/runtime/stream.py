@@ -45,6 +45,7 @@ from stoker.pipeline.schedule import StreamSchedule
 from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
 from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
+from stoker.plan.sized_blend import size_units
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.plain_runs import Prepared, plain_outputs, same_runs
 from stoker.sources.source import DataSource
@@ -114,6 +115,10 @@ class SampleStream(RefSource):
         #: (dataset, shard) whose read spent its retry budget in this pass: the storage did not
         #: answer for that long, so the rest of its samples are skipped unread, each counted.
         self.unreachable: set[tuple[int, int]] = set()
+        #: A sized blend's ``blend_sample_size`` (else None) and the size of the last sample it
+        #: measured (:class:`~stoker.runtime.sized_stream.SizedSampleStream`).
+        self.sizer: Any = None
+        self.size = 0
 
     def state(self) -> NodeState:
         """``{"stream": position after the last sample handed out}``."""
@@ -476,6 +481,8 @@ class SampleStream(RefSource):
             try:
                 if builder.kitchen is not None:
                     sample = builder.cook(sample)
+                if self.sizer is not None:
+                    self.size = size_units(self.sizer(sample))
                 key = restore_key_of(sample)
                 if hook is None:  # a chain of hooks: each output made as it is taken
                     outputs = iter_encoded(

@@ -20,6 +20,7 @@ from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.tolerance import hook_tolerances
 from stoker.runtime.build import SampleBuilder, fuses_float_images
+from stoker.runtime.sized_stream import SizedSampleStream
 from stoker.runtime.stream import SampleStream, SourceIO, batches
 
 if TYPE_CHECKING:
@@ -141,7 +142,8 @@ class DatasetStreams:
         order = dataset.topology().rank_streams().tolist()  # the rank's batch order
         for s in streams:
             spec = dataset.stream_spec(s)
-            samples = SampleStream(spec, self.io, tracker, resume.positions.get(s), resume.epoch)
+            kind = SizedSampleStream if spec.schedule.sized else SampleStream
+            samples = kind(spec, self.io, tracker, resume.positions.get(s), resume.epoch)
             self.start[s] = samples.start
             slots = batch_slots(order, s, resume.t)
             self.batches[s] = batches(spec, samples, resume.buffers.get(s), slots)
@@ -167,7 +169,8 @@ def source_counts(
     totals = dict.fromkeys(names, 0)
     for stream, position in positions.items():
         schedule = dataset.schedule(stream)
-        for name, count, first in zip(names, position.counts, schedule.start(epoch), strict=True):
+        own = position.counts[: len(names)]  # a sized blend's size totals follow
+        for name, count, first in zip(names, own, schedule.start(epoch), strict=True):
             totals[name] += count - first
         if position.skip:  # the reference in progress has started to contribute
             counts = list(position.counts)
