@@ -211,6 +211,18 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "WebdatasetFileStore": "stoker.sources.aux:WebdatasetFileStore",
         "JsonlFileStore": "stoker.sources.aux:JsonlFileStore",
         "BinIdxFileStore": "stoker.sources.binidx:BinIdxFileStore",
+        "ParquetFileStore": "stoker.sources.parquet_store:ParquetFileStore",
+    },
+    # Energon's pull request #227 (Parquet datasets): its next release's modules.
+    **{
+        module: {
+            "DefaultParquetDatasetFactory": "stoker.flavors.parquet:DefaultParquetDatasetFactory"
+        }
+        for module in ("flavors.parquet", "flavors.parquet.dataset")
+    },
+    "flavors.parquet.prepare": {
+        name: f"stoker.energon_alias.parquet_layout:{name}"
+        for name in _words("ParquetFileEntry ParquetLayout parse_parquet_layout")
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
