@@ -60,7 +60,7 @@ _EXTRA_KWARGS = (
 
 
 def get_train_dataset(
-    path: str | Blender | Metadataset,
+    path: str | list[str] | Blender | Metadataset,
     *,
     split_part: str = "train",
     worker_config: WorkerConfig | None = None,
@@ -79,7 +79,8 @@ def get_train_dataset(
     """The training split of a dataset: shuffled, repeating, batched (Energon's signature).
 
     Args:
-        path: A prepared dataset folder or an indexed ``.jsonl`` file.
+        path: A prepared dataset folder, an indexed ``.jsonl`` file, a token ``.bin``, a Parquet
+            folder, one ``.parquet`` file or a list of them.
         worker_config: Rank, world size and dataloader workers (None:
             ``WorkerConfig.default_worker_config()``: ``torch.distributed``'s rank and world
             size, else 0 of 1, and 4 workers).
@@ -129,7 +130,7 @@ def get_train_dataset(
 
 
 def get_val_dataset(
-    path: str | Blender | Metadataset,
+    path: str | list[str] | Blender | Metadataset,
     *,
     split_part: str = "val",
     worker_config: WorkerConfig | None = None,
@@ -162,7 +163,7 @@ def get_val_dataset(
 
 
 def get_val_datasets(
-    path: str | Blender | Metadataset,
+    path: str | list[str] | Blender | Metadataset,
     *,
     split_part: str = "val",
     worker_config: WorkerConfig | None = None,
@@ -328,7 +329,7 @@ def _apply_deprecated_decoder_kwargs(
 
 
 def _dataset(
-    path: str | Blender | Metadataset,
+    path: str | list[str] | Blender | Metadataset,
     *,
     split_part: str,
     worker_config: WorkerConfig | None,
@@ -356,7 +357,11 @@ def _dataset(
             hint=f"stoker also accepts: {', '.join(_EXTRA_KWARGS)}.",
         )
     sources, blend = load_sources(
-        path if isinstance(path, Blender | Metadataset) else str(path),
+        path
+        if isinstance(path, Blender | Metadataset)
+        else [str(p) for p in path]  # .parquet files
+        if isinstance(path, list | tuple)
+        else str(path),
         split_part=split_part,
         training=options.get("training", True),
         split_config=split_config or DEFAULT_SPLIT_CONFIG,

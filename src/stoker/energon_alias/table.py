@@ -177,6 +177,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "NVDATASET_CACHE_DIR": "stoker.storage.epath:NVDATASET_CACHE_DIR",
     },
     "source_info": {"add_source_info": "stoker.sources.aux:add_source_info"},
+    "dataset_config": {"load_config": "stoker.energon_alias.dataset_config:load_config"},
     # Energon's pull request #208 (weight schedules): its next release's module.
     "weights": {
         name: f"stoker.flavors.weights:{name}"
@@ -210,6 +211,18 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "WebdatasetFileStore": "stoker.sources.aux:WebdatasetFileStore",
         "JsonlFileStore": "stoker.sources.aux:JsonlFileStore",
         "BinIdxFileStore": "stoker.sources.binidx:BinIdxFileStore",
+        "ParquetFileStore": "stoker.sources.parquet_store:ParquetFileStore",
+    },
+    # Energon's pull request #227 (Parquet datasets): its next release's modules.
+    **{
+        module: {
+            "DefaultParquetDatasetFactory": "stoker.flavors.parquet:DefaultParquetDatasetFactory"
+        }
+        for module in ("flavors.parquet", "flavors.parquet.dataset")
+    },
+    "flavors.parquet.prepare": {
+        name: f"stoker.energon_alias.parquet_layout:{name}"
+        for name in _words("ParquetFileEntry ParquetLayout parse_parquet_layout")
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
@@ -277,7 +290,6 @@ _NOT_SERVED: dict[str, str] = {
     "flavors.webdataset": "WebdatasetMeta",
     "flavors.webdataset.sample_decoder": "DEFAULT_DECODER",
     "source_info": "get_source_info",
-    "dataset_config": "load_config",
     "metadataset.metadataset_v2": "AuxDatasetReference "
     "BlendDatasetReference DatasetReference JoinDatasetReference MetadatasetBlend "
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
@@ -324,7 +336,6 @@ HINTS: dict[str, str] = {
     "WebdatasetMeta": "read a prepared dataset's metadata with `stoker info PATH --json`",
     "DEFAULT_DECODER": "use stoker.SampleDecoder() (its defaults are Energon's)",
     "get_source_info": "read sample.__sources__",
-    "load_config": "use stoker.get_dataset_from_config or stoker.load_dataset",
     "TraversedDatasetReference": "use stoker.traverse_metadataset",
     "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
     "MediaFilterConfig": "use stoker.media.extract.MediaFilter (same fields, string strategy)",

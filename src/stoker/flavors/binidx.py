@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from stoker.model.worker_config import WorkerConfig
     from stoker.runtime.dataset import LoaderDataset
     from stoker.sources.aux import FileStore
+    from stoker.sources.source import DataSource
 
 
 class BinIdxDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
@@ -92,6 +93,15 @@ class DefaultBinIdxDatasetFactory(BinIdxDatasetFactory):
         kwargs.pop("decoder", None)
         self.subflavors = dict(subflavors or {})
         super().__init__(path, **kwargs)
+
+    @classmethod
+    def of_source(cls, source: DataSource, **options: Any) -> DefaultBinIdxDatasetFactory:
+        """The factory of a token source already loaded (a metadataset's dataset: its subset,
+        subflavors and epoch multiplier kept); ``options`` as the constructor's."""
+        factory = cls(source.path, subflavors=source.subflavors, **options)
+        factory._source = source
+        factory._len = source.total
+        return factory
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "subflavors": self.subflavors}

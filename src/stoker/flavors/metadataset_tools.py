@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.flavors.binidx import DefaultBinIdxDatasetFactory
 from stoker.flavors.generic import DEFAULT_DECODER
 from stoker.flavors.val_datasets import SourceDatasetFactory
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
@@ -129,7 +130,8 @@ class LoadedMetadataset(Metadataset):
         split_config: str | None = None,
     ) -> LoadedDatasetList:
         """The datasets of ``split_part``, each as a factory with its weight (a ``blend``) or
-        repetitions (a ``blend_epochized``), as Energon's ``get_datasets``.
+        repetitions (a ``blend_epochized``), as Energon's ``get_datasets``; a token dataset's
+        factory is a :class:`~stoker.flavors.DefaultBinIdxDatasetFactory`.
 
         Example:
             >>> found = load_dataset("/cfg/mix.yaml").get_datasets(  # doctest: +SKIP
@@ -163,22 +165,26 @@ class LoadedMetadataset(Metadataset):
             )
             for source in sources
         ]
+        options: dict[str, Any] = {
+            "worker_config": worker_config,
+            "training": training,
+            "max_samples_per_sequence": max_samples_per_sequence,
+            "parallel_shard_iters": parallel_shard_iters,
+        }
         datasets = [
             LoadedDataset(
-                SourceDatasetFactory(
-                    source,
-                    worker_config=worker_config,
-                    decoder=decoder,
-                    training=training,
-                    max_samples_per_sequence=max_samples_per_sequence,
-                    parallel_shard_iters=parallel_shard_iters,
-                ),
+                DefaultBinIdxDatasetFactory.of_source(source, **options)
+                if source.binidx
+                else SourceDatasetFactory(source, decoder=decoder, **options),
                 weight=factor if mode is DatasetBlendMode.DATASET_WEIGHT else None,
                 repetitions=factor if mode is DatasetBlendMode.SAMPLE_REPETITIONS else None,
             )
             for source, factor in zip(sources, factors, strict=True)
         ]
         return LoadedDatasetList(datasets, mode)
+
+    def post_initialize(self, mds_path: Any = None) -> None:
+        """Nothing to do: stoker checks a metadataset when it parses it (Energon's hook)."""
 
     def traverse(self, *, split_part: str) -> list[TraversedDatasetReference]:
         """:func:`traverse_metadataset` of this metadataset."""

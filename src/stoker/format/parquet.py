@@ -90,9 +90,11 @@ class ParquetLayout:
     media: dict[str, str]
 
 
-def scan_parquet(store: Store, split: str) -> ParquetLayout:
-    """Read the footer of each file of ``split``: rows and columns (no data is read)."""
-    files = split_files(store, split)
+def scan_parquet(store: Store, split: str, files: list[str] | None = None) -> ParquetLayout:
+    """Read the footer of each file of ``split`` (or of ``files``, names in ``store``, when
+    given): rows and columns (no data is read)."""
+    if files is None:
+        files = split_files(store, split)
     rows = np.zeros(len(files), np.int64)
     columns: tuple[str, ...] = ()
     media: dict[str, str] = {}

@@ -85,6 +85,8 @@ class Cooker(Generic[T_sample]):
         cook: ``(sample, **aux) -> Sample``; see :func:`cooker` for ``primary`` and ``cache``.
         has_subflavors: Every key must be in the sample's ``__subflavors__`` with this value;
             ``None`` cooks any crude sample.
+        part_filter: ``(part) -> bool``: the crude sample this cooker gets keeps only the parts
+            (a Parquet dataset's columns) it accepts, and its ``__`` keys (Energon #227).
 
     Example:
         >>> Cooker(print, has_subflavors={"kind": "ocr"}).is_match({"kind": "ocr", "x": 1})
@@ -93,6 +95,7 @@ class Cooker(Generic[T_sample]):
 
     cook: Callable[..., T_sample]
     has_subflavors: dict[str, Any] | None = None
+    part_filter: Callable[[str], bool] | None = None
 
     @property
     def need_primary(self) -> bool:
@@ -107,6 +110,19 @@ class Cooker(Generic[T_sample]):
         have = subflavors or {}
         wanted = self.has_subflavors or {}
         return all(k in have and have[k] == v for k, v in wanted.items())
+
+    def keep_parts(self, sample: Any) -> Any:
+        """``sample`` with only the parts :attr:`part_filter` accepts (itself without one).
+
+        Example:
+            >>> Cooker(print, part_filter=lambda p: p == "txt").keep_parts(
+            ...     {"__key__": "a", "txt": "hi", "jpg": b"..."})
+            {'__key__': 'a', 'txt': 'hi'}
+        """
+        keep = self.part_filter
+        if keep is None:
+            return sample
+        return type(sample)((k, v) for k, v in sample.items() if k.startswith("__") or keep(k))
 
     def describe(self) -> str:
         """The cook function's name and its condition, for error messages."""

@@ -168,6 +168,15 @@ class WorkerConfig:
         """Whether ``worker_log_level`` asks for messages of ``level`` (Energon's)."""
         return level <= self.worker_log_level
 
+    def worker_activate(self, local_worker_id: int = 0, activation_count: int = 0) -> None:
+        """Accepted for Energon compatibility: Energon marks a class-wide active config before
+        a dataset is iterated by hand; a stoker dataset knows its worker without it."""
+        if not 0 <= local_worker_id < max(self.num_workers, 1):
+            raise ValueError(f"{local_worker_id=} is not a worker of {self.num_workers=}.")
+
+    def worker_deactivate(self) -> None:
+        """Accepted for Energon compatibility (see :meth:`worker_activate`)."""
+
     def fingerprint(self) -> dict[str, int]:
         """The fields that shape the sample order (for checkpoint fingerprints)."""
         return {

@@ -146,8 +146,25 @@ def _preview_one(
     else:
         values = _fields(sample, source.jsonl)
         fields = {name: summarize(value, thumbnails) for name, value in values.items()}
-    parts = {name: len(data) for name, data in raw.parts.items()}
+    parts = _part_sizes(raw.parts)
     return PreviewSample(raw.key, raw.shard, raw.index, raw.offset, fields, error, parts)
+
+
+def _part_sizes(parts: dict[str, Any]) -> dict[str, int]:
+    """Bytes of each part; of a Parquet row, of its byte and text columns (numbers and lists
+    have no size worth showing: their values are in the fields).
+
+    Example:
+        >>> _part_sizes({"jpg": b"abc", "text": "é", "n": 3})
+        {'jpg': 3, 'text': 2}
+    """
+    sizes = {}
+    for name, data in parts.items():
+        if isinstance(data, str):
+            sizes[name] = len(data.encode())
+        elif isinstance(data, bytes | bytearray | memoryview):
+            sizes[name] = len(data)
+    return sizes
 
 
 def _fields(sample: Any, jsonl: bool) -> dict[str, Any]:
@@ -168,6 +185,8 @@ def _type_name(source: DataSource) -> str:
         return "JSONL (crude)"
     if source.binidx:
         return "Megatron .bin/.idx tokens (crude)"
+    if source.parquet and source.config.sample_type is None and source.config.factory is None:
+        return "Parquet (crude)"
     factory = source.config.factory
     if factory is not None:  # a dataset factory class named by the dataset.yaml
         return factory.name.rpartition(":")[2]

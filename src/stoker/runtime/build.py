@@ -398,6 +398,7 @@ class Kitchen:
             self._always.cook
             if self._bare
             and self._always is not None
+            and self._always.part_filter is None
             and not task_encoder._is_overridden(task_encoder.cook_crude_sample)
             else None
         )
@@ -410,10 +411,11 @@ class Kitchen:
         try:
             if self.direct is not None:  # the common case: the cooker's function, at once
                 return self.direct(sample)
-            cooker = self._always
-            if cooker is not None and self._bare:  # no store to pass
+            cooker = self._always or select_cooker(self.cookers, sample.get("__subflavors__"))
+            if getattr(cooker, "part_filter", None) is not None:  # Energon's duck-typed cookers too
+                sample = cooker.keep_parts(sample)
+            if self._bare:  # the one cooker gets no store
                 return self.cook_crude(sample, cooker, {})
-            cooker = cooker or select_cooker(self.cookers, sample.get("__subflavors__"))
             needs = self._needs.get(id(cooker))
             if needs is None:
                 needs = self._needs[id(cooker)] = (cooker.need_primary, cooker.need_cache)

@@ -88,7 +88,7 @@ def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
     from stoker.sources.binidx import token_dataset
     from stoker.storage import open_store
 
-    if path.endswith(".jsonl") or token_dataset(path, prefix=False) is not None:
+    if path.endswith((".jsonl", ".parquet")) or token_dataset(path, prefix=False) is not None:
         return path
     try:
         read_info(open_store(path))  # a clear error if the folder is not prepared

@@ -18,7 +18,7 @@ from stoker.sources.source import DataSource, load_source
 
 
 def load_sources(
-    path: str | Blender | Metadataset,
+    path: str | list[str] | Blender | Metadataset,
     *,
     split_part: str,
     training: bool,
@@ -52,7 +52,7 @@ def load_sources(
         if not training:
             return sources, BlendSpec("concat" if len(sources) > 1 else "single")
         return sources, path.blend_spec()
-    if not is_metadataset(path):
+    if not isinstance(path, str) or not is_metadataset(path):  # a str, or .parquet files
         source = load_source(
             path,
             split_part=split_part,

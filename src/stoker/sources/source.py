@@ -8,6 +8,7 @@ picklable, so dataloader workers receive it as is and open their own readers.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +26,14 @@ from stoker.format.meta import (
     read_info,
     read_split_config,
 )
-from stoker.format.parquet import is_parquet_dataset
+from stoker.format.parquet import SUFFIX, is_parquet_dataset
 from stoker.format.shard_scan import scan_shard
 from stoker.format.sqlite_index import SqliteIndexReader
 from stoker.format.tar_index import sample_count
 from stoker.metadataset.nodes import AuxRef
 from stoker.pipeline.read import ShardReader
 from stoker.pipeline.read_binidx import BinIdxReader
-from stoker.sources.parquet_source import parquet_config, parquet_split
+from stoker.sources.parquet_source import parquet_config, parquet_files_source, parquet_split
 from stoker.storage import Store, open_store, split_location
 
 if TYPE_CHECKING:
@@ -83,7 +84,8 @@ class DataSource:
     @property
     def root(self) -> str:
         """The folder holding the shards (the file's folder for JSONL and ``.bin``)."""
-        return split_location(self.path)[0] if self.jsonl or self.binidx else self.path
+        one_file = self.jsonl or self.binidx or (self.parquet and self.path.endswith(SUFFIX))
+        return split_location(self.path)[0] if one_file else self.path
 
     @property
     def total(self) -> int:
@@ -138,7 +140,7 @@ class DataSource:
 
 
 def load_source(
-    path: str,
+    path: str | Sequence[str],
     *,
     split_part: str = "train",
     split_config: str = DEFAULT_SPLIT_CONFIG,
@@ -149,8 +151,9 @@ def load_source(
     sample_type: type | None = None,
     allow_outside_paths: bool | None = None,
 ) -> DataSource:
-    """Read the meta files of the dataset at ``path`` (a folder, a ``.jsonl`` file, or a
-    ``.bin``/``.idx`` pair named by either file or their common prefix).
+    """Read the meta files of the dataset at ``path`` (a folder, a ``.jsonl`` file, a
+    ``.bin``/``.idx`` pair named by either file or their common prefix, or one ``.parquet``
+    file or a list of them).
 
     Classes the ``dataset.yaml`` names from other modules than stoker's are imported and
     checked against the allow-list here, in the main process (see :mod:`stoker.flavors.allow`).
@@ -169,7 +172,10 @@ def load_source(
     from stoker.sources.binidx import binidx_source, token_dataset  # they make DataSources
 
     used_split: str | None = None
-    if path.endswith(".jsonl"):
+    if not isinstance(path, str) or path.endswith(SUFFIX):  # .parquet file(s) named
+        names = [path] if isinstance(path, str) else [str(p) for p in path]
+        source = parquet_files_source(names, split_part, subflavors)
+    elif path.endswith(".jsonl"):
         source = _jsonl_source(path, split_part, subflavors or {})
     elif (bin_path := token_dataset(path, prefix=False)) is not None:
         source = binidx_source(bin_path, split_part, subflavors or {})
