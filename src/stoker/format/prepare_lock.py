@@ -39,7 +39,8 @@ from stoker.format.prepare_work import LOCK_NAME
 from stoker.storage import Store
 
 _LOG = logging.getLogger("stoker")
-#: Locks this process holds: lock file path -> [pid of the holder, fd, times taken].
+#: Locks this process holds: lock file path -> [pid of the holder, fd, times taken, whether
+#: taking it made the ``.nv-meta`` folder (1) or not (0)].
 _HELD: dict[str, list[int]] = {}
 
 
@@ -96,7 +97,7 @@ class PrepareLock:
             except BaseException:
                 _remove_empty(self.path, meta_dir if made_meta else None)
                 raise
-            _HELD[self.path] = [os.getpid(), fd, 1]
+            _HELD[self.path] = [os.getpid(), fd, 1, int(made_meta)]
         self._taken += 1
         return self
 
@@ -114,7 +115,8 @@ class PrepareLock:
         try:
             if _same_file(fd, self.path):
                 os.remove(self.path)  # while still locked: no one can lock this file any more
-            _remove_empty(self.path, None)
+            meta_dir = os.path.dirname(os.path.dirname(self.path))
+            _remove_empty(self.path, meta_dir if held[3] else None)  # as it was before
         finally:
             os.close(fd)
 

@@ -195,6 +195,7 @@ def load_source(
                 subflavors=subflavors,
                 trust_sample_loader=trust_sample_loader,
                 allow_outside_paths=allow_outside_paths,
+                store=store,
             )
         except StokerError:  # not a dataset folder: a .bin/.idx prefix (as Megatron names it)?
             if (bin_path := token_dataset(path)) is None:
@@ -221,6 +222,7 @@ def load_split(
     subflavors: dict[str, Any] | None = None,
     trust_sample_loader: bool = False,
     allow_outside_paths: bool | None = None,
+    store: Store | None = None,
 ) -> DataSource:
     """The shards and counts of one split of the dataset at ``path``, loaded per ``config``.
 
@@ -228,7 +230,7 @@ def load_split(
         ConfigError: the split lists a shard twice, has no samples, or names a shard outside
             the dataset folder (unless ``allow_outside_paths``).
     """
-    store = open_store(path)
+    store = store or open_store(path)  # the caller's: what it asked is not asked again
     if is_parquet_dataset(store):
         return parquet_split(path, store, split_part, config, subflavors, trust_sample_loader)  # type: ignore[no-any-return]
     info = read_info(store, allow_outside_paths=allow_outside_paths)
