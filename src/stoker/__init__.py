@@ -120,6 +120,7 @@ if TYPE_CHECKING:
     from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
+    from stoker.pipeline.pack_output import PackedSamplesOutput
     from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader
@@ -250,6 +251,7 @@ _EXPORTS: dict[str, str] = {
     "SampleError": "stoker.errors",
     "SimilarityInterleavedSample": "stoker.model.samples",
     "SkipSample": "stoker.pipeline.errors",
+    "PackedSamplesOutput": "stoker.pipeline.pack_output",
     "SourceInfo": "stoker.model.samples",
     "StokerError": "stoker.errors",
     "StorageError": "stoker.errors",
@@ -382,6 +384,7 @@ __all__ = [
     "NoCachePool",
     "OCRSample",
     "OCRWebdataset",
+    "PackedSamplesOutput",
     "PackingDataset",
     "PrepareLockedError",
     "PrepareReport",

@@ -4,7 +4,10 @@ Each encoded sample (``preencode_sample``'s outputs where it is overridden, see
 :func:`stoker.model.task.sample_hooks`) goes into a buffer. When the buffer holds
 ``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
 through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
-Samples no group takes stay in the buffer for the next round: none is dropped. A round that takes
+Samples no group takes stay in the buffer for the next round: none is dropped. It may instead
+return a :class:`~stoker.pipeline.pack_output.PackedSamplesOutput`: then the samples it pushes
+back lead the buffer in the order given, and those neither packed nor pushed back are dropped, as
+in Energon (logged and counted). A round that takes
 nothing (no group, or ``SkipSample``) from a full buffer is tried again with one more sample; too
 many such rounds in a row stop the stream with an error naming the hook
 (:mod:`stoker.pipeline.pack_bounds`), so the buffer never grows without bound. At the end of a
@@ -35,6 +38,7 @@ from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
+from stoker.pipeline.pack_output import NOT_PUSHED_BACK, split_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 from stoker.pipeline.stage_clock import CLOCK, PACK
 
@@ -82,6 +86,8 @@ class Packer(RefSource):
         self.stall_limit = stall_limit(encoder)
         #: Samples that no selection took before the stream ended (reported, counted).
         self.left_over = 0
+        #: Samples pushed back into the buffer by a ``PackedSamplesOutput`` (all rounds).
+        self.pushed_back = 0
         self._reset({})
 
     def _reset(self, state: NodeState) -> None:
@@ -165,7 +171,7 @@ class Packer(RefSource):
         A round over a full buffer that takes nothing counts towards :attr:`stall_limit`
         (not at the end of the stream, ``final``: there the rounds stop at the first such).
         """
-        taken = self._take(self._groups())
+        taken = self._take(*self._groups())
         if final or taken or not self.buffer:  # (a failed selection's buffer was dropped)
             self.stalled = 0
             return
@@ -174,30 +180,32 @@ class Packer(RefSource):
             waited = self.upstream.where(self.buffer[0][1][:-1])
             raise stalled_error(self.stalled, len(self.buffer), self.size, waited)
 
-    def _groups(self) -> list[Any]:
-        """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample)."""
+    def _groups(self) -> tuple[list[Any], list[Any] | None]:
+        """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample),
+        and the samples it pushes back (None: it returned a plain list of groups)."""
         samples = [sample for sample, _ in self.buffer]
         index = self.slots.batch_index()
         hook_index.push(index, index)
         CLOCK.start(PACK)
         try:
-            return list(self.encoder.select_samples_to_pack(samples))
+            return split_selection(self.encoder.select_samples_to_pack(samples))
         except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
-            return []
+            return [], None
         except Exception as e:  # raises unless the policy skips: then the buffer is dropped
             self.tracker.failed(e, samples, "select_samples_to_pack")
             for sample in samples:
                 self.tracker.record(DROPPED, sample)
             self.buffer = []
             self._held = None
-            return []
+            return [], None
         finally:
             CLOCK.stop()
             hook_index.pop()
 
-    def _take(self, groups: list[Any]) -> int:
+    def _take(self, groups: list[Any], pushback: list[Any] | None) -> int:
         """Move ``groups`` (of buffered samples) from the buffer to ``self.groups``; how many
-        samples they took."""
+        samples they took. With ``pushback`` (a ``PackedSamplesOutput``), the buffer becomes the
+        pushed-back samples in that order; the others are dropped, logged and counted."""
         samples = [sample for sample, _ in self.buffer]
         slots: dict[int, list[int]] = collections.defaultdict(list)
         for i, sample in enumerate(samples):
@@ -208,10 +216,28 @@ class Packer(RefSource):
             if picked:
                 self.groups.append([self.buffer[i] for i in picked])
                 taken.update(picked)
-        if taken:
+        if pushback is not None:
+            kept = [_slot(slots, sample, "pushed back") for sample in pushback]
+            for i in sorted(slots_left(slots)):
+                self._drop(self.buffer[i])
+            self.buffer = [self.buffer[i] for i in kept]
+            self.pushed_back += len(kept)
+            self._held = None
+        elif taken:
             self.buffer = [entry for i, entry in enumerate(self.buffer) if i not in taken]
             self._held = None
         return len(taken)
+
+    def _drop(self, entry: Entry) -> None:
+        sample, ref = entry
+        logger.warning(
+            "packing: select_samples_to_pack returned a PackedSamplesOutput that neither packs "
+            "nor pushes back sample %r (%s); it is dropped, as in Energon. Push it back to keep "
+            "it.",
+            describe_sample(sample)[0],
+            self.upstream.where(ref[:-1]),
+        )
+        self.tracker.record(NOT_PUSHED_BACK, sample)
 
     def _drain(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Pack the selected groups in order; the state stays exact at every yield."""
@@ -304,11 +330,17 @@ class Packer(RefSource):
         self.buffer = []
 
 
-def _slot(slots: dict[int, list[int]], sample: Any) -> int:
+def _slot(slots: dict[int, list[int]], sample: Any, how: str = "packed") -> int:
     free = slots.get(id(sample))
     if not free:
         raise StokerError(
-            "select_samples_to_pack returned a sample that is not in the buffer (or one twice).",
-            hint="Return groups of the very sample objects it was given (not copies), each once.",
+            f"select_samples_to_pack {how} a sample that is not in the buffer (or one twice: "
+            f"packed or pushed back twice, or both).",
+            hint="Return the very sample objects it was given (not copies), each at most once.",
         )
     return free.pop(0)
+
+
+def slots_left(slots: dict[int, list[int]]) -> list[int]:
+    """The buffer places that no group (nor push-back) took."""
+    return [i for free in slots.values() for i in free]
