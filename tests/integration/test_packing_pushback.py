@@ -76,3 +76,29 @@ class Foreign(Packing):
 def test_pushing_back_a_sample_not_in_the_buffer_is_an_error(texts: Path) -> None:
     with _loader(texts, Foreign(4)) as loader, pytest.raises(StokerError, match="pushed back"):
         list(loader)
+
+
+class Sized(PushBack):
+    """PushBack with the optional size hooks, so stats report a fill ratio."""
+
+    packing_capacity = MAX_LEN
+
+    def packing_sample_size(self, sample: Any) -> int:
+        return len(sample["tokens"])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stats_report_packs_push_back_and_fill_ratio(texts: Path, workers: int) -> None:
+    encoder = Sized(8, min_fill=13)
+    with make_loader(texts, encoder, workers, repeat=False,
+                     packing_buffer_size=8) as loader:  # fmt: skip
+        packs = [pack for batch in loader for pack in batch["ids"]]
+        stats = loader.stats().packing
+        flat = loader.stats().flat()
+    lengths = lengths_by_id(texts)
+    assert stats["packs"] == len(packs)
+    assert stats["samples_per_pack"] == pytest.approx(len(lengths) / len(packs))
+    assert stats["pushed_back"] > 0
+    used = sum(lengths[i] for pack in packs for i in pack)
+    assert stats["fill_ratio"] == pytest.approx(used / (MAX_LEN * len(packs)))
+    assert flat["data/packing/packs"] == len(packs)

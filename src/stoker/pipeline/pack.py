@@ -39,6 +39,7 @@ from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
 from stoker.pipeline.pack_output import NOT_PUSHED_BACK, split_selection
+from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 from stoker.pipeline.stage_clock import CLOCK, PACK
 
@@ -216,6 +217,7 @@ class Packer(RefSource):
             if picked:
                 self.groups.append([self.buffer[i] for i in picked])
                 taken.update(picked)
+        count_selection(self.encoder, groups, len(pushback or ()))
         if pushback is not None:
             kept = [_slot(slots, sample, "pushed back") for sample in pushback]
             for i in sorted(slots_left(slots)):
