@@ -121,6 +121,7 @@ if TYPE_CHECKING:
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
     from stoker.pipeline.pack_output import PackedSamplesOutput
+    from stoker.pipeline.pack_partial import PartialSample
     from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader
@@ -252,6 +253,7 @@ _EXPORTS: dict[str, str] = {
     "SimilarityInterleavedSample": "stoker.model.samples",
     "SkipSample": "stoker.pipeline.errors",
     "PackedSamplesOutput": "stoker.pipeline.pack_output",
+    "PartialSample": "stoker.pipeline.pack_partial",
     "SourceInfo": "stoker.model.samples",
     "StokerError": "stoker.errors",
     "StorageError": "stoker.errors",
@@ -386,6 +388,7 @@ __all__ = [
     "OCRWebdataset",
     "PackedSamplesOutput",
     "PackingDataset",
+    "PartialSample",
     "PrepareLockedError",
     "PrepareReport",
     "PrimaryFileStore",

@@ -21,6 +21,7 @@ from tests.integration.test_packing import (
     make_loader,
     write_texts,
 )
+from tests.integration.test_packing_partial import Split
 from tests.integration.test_packing_pushback import PushBack
 
 MIDPOINTS = [0, 1, 2, 3, 5, 8, 11, 14, 17]
@@ -91,6 +92,15 @@ def test_contract_packing_with_pushback(texts: Path, workers: int) -> None:
     run_contract(make, total=16, midpoints=MIDPOINTS[:-1])
     if workers == 0:  # (at W=2 the selections run in the workers)
         assert sum(bool(pushed) for _, pushed in encoder.calls) >= 3
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_contract_packing_with_partial_samples(texts: Path, workers: int) -> None:
+    """Restores in the middle of split samples (their tails in the buffer) continue exactly."""
+    make = loaders(texts, Split(6), workers, repeat=True, packing_buffer_size=6)
+    buffers = saved_buffers(make, 10)
+    assert any(b and any("slices" in v.get("pack", {}) for v in b.values()) for b in buffers)
+    run_contract(make, total=18, midpoints=MIDPOINTS)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
