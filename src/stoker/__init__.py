@@ -120,6 +120,8 @@ if TYPE_CHECKING:
     from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
     from stoker.pipeline.decode import SampleDecoder, register_decoder
     from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
+    from stoker.pipeline.pack_output import PackedSamplesOutput
+    from stoker.pipeline.pack_partial import PartialSample
     from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader
@@ -250,6 +252,8 @@ _EXPORTS: dict[str, str] = {
     "SampleError": "stoker.errors",
     "SimilarityInterleavedSample": "stoker.model.samples",
     "SkipSample": "stoker.pipeline.errors",
+    "PackedSamplesOutput": "stoker.pipeline.pack_output",
+    "PartialSample": "stoker.pipeline.pack_partial",
     "SourceInfo": "stoker.model.samples",
     "StokerError": "stoker.errors",
     "StorageError": "stoker.errors",
@@ -382,7 +386,9 @@ __all__ = [
     "NoCachePool",
     "OCRSample",
     "OCRWebdataset",
+    "PackedSamplesOutput",
     "PackingDataset",
+    "PartialSample",
     "PrepareLockedError",
     "PrepareReport",
     "PrimaryFileStore",

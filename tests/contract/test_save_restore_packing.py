@@ -21,6 +21,8 @@ from tests.integration.test_packing import (
     make_loader,
     write_texts,
 )
+from tests.integration.test_packing_partial import Split
+from tests.integration.test_packing_pushback import PushBack
 
 MIDPOINTS = [0, 1, 2, 3, 5, 8, 11, 14, 17]
 
@@ -78,6 +80,27 @@ def test_contract_packing(texts: Path, workers: int, repeat: bool) -> None:
 def test_contract_packing_with_generator_hooks(texts: Path, workers: int) -> None:
     make = loaders(texts, GeneratorHooks(6), workers, batch_size=3, packing_buffer_size=6)
     run_contract(make, total=20, midpoints=MIDPOINTS)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_contract_packing_with_pushback(texts: Path, workers: int) -> None:
+    """Pushed-back samples are restored into the buffer in their order (the selection, next-fit
+    in buffer order, depends on it)."""
+    encoder = PushBack(8, min_fill=13)
+    make = loaders(texts, encoder, workers, repeat=False, packing_buffer_size=8)
+    assert any(saved_buffers(make, 10)), "the contract must cover non-empty packing buffers"
+    run_contract(make, total=16, midpoints=MIDPOINTS[:-1])
+    if workers == 0:  # (at W=2 the selections run in the workers)
+        assert sum(bool(pushed) for _, pushed in encoder.calls) >= 3
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_contract_packing_with_partial_samples(texts: Path, workers: int) -> None:
+    """Restores in the middle of split samples (their tails in the buffer) continue exactly."""
+    make = loaders(texts, Split(6), workers, repeat=True, packing_buffer_size=6)
+    buffers = saved_buffers(make, 10)
+    assert any(b and any("slices" in v.get("pack", {}) for v in b.values()) for b in buffers)
+    run_contract(make, total=18, midpoints=MIDPOINTS)
 
 
 @pytest.mark.parametrize("workers", [0, 2])

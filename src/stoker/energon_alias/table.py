@@ -71,7 +71,7 @@ _WRAPPERS = {
     "log_sample_dataset": "LogSampleDataset",
     "map_dataset": "MapDataset",
     "mix_batch_dataset": "MixBatchDataset concat_pad generic_concat homogeneous_concat_mix",
-    "packing_dataset": "PackingDataset",
+    "packing_dataset": "PackingDataset PackedSamplesOutput PartialSample",
     "repeat_dataset": "RepeatDataset",
     "shuffle_buffer_dataset": "ShuffleBufferDataset",
     "skip": "SkipSample",
@@ -83,7 +83,8 @@ _PROFILE = "stoker:DEFAULT_PROFILE_NAME|stoker.storage.msc:DEFAULT_PROFILE_NAME"
 
 # Module path (relative to megatron.energon) -> names served as `stoker.<same name>`.
 _SAME_NAME: dict[str, str] = {
-    "": " ".join(ENERGON_ALL) + " VQAOCRSample",
+    # Energon's next release (pull requests #228/#239) adds PackedSamplesOutput, PartialSample.
+    "": " ".join(ENERGON_ALL) + " VQAOCRSample PackedSamplesOutput PartialSample",
     "task_encoder": "AugmentTaskEncoder Batch Cooker DefaultTaskEncoder TaskEncoder "
     "basic_sample_keys batch_list batch_pad_stack batch_stack cooker generic_batch "
     "get_train_dataset get_val_dataset get_val_datasets stateless",

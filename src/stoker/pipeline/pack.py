@@ -4,7 +4,10 @@ Each encoded sample (``preencode_sample``'s outputs where it is overridden, see
 :func:`stoker.model.task.sample_hooks`) goes into a buffer. When the buffer holds
 ``buffer_size`` samples, ``select_samples_to_pack(buffer)`` returns groups of them; each group goes
 through ``postencode_sample`` (per member) and ``pack_selected_samples`` into packed sample(s).
-Samples no group takes stay in the buffer for the next round: none is dropped. A round that takes
+Samples no group takes stay in the buffer for the next round: none is dropped. It may instead
+return a :class:`~stoker.pipeline.pack_output.PackedSamplesOutput`: then the samples it pushes
+back lead the buffer in the order given, and those neither packed nor pushed back are dropped, as
+in Energon (logged and counted). A round that takes
 nothing (no group, or ``SkipSample``) from a full buffer is tried again with one more sample; too
 many such rounds in a row stop the stream with an error naming the hook
 (:mod:`stoker.pipeline.pack_bounds`), so the buffer never grows without bound. At the end of a
@@ -35,6 +38,9 @@ from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
+from stoker.pipeline.pack_output import NOT_PUSHED_BACK, split_selection
+from stoker.pipeline.pack_partial import PartialSample, base_of, member_key, slices_of, wrap
+from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 from stoker.pipeline.stage_clock import CLOCK, PACK
 
@@ -82,6 +88,8 @@ class Packer(RefSource):
         self.stall_limit = stall_limit(encoder)
         #: Samples that no selection took before the stream ended (reported, counted).
         self.left_over = 0
+        #: Samples pushed back into the buffer by a ``PackedSamplesOutput`` (all rounds).
+        self.pushed_back = 0
         self._reset({})
 
     def _reset(self, state: NodeState) -> None:
@@ -93,6 +101,7 @@ class Packer(RefSource):
         self.position = self.upstream.position
         self.stalled = 0  # rounds in a row that selected nothing from a full buffer
         self._held: str | None = None  # groups then buffer, encoded when first asked for
+        self._slices: list[list[Any]] = []  # their partial samples' slices (pack_partial)
         self._popped = 0  # groups of ``_held`` packed since
 
     def _upstreams(self) -> tuple[Node[Any], ...]:
@@ -113,10 +122,14 @@ class Packer(RefSource):
         if not self.buffer and not self.groups:
             return None
         if self._held is None:
-            groups = [[ref for _, ref in group] for group in self.groups]
-            self._held = encode_groups([*groups, [ref for _, ref in self.buffer]])
+            stages = [*self.groups, self.buffer]
+            self._held = encode_groups([[ref for _, ref in stage] for stage in stages])
+            self._slices = slices_of([[sample for sample, _ in stage] for stage in stages])
             self._popped = 0
-        return {"refs": self._held, "popped": self._popped, "used": self.used}
+        out = {"refs": self._held, "popped": self._popped, "used": self.used}
+        if self._slices:  # partial samples: [[stage, place, slice], ...]
+            out["slices"] = self._slices
+        return out
 
     def _run(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Packed samples, the stream position after each, and their reference.
@@ -165,7 +178,7 @@ class Packer(RefSource):
         A round over a full buffer that takes nothing counts towards :attr:`stall_limit`
         (not at the end of the stream, ``final``: there the rounds stop at the first such).
         """
-        taken = self._take(self._groups())
+        taken = self._take(*self._groups())
         if final or taken or not self.buffer:  # (a failed selection's buffer was dropped)
             self.stalled = 0
             return
@@ -174,44 +187,74 @@ class Packer(RefSource):
             waited = self.upstream.where(self.buffer[0][1][:-1])
             raise stalled_error(self.stalled, len(self.buffer), self.size, waited)
 
-    def _groups(self) -> list[Any]:
-        """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample)."""
+    def _groups(self) -> tuple[list[Any], list[Any] | None]:
+        """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample),
+        and the samples it pushes back (None: it returned a plain list of groups)."""
         samples = [sample for sample, _ in self.buffer]
         index = self.slots.batch_index()
         hook_index.push(index, index)
         CLOCK.start(PACK)
         try:
-            return list(self.encoder.select_samples_to_pack(samples))
+            return split_selection(self.encoder.select_samples_to_pack(samples))
         except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
-            return []
+            return [], None
         except Exception as e:  # raises unless the policy skips: then the buffer is dropped
             self.tracker.failed(e, samples, "select_samples_to_pack")
             for sample in samples:
                 self.tracker.record(DROPPED, sample)
             self.buffer = []
             self._held = None
-            return []
+            return [], None
         finally:
             CLOCK.stop()
             hook_index.pop()
 
-    def _take(self, groups: list[Any]) -> int:
+    def _take(self, groups: list[Any], pushback: list[Any] | None) -> int:
         """Move ``groups`` (of buffered samples) from the buffer to ``self.groups``; how many
-        samples they took."""
+        samples they took. With ``pushback`` (a ``PackedSamplesOutput``), the buffer becomes the
+        pushed-back samples in that order; the others are dropped, logged and counted. A
+        ``PartialSample`` of a buffered sample takes that sample's place (it is consumed)."""
         samples = [sample for sample, _ in self.buffer]
         slots: dict[int, list[int]] = collections.defaultdict(list)
+        bases: dict[int, Ref] = {}
         for i, sample in enumerate(samples):
             slots[id(sample)].append(i)
-        taken: set[int] = set()
-        for group in groups:
-            picked = [_slot(slots, sample) for sample in group]
-            if picked:
-                self.groups.append([self.buffer[i] for i in picked])
-                taken.update(picked)
-        if taken:
-            self.buffer = [entry for i, entry in enumerate(self.buffer) if i not in taken]
-            self._held = None
-        return len(taken)
+            bases[id(base_of(sample))] = self.buffer[i][1]
+        split: set[int] = set()  # the bases of new partial samples
+
+        def entry(sample: Any, how: str) -> Entry:
+            derived = isinstance(sample, PartialSample) and not slots.get(id(sample))
+            if derived and id(sample.sample) in bases:
+                split.add(id(sample.sample))
+                return sample, bases[id(sample.sample)]
+            return self.buffer[_slot(slots, sample, how)]
+
+        picked = [[entry(sample, "packed") for sample in group] for group in groups]
+        self.groups.extend(group for group in picked if group)
+        kept = [entry(sample, "pushed back") for sample in pushback or ()]
+        count_selection(self.encoder, groups, len(kept))
+        left = set(slots_left(slots))
+        consumed = {i for i in left if id(base_of(samples[i])) in split}
+        if pushback is not None:
+            for i in sorted(left - consumed):
+                self._drop(self.buffer[i])
+            self.buffer = kept
+            self.pushed_back += len(kept)
+        else:
+            self.buffer = [self.buffer[i] for i in sorted(left - consumed)]
+        self._held = None
+        return sum(len(group) for group in picked)
+
+    def _drop(self, entry: Entry) -> None:
+        sample, ref = entry
+        logger.warning(
+            "packing: select_samples_to_pack returned a PackedSamplesOutput that neither packs "
+            "nor pushes back sample %r (%s); it is dropped, as in Energon. Push it back to keep "
+            "it.",
+            describe_sample(sample)[0],
+            self.upstream.where(ref[:-1]),
+        )
+        self.tracker.record(NOT_PUSHED_BACK, sample)
 
     def _drain(self) -> Iterator[tuple[Any, Position, Ref]]:
         """Pack the selected groups in order; the state stays exact at every yield."""
@@ -236,15 +279,14 @@ class Packer(RefSource):
     def _pack(self, members: list[Any], *, strict: bool) -> list[Any]:
         """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group."""
         post = self.encoder.postencode_sample
-        encoded = [
-            out for m in members for out in self._call_hook(post, m, "postencode_sample", strict)
-        ]
+        made = [(m, self._call_hook(post, m, "postencode_sample", strict)) for m in members]
+        encoded = [out for _, outs in made for out in outs]
         if not encoded:
             return []
         packed = self._call_hook(
             self.encoder.pack_selected_samples, encoded, "pack_selected_samples", strict
         )
-        keys = [restore_key_of(sample) for sample in encoded]
+        keys = [member_key(m, restore_key_of(out)) for m, outs in made for out in outs]
         for output, sample in enumerate(packed):  # where the pack has one (as Energon)
             set_restore_key(sample, (PACK_KEY, output, *keys))
         return packed
@@ -272,16 +314,26 @@ class Packer(RefSource):
         state, self.saved = self.saved, None
         if not state:
             return
+        parts: dict[tuple[int, int], Any] = {}
         if "refs" in state:  # one encoded string (see state())
             *groups, buffer = decode_groups(state["refs"])
-            groups = groups[int(state["popped"]) :]
+            popped = int(state["popped"])
+            parts = {(s - popped, p): part for s, p, part in state.get("slices", ())}
+            groups = groups[popped:]
         else:  # states saved before: flat lists of ints
             buffer = chunks(state["buffer"], _MEMBER)
             groups = [chunks(group, _MEMBER) for group in state["groups"]]
         refs = buffer + [ref for group in groups for ref in group]
         samples = iter(self._reread_members(refs))
-        self.buffer = [(next(samples), ref) for ref in buffer]
-        self.groups = collections.deque([(next(samples), ref) for ref in g] for g in groups)
+
+        def at(stage: int, place: int) -> Any:
+            part = parts.get((stage, place))
+            return next(samples) if part is None else wrap(next(samples), part)
+
+        self.buffer = [(at(len(groups), p), ref) for p, ref in enumerate(buffer)]
+        self.groups = collections.deque(
+            [(at(s, p), ref) for p, ref in enumerate(g)] for s, g in enumerate(groups)
+        )
         self.used = int(state["used"])
 
     def _reread_members(self, refs: Sequence[Ref]) -> list[Any]:
@@ -304,11 +356,17 @@ class Packer(RefSource):
         self.buffer = []
 
 
-def _slot(slots: dict[int, list[int]], sample: Any) -> int:
+def _slot(slots: dict[int, list[int]], sample: Any, how: str = "packed") -> int:
     free = slots.get(id(sample))
     if not free:
         raise StokerError(
-            "select_samples_to_pack returned a sample that is not in the buffer (or one twice).",
-            hint="Return groups of the very sample objects it was given (not copies), each once.",
+            f"select_samples_to_pack {how} a sample that is not in the buffer (or one twice: "
+            f"packed or pushed back twice, or both).",
+            hint="Return the very sample objects it was given (not copies), each at most once.",
         )
     return free.pop(0)
+
+
+def slots_left(slots: dict[int, list[int]]) -> list[int]:
+    """The buffer places that no group (nor push-back) took."""
+    return [i for free in slots.values() for i in free]

@@ -60,6 +60,8 @@ class StageDelta:
     #: Batch slot counters since the previous delta (``slot_fallbacks``, ``slot_waits``,
     #: ``slot_wait_s``) and ``slot_wait_max_s``, the longest wait so far.
     slots: dict[str, float] = field(default_factory=dict)
+    #: Packing counters since the previous delta (:data:`stoker.pipeline.pack_stats.PACKING`).
+    packing: dict[str, int] = field(default_factory=dict)
 
 
 class StageClock:

@@ -28,6 +28,7 @@ from stoker.model.task import iter_encoded, sample_hooks
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import BATCH_KEY, set_restore_key
 from stoker.pipeline.pack import PACK_KEY
+from stoker.pipeline.pack_partial import PARTIAL_KEY, wrap
 from stoker.plan import global_to_shard
 from stoker.runtime.build import SampleBuilder
 
@@ -81,7 +82,7 @@ def _pack(
     """Output ``output`` of ``pack_selected_samples`` on the members at ``keys`` (each through
     the per-sample hooks and ``postencode_sample``)."""
     encoder = dataset.task_encoder
-    members = [_sample(dataset, k, index, place, packing=True) for place, k in enumerate(keys)]
+    members = [_member(dataset, k, index, place) for place, k in enumerate(keys)]
     hook_index.push(index, index)
     try:
         encoded = [_first(encoder.postencode_sample(m), "postencode_sample") for m in members]
@@ -97,6 +98,13 @@ def _pack(
         )
     set_restore_key(packed[output], key)
     return packed[output]
+
+
+def _member(dataset: LoaderDataset, key: Any, index: int, place: int) -> Any:
+    """A pack member: a sample, or a ``PartialSample`` of one (``(PARTIAL_KEY, key, slice)``)."""
+    if isinstance(key, Sequence) and len(key) == 3 and key[0] == PARTIAL_KEY:
+        return wrap(_sample(dataset, key[1], index, place, packing=True), key[2])
+    return _sample(dataset, key, index, place, packing=True)
 
 
 def _first(result: Any, hook: str) -> Any:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
+from stoker.pipeline.pack_stats import summary
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.stage_clock import STAGES
 from stoker.runtime.envelope import Envelope
@@ -58,6 +59,7 @@ class StatsCollector:
         self.steps = 0
         self.workers: dict[int, _Worker] = {}
         self.storage: dict[str, int] = {}
+        self.packing: dict[str, int] = {}
         self.slots: dict[str, float] = {}
         self.skips = Skips()
         self.since = perf_counter()
@@ -83,6 +85,8 @@ class StatsCollector:
         worker.wall += delta.wall
         for name, n in delta.storage.items():
             self.storage[name] = self.storage.get(name, 0) + n
+        for name, n in delta.packing.items():
+            self.packing[name] = self.packing.get(name, 0) + n
         for name, value in delta.slots.items():
             before = self.slots.get(name, 0)
             self.slots[name] = max(before, value) if name.endswith("_max_s") else before + value
@@ -184,6 +188,7 @@ class StatsCollector:
             skip_examples={r: list(k) for r, k in self.skips.examples.items()},
             datasets=shares(taken, targets),
             storage=storage,
+            packing=summary(self.packing),
             shm_slots=sum(w.slots for w in workers.values()),
             shm_bytes=sum(w.slot_bytes for w in workers.values()),
             slot_fallbacks=int(self.slots.get("slot_fallbacks", 0)),

@@ -74,6 +74,10 @@ class LoaderStats:
     datasets: dict[str, DatasetShare] = field(default_factory=dict)
     #: requests, bytes, retries, read_ahead_hits / _misses / _hit_rate (present when non-zero).
     storage: dict[str, float] = field(default_factory=dict)
+    #: Packing (present once a pack was selected): ``packs``, ``samples_per_pack``,
+    #: ``pushed_back``, and ``fill_ratio`` where the task encoder gives sizes
+    #: (:mod:`stoker.pipeline.pack_stats`).
+    packing: dict[str, float] = field(default_factory=dict)
     #: Shared-memory batch slots held by all workers, and their bytes.
     shm_slots: int = 0
     shm_bytes: int = 0
@@ -110,6 +114,7 @@ class LoaderStats:
         out.update({f"stage/{s}_s": v for s, v in self.stage_seconds.items()})
         out.update({f"skipped/{r}": n for r, n in self.skipped.items()})
         out.update({f"storage/{k}": v for k, v in self.storage.items()})
+        out.update({f"packing/{k}": v for k, v in self.packing.items()})
         for w, worker in self.workers.items():
             out[f"worker{w}/utilisation"] = worker.utilisation
             out[f"worker{w}/rss"] = worker.rss

@@ -20,6 +20,7 @@ import os
 from time import perf_counter
 from typing import Any
 
+from stoker.pipeline.pack_stats import PACKING
 from stoker.pipeline.read_ahead import TAKEN
 from stoker.pipeline.stage_clock import CLOCK, StageDelta
 from stoker.storage.retry import RETRIED
@@ -64,6 +65,7 @@ class Meter:
         CLOCK.enabled = enabled
         CLOCK.reset()
         self._storage = _storage()
+        self._packing = dict(PACKING)
         self._slots: dict[str, float] = {}
         self._last = perf_counter()
         self._sent = 0
@@ -83,6 +85,10 @@ class Meter:
             k: v - self._storage[k] for k, v in current.items() if v != self._storage[k]
         }
         self._storage = current
+        delta.packing = {
+            k: v - self._packing[k] for k, v in PACKING.items() if v != self._packing[k]
+        }
+        self._packing = dict(PACKING)
         delta.gauges = {"rss": rss()}
         gauges = getattr(self.transport, "slot_gauges", None)
         if gauges is not None:
