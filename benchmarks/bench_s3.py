@@ -31,6 +31,7 @@ Usage::
     python benchmarks/bench_s3.py --workers 2 --repeat 3
     git archive HEAD~1 src | tar -x -C /tmp/base         # the code before, to compare
     python benchmarks/bench_s3.py --baseline-src /tmp/base/src --rounds 7 --epochs 3
+    python benchmarks/bench_s3.py --baseline-src /tmp/base/src --workers 2 --also-disk
 """
 
 from __future__ import annotations
@@ -210,26 +211,29 @@ def run_child(src: Path, url: str, workers: int, server: int, args: Any) -> list
     return [Epoch(**json.loads(line)) for line in out.splitlines() if line.startswith("{")]
 
 
-def ab(url: str, server: int, args: Any) -> None:
-    """Before/after: the baseline's tree and this one, alternating (see module)."""
+def ab(paths: dict[str, str], server: int, args: Any) -> None:
+    """Before/after: the baseline's tree and this one, alternating (see module), on each of
+    ``paths`` (S3, and with ``--also-disk`` the local copy, which tells the cost of the loader
+    from that of the S3 reads)."""
     trees = {"base": Path(args.baseline_src).resolve(), "this": REPO / "src"}
-    runs: dict[tuple[str, int], list[list[Epoch]]] = {}
+    runs: dict[tuple[str, str, int], list[list[Epoch]]] = {}
     for r in range(args.rounds):
         order = list(trees) if r % 2 == 0 else list(reversed(trees))
         for workers in args.workers:
-            for name in order:
-                epochs = run_child(trees[name], url, workers, server, args)
-                runs.setdefault((name, workers), []).append(epochs)
+            for where, path in paths.items():
+                for name in order:
+                    epochs = run_child(trees[name], path, workers, server, args)
+                    runs.setdefault((where, name, workers), []).append(epochs)
     print(f"medians of {args.rounds} processes x {args.epochs} epochs per tree and W")
-    print(f"{'W':>2} {'tree':>5} {'1st batch s':>11} {'(later)':>8} {'samples/s':>9} "
+    print(f"{'W':>2} {'from':>4} {'tree':>5} {'1st batch s':>11} {'(later)':>8} {'samples/s':>9} "
           f"{'loader ms/smp':>13} {'weed ms/smp':>11}")  # fmt: skip
     for workers in args.workers:
-        for name in trees:
-            done = runs[(name, workers)]
+        for where, name in ((where, name) for where in paths for name in trees):
+            done = runs[(where, name, workers)]
             every = [e for epochs in done for e in epochs]
             later = [e.first for epochs in done for e in epochs[1:]]
             print(
-                f"{workers:>2} {name:>5} {statistics.median(e[0].first for e in done):>11.3f} "
+                f"{workers:>2} {where:>4} {name:>5} {statistics.median(e[0].first for e in done):>11.3f} "
                 f"{statistics.median(later) if later else float('nan'):>8.3f} "
                 f"{statistics.median(e.rate for e in every):>9.0f} "
                 f"{statistics.median(e.ms(e.loader_cpu) for e in every):>13.3f} "
@@ -248,6 +252,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", help="A/B against this src folder (see module)")
     parser.add_argument("--rounds", type=int, default=5, help="A/B: processes per tree and W")
     parser.add_argument("--epochs", type=int, default=3, help="A/B: epochs per process")
+    parser.add_argument("--also-disk", action="store_true", help="A/B: also from local disk")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -273,7 +278,8 @@ def main() -> None:
             )  # fmt: skip
             print(f"{args.shards} shards x {args.per_shard} samples x {args.sample_bytes} B")
             if args.baseline_src:
-                ab(url, server.proc.pid, args)
+                paths = {"s3": url, **({"disk": str(local)} if args.also_disk else {})}
+                ab(paths, server.proc.pid, args)
                 return
             print(HEADER)
             for workers in args.workers:

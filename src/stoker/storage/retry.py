@@ -139,7 +139,7 @@ def is_transient(error: BaseException) -> bool:
     """
     if isinstance(error, _PERMANENT):
         return False
-    transient = (ShortRead, BadResponse, http.client.IncompleteRead, TimeoutError, ConnectionError)
+    transient = (ShortRead, BadResponse, http.client.HTTPException, TimeoutError, ConnectionError)
     if isinstance(error, transient):
         return True
     status = _http_status(error)
