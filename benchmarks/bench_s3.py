@@ -232,8 +232,9 @@ def ab(paths: dict[str, str], server: int, args: Any) -> None:
             done = runs[(where, name, workers)]
             every = [e for epochs in done for e in epochs]
             later = [e.first for epochs in done for e in epochs[1:]]
+            first = statistics.median(e[0].first for e in done)
             print(
-                f"{workers:>2} {where:>4} {name:>5} {statistics.median(e[0].first for e in done):>11.3f} "
+                f"{workers:>2} {where:>4} {name:>5} {first:>11.3f} "
                 f"{statistics.median(later) if later else float('nan'):>8.3f} "
                 f"{statistics.median(e.rate for e in every):>9.0f} "
                 f"{statistics.median(e.ms(e.loader_cpu) for e in every):>13.3f} "

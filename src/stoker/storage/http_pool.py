@@ -188,11 +188,15 @@ class Pool:
             )
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self._connect_timeout)
-        conn.connect()
-        assert conn.sock is not None
-        for level, option, value in self._options:
-            conn.sock.setsockopt(level, option, value)
-        conn.sock.settimeout(self._read_timeout)
+        try:
+            conn.connect()
+            assert conn.sock is not None
+            for level, option, value in self._options:
+                conn.sock.setsockopt(level, option, value)
+            conn.sock.settimeout(self._read_timeout)
+        except BaseException:
+            conn.close()  # (a failed TLS handshake leaves the plain socket open)
+            raise
         return conn
 
 

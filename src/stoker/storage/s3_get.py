@@ -275,10 +275,7 @@ def tls_context(verify: bool | str, client_cert: str | tuple[str, str] | None) -
     the client certificate."""
     import ssl
 
-    from botocore.httpsession import (  # type: ignore[import-untyped]
-        create_urllib3_context,
-        get_cert_path,
-    )
+    from botocore.httpsession import create_urllib3_context, get_cert_path
 
     context = create_urllib3_context()
     if verify:
