@@ -72,7 +72,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
         self.server.connections += 1  # type: ignore[attr-defined]
 
-    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+    def do_GET(self) -> None:
         first, last = (int(v) for v in self.headers["Range"].removeprefix("bytes=").split("-"))
         self.send_response(206)
         self.send_header("Content-Range", f"bytes {first}-{last}/{len(BODY)}")
