@@ -173,3 +173,27 @@ def test_a_pass_that_skipped_too_much_raises_and_stats_count_it(
     assert sorted(keys) == sorted(k for k, _ in expected if not k.startswith("s3_"))
     warned = [r for r in caplog.records if "skipped 50 of its 200 samples" in r.getMessage()]
     assert len(warned) == 1
+
+
+def test_a_pass_that_never_ends_is_checked_window_by_window(
+    data: Path, env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stoker import get_train_dataset
+    from stoker.runtime import loader as loader_module
+    from tests.integration._remote import config
+
+    monkeypatch.setattr(loader_module, "STORAGE_WINDOW", 100)  # 10,000 samples by default
+    url = f"s3://{BUCKET}/data"
+    with HostileS3(data, BUCKET, "extra_100", keys={"train_3.tar"}) as server:
+        env(server)
+        dataset = get_train_dataset(
+            url, worker_config=config(0), batch_size=4, shuffle_buffer_size=8,
+            max_samples_per_sequence=4, repeat=True,
+        )  # fmt: skip
+        batches = 0
+        with pytest.raises(StorageError, match=r"pass 0 is running short: \d+ of its last"):
+            with get_loader(dataset) as loader:
+                for _ in loader:  # a quarter of every pass is skipped: never ends quietly
+                    batches += 1
+                    assert batches < 1000
+    assert batches < 50  # within the first pass (200 samples, 50 batches of 4)

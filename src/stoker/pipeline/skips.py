@@ -107,10 +107,18 @@ class Skips:
         }
 
 
-def check_storage_share(skipped: int, samples: int, share: float, epoch: int) -> None:
-    """At the end of a pass: raise if more than ``share`` of its samples were skipped because
-    the storage failed on every retry (``skipped`` of ``samples`` delivered + skipped), else log
-    one warning with the count if any were.
+#: With ``repeat=True`` a pass never ends: the storage share is checked every this many samples
+#: (delivered + skipped), and at the end of a pass for what is left.
+STORAGE_WINDOW = 10_000
+
+
+def check_storage_share(
+    skipped: int, samples: int, share: float, epoch: int, *, window: bool = False
+) -> None:
+    """At the end of a pass (or of a :data:`STORAGE_WINDOW` of it, ``window``): raise if more
+    than ``share`` of its samples were skipped because the storage failed on every retry
+    (``skipped`` of ``samples`` delivered + skipped), else log one warning with the count if any
+    were.
 
     Example:
         >>> check_storage_share(0, 100, 0.01, 0)
@@ -118,6 +126,10 @@ def check_storage_share(skipped: int, samples: int, share: float, epoch: int) ->
         Traceback (most recent call last):
         ...
         stoker.errors.StorageError: pass 0 ended short: 5 of its 100 samples were skipped ...
+        >>> check_storage_share(200, 9800, 0.01, 3, window=True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        stoker.errors.StorageError: pass 3 is running short: 200 of its last 10000 samples ...
     """
     if skipped <= 0:
         return
@@ -125,8 +137,13 @@ def check_storage_share(skipped: int, samples: int, share: float, epoch: int) ->
     if skipped > share * total:
         from stoker.errors import StorageError
 
+        what = (
+            f"is running short: {skipped} of its last"
+            if window
+            else f"ended short: {skipped} of its"
+        )
         raise StorageError(
-            f"pass {epoch} ended short: {skipped} of its {total} samples were skipped because "
+            f"pass {epoch} {what} {total} samples were skipped because "
             f"their reads failed after every retry ({skipped / total:.1%}, more than the "
             f"{share:.1%} allowed).",
             hint="Check the storage (the log names the reads that failed), or allow more with "
@@ -135,8 +152,9 @@ def check_storage_share(skipped: int, samples: int, share: float, epoch: int) ->
     import logging
 
     logging.getLogger("stoker").warning(
-        "pass %d skipped %d of its %d samples because their reads failed after every retry",
+        "pass %d skipped %d of its %s%d samples because their reads failed after every retry",
         epoch,
         skipped,
+        "last " if window else "",
         total,
     )

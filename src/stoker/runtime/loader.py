@@ -26,7 +26,7 @@ from stoker.model.batch_wire import pack as pack_batch
 from stoker.model.cache_pool import CachePool, use_cache_pool
 from stoker.model.samples import pin_memory
 from stoker.pipeline.refs import Buffers, Position, position
-from stoker.pipeline.skips import STORAGE, Skips, check_storage_share
+from stoker.pipeline.skips import STORAGE, STORAGE_WINDOW, Skips, check_storage_share
 from stoker.pipeline.slot_pool import SlotPool
 from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
@@ -506,6 +506,8 @@ class Loader(LoaderState, LoaderMeasures):
                 self._skipped.merge(item.skips)
                 self._pass_storage_skips += item.skips.by_reason.get(STORAGE, 0)
             self._pass_samples += item.samples
+            if self._pass_samples + self._pass_storage_skips >= STORAGE_WINDOW:
+                self._check_storage_window()
             self._stats.received(item)
             if item.kind == ERROR:
                 self._stop()
@@ -527,6 +529,18 @@ class Loader(LoaderState, LoaderMeasures):
             self._batch = item.batch
             return True
         return False
+
+    def _check_storage_window(self) -> None:
+        """A pass that never ends (``repeat=True``) is checked window by window."""
+        skipped, samples = self._pass_storage_skips, self._pass_samples
+        self._pass_samples = self._pass_storage_skips = 0
+        try:
+            check_storage_share(
+                skipped, samples, self.options.max_storage_skip_share, self.epoch, window=True
+            )
+        except BaseException:
+            self._stop()
+            raise
 
     def _next_pass(self) -> None:
         self._end_pass()

@@ -90,7 +90,9 @@ class LoaderOptions:
             that may be skipped because their reads failed after every retry (reason
             ``"storage: retries exhausted"``) before the pass ends in a :class:`StorageError`
             naming the count instead of ending short (0.01: 1 %; 1.0: never; below it, one
-            warning per pass with the count). No environment variable.
+            warning per pass with the count). Checked also every 10,000 samples of a pass, so
+            that a pass that never ends (``repeat=True``) cannot run short quietly. No
+            environment variable.
         trust_pickles: Unpickle ``.pickle``/``.pyd`` parts fully, running whatever code they
             name (``STOKER_TRUST_PICKLES``, off: only plain data and numpy arrays are
             unpickled, anything else is refused; docs/security.md). Only for data you trust.
