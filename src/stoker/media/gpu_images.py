@@ -33,6 +33,7 @@ from stoker.media.image_modes import GPU_IMAGE_MODES, IMAGE_MODES
 if TYPE_CHECKING:
     from stoker.pipeline.decode import SampleDecoder
 
+_JPEG = ("jpg", "jpeg", "jpe", "jfif")
 #: PIL band layouts -> channels of an unchanged (``nvimgcodec``) decode.
 _BANDS = {"1": 1, "L": 1, "I": 1, "I;16": 1, "F": 1, "LA": 2, "P": 3, "RGB": 3, "YCbCr": 3}
 
@@ -77,8 +78,12 @@ class CompressedImages:
         return _pad_stack([_as_tensor(i) for i in self.items], torch.device("cpu"))
 
 
-def compressed_image(ext: str, data: bytes, decoder: SampleDecoder) -> CompressedImage:
-    """Check the header of an image part and keep it compressed (see the module)."""
+def compressed_image(ext: str, data: bytes, decoder: SampleDecoder) -> CompressedImage | None:
+    """Check the header of an image part and keep it compressed (see the module); None for a
+    JPEG without its end marker (a truncated file), which the worker decodes at once so that it
+    fails there, under the error policy, rather than in the main process's batch."""
+    if ext in _JPEG and not data.rstrip(b"\0").endswith(b"\xff\xd9"):
+        return None
     Image = require("PIL.Image", "decoding images")
     try:
         with Image.open(io.BytesIO(data)) as img:

@@ -116,7 +116,9 @@ def decode_image(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     """Decode an image part into the decoder's ``image_decode`` mode (numpy, torch CHW or PIL);
     GPU modes keep the parts nvImageCodec reads compressed (:mod:`stoker.media.gpu_images`)."""
     if decoder.gpu_images and ext in GPU_IMAGE_EXTENSIONS:
-        return compressed_image(ext, data, decoder)
+        kept = compressed_image(ext, data, decoder)
+        if kept is not None:
+            return kept
     container, as_float, channels = IMAGE_MODES[decoder.cpu_image_decode]
     if decoder.float_images_on_batch and container == "torch" and channels == "RGB":
         deferred = _deferred_jpeg(ext, data, decoder, as_float)
