@@ -27,7 +27,6 @@ from stoker.model.samples import CaptioningSample
 from stoker.pipeline.batch import batch_pad_stack, generic_batch
 from stoker.pipeline.decode import SampleDecoder
 from stoker.runtime import gpu_batches
-from tests.integration._media import make_textured_video
 
 CUDA = torch.cuda.is_available()
 NVIMGCODEC = (
@@ -58,6 +57,15 @@ def image(size: tuple[int, int], fmt: str = "JPEG", mode: str = "RGB", seed: int
     out = io.BytesIO()
     Image.fromarray(pixels.squeeze(-1) if mode == "L" else pixels, mode).save(out, format=fmt)
     return out.getvalue()
+
+
+def textured_video(codec: str, frames: int, size: tuple[int, int]) -> bytes:
+    """A lossy h264 video made with PyAV (skips where PyAV is missing: the GPU machine's
+    image-decoding run carries no PyAV)."""
+    pytest.importorskip("av")
+    from tests.integration._media import make_textured_video
+
+    return make_textured_video(codec, frames=frames, size=size)
 
 
 def gpu_kept(mode: str) -> SampleDecoder:
@@ -99,6 +107,18 @@ def test_fallback_warns_once_and_decodes_as_the_cpu_mode(mode: str) -> None:
             assert torch.equal(got[name], expected[name])
         assert got["txt"] == "hi"
     assert decoders[0].config()["image_decode"] == mode  # states save the mode asked for
+
+
+def test_the_gpu_extra_stays_out_of_all() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any("nvimgcodec" in r for r in extras["gpu"])
+    assert any("PyNvVideoCodec" in r for r in extras["gpu"])
+    assert "gpu" not in extras["all"][0] and not any("nvidia" in r for r in extras["all"])
 
 
 def test_unknown_mode_lists_the_gpu_modes_too() -> None:
@@ -183,9 +203,9 @@ def test_the_main_process_hook_finds_images_in_any_container(
     assert gpu_batches.finish_gpu_images(plain) == plain
 
 
-@cpu_only
+@pytest.mark.skipif(NVVIDEO, reason="tests the fallback where GPU video decoding is missing")
 def test_video_on_a_missing_gpu_decodes_on_the_cpu_with_one_warning() -> None:
-    video = make_textured_video("h264", frames=24, size=(96, 64))
+    video = textured_video("h264", frames=24, size=(96, 64))
     cpu = AVDecoder(video).get_video_clips([(0, 5), (10, 20)], video_unit="frames")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -239,7 +259,7 @@ def test_gpu_modes_force_channels() -> None:
 
 @needs_nvdec
 def test_gpu_video_clips_match_the_cpu_within_a_few_levels() -> None:
-    video = make_textured_video("h264", frames=48, size=(256, 192))
+    video = textured_video("h264", frames=48, size=(256, 192))
     ranges = [(0, 7), (20, 31)]
     cpu_clips, cpu_times = AVDecoder(video).get_video_clips(ranges, video_unit="frames")
     with warnings.catch_warnings():
