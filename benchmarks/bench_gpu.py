@@ -128,7 +128,7 @@ def jpegs(path: Path) -> Any:
 
 def gpu_ceiling(path: Path, batches: int) -> tuple[float, int]:
     """(images/s of nvImageCodec's batched decode alone, max level difference to the CPU)."""
-    from stoker.media.gpu_images import decode_on_gpu
+    from stoker.media.gpu_image_decoder import decode_on_gpu
 
     held = compressed_batches(path, min(batches, 8))
     decode_on_gpu(held[0])

@@ -18,9 +18,10 @@ import pytest
 import torch
 from PIL import Image
 
-from stoker.errors import ConfigError, SampleError
+from stoker.errors import ConfigError, MissingDependencyError, SampleError
 from stoker.media.av_decoder import AVDecoder
-from stoker.media.gpu_images import CompressedImage, CompressedImages, decode_on_gpu
+from stoker.media.gpu_image_decoder import NVImageCodecDecoder, decode_on_gpu
+from stoker.media.gpu_images import CompressedImage, CompressedImages
 from stoker.media.gpu_support import GpuDecodeFallbackWarning, forget_warnings, gpu_problem
 from stoker.media.image_modes import GPU_IMAGE_MODES
 from stoker.model.samples import CaptioningSample
@@ -222,6 +223,18 @@ def test_video_on_a_missing_gpu_decodes_on_the_cpu_with_one_warning() -> None:
     assert pickle.loads(pickle.dumps(gpu)).device == 0
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("nvidia") is not None
+    and importlib.util.find_spec("nvidia.nvimgcodec") is not None,
+    reason="nvImageCodec is installed",
+)
+def test_energons_per_image_decoder_names_the_extra_where_the_package_is_missing() -> None:
+    with pytest.raises(MissingDependencyError, match=r"stoker\[gpu\]"):
+        NVImageCodecDecoder("nvimgcodecrgb8")
+    with pytest.raises(ConfigError, match="color_space"):
+        NVImageCodecDecoder("nvimgcodec_rgb")
+
+
 # --- on a GPU machine -----------------------------------------------------------------------
 
 
@@ -255,6 +268,23 @@ def test_gpu_modes_force_channels() -> None:
         decoder = SampleDecoder(image_decode=mode)  # type: ignore[arg-type]
         batch = batch_pad_stack([decoder.decode_part("k", "png", d) for d in (grey, rgba)])
         assert decode_on_gpu(batch).shape == (2, channels, 10, 20)
+
+
+@needs_nvimgcodec
+def test_energons_per_image_decoder_and_decode_file_give_cuda_tensors() -> None:
+    png = image((30, 20), "PNG")
+    decoder = NVImageCodecDecoder()
+    assert decoder("pdf", b"") is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert decoder("png", b"") is None
+    tensor = decoder("png", png)
+    assert tensor is not None and tensor.device.type == "cuda" and tensor.dtype == torch.float32
+    cpu = SampleDecoder(image_decode="torchrgb").decode_part("k", "png", png)
+    assert tensor.shape == cpu.shape and float((tensor.cpu() - cpu).abs().max()) <= 2 / 255
+    single = SampleDecoder(image_decode="nvimgcodecrgb8").decode_file("k.png", png)
+    assert single.device.type == "cuda" and single.dtype == torch.uint8
+    assert _levels(single, SampleDecoder(image_decode="torchrgb8").decode_file("k.png", png)) <= 2
 
 
 @needs_nvdec

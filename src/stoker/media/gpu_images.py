@@ -1,4 +1,4 @@
-"""Images decoded on the GPU in the main process, whole batches at a time, by nvImageCodec.
+"""The worker side of GPU image decoding: images kept compressed, gathered per batch.
 
 With a GPU image mode (``SampleDecoder(image_decode="nvimgcodecrgb8", image_decode_device=0)``,
 Energon's names) the workers do not decode JPEG/PNG/... parts: they read the header (size and
@@ -7,9 +7,10 @@ the compressed bytes as a :class:`CompressedImage`. The batcher gathers a field'
 one :class:`CompressedImages` (bytes cross the process boundary: a JPEG is ~10x smaller than its
 pixels), and the loader's main process decodes it with one batched nvImageCodec call into a
 zero-padded ``(B, C, H, W)`` CUDA tensor, uint8 or float32 in [0, 1]
-(:func:`decode_on_gpu`). Code that needs the pixels before batching (augmentations in
-``encode_sample``) gets :class:`CompressedImage`, whose :meth:`CompressedImage.tensor` decodes on
-the CPU: such pipelines gain nothing from GPU decoding (docs/gpu.md).
+(:mod:`stoker.media.gpu_image_decoder`). Code that needs the pixels before batching
+(augmentations in ``encode_sample``) gets :class:`CompressedImage`, whose
+:meth:`CompressedImage.tensor` decodes on the CPU: such pipelines gain nothing from GPU decoding
+(docs/gpu.md).
 
 Example:
     >>> batch = CompressedImages([], "nvimgcodecrgb8", 0)
@@ -24,7 +25,6 @@ import io
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.utils.dlpack
 
 from stoker.errors import SampleError, require
 from stoker.media.gpu_support import cuda_usable, gpu_problem, warn_once
@@ -75,7 +75,7 @@ class CompressedImages:
         """The batch decoded on the CPU, as the CPU mode would batch it (padded, stacked)."""
         if not self.items:
             return torch.empty(0)
-        return _pad_stack([_as_tensor(i) for i in self.items], torch.device("cpu"))
+        return pad_stack([_as_tensor(i) for i in self.items], torch.device("cpu"))
 
 
 def compressed_image(ext: str, data: bytes, decoder: SampleDecoder) -> CompressedImage | None:
@@ -101,7 +101,7 @@ def _as_tensor(item: Any) -> torch.Tensor:
     return item.tensor() if isinstance(item, CompressedImage) else item
 
 
-def _pad_stack(images: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+def pad_stack(images: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """Zero-pad ``(C, H, W)`` (or ``(H, W)``) images to the largest and stack them."""
     max_size = [max(t.shape[d] for t in images) for d in range(images[0].dim())]
     out = torch.zeros((len(images), *max_size), dtype=images[0].dtype, device=device)
@@ -109,97 +109,6 @@ def _pad_stack(images: list[torch.Tensor], device: torch.device) -> torch.Tensor
         region: tuple[Any, ...] = (i, *[slice(0, s) for s in t.shape])
         out[region] = t
     return out
-
-
-class GpuImageDecoder:
-    """nvImageCodec's batched decoder on one CUDA device, made on first use (main process)."""
-
-    def __init__(self, device: int) -> None:
-        self.device = device
-        self._codec: Any = None
-        self._params: dict[str, Any] = {}
-
-    def _decoder(self) -> Any:
-        if self._codec is None:
-            nvimgcodec = require("nvidia.nvimgcodec", "GPU image decoding")
-            self._codec = nvimgcodec.Decoder(device_id=self.device)
-        return self._codec
-
-    def _decode_params(self, mode: str) -> Any:
-        if mode not in self._params:
-            nvimgcodec = require("nvidia.nvimgcodec", "GPU image decoding")
-            spec = {"l": "GRAY", "rgb": "SRGB"}.get(mode.removeprefix("nvimgcodec").rstrip("8"))
-            color = getattr(nvimgcodec.ColorSpec, spec or "UNCHANGED")
-            self._params[mode] = nvimgcodec.DecodeParams(color_spec=color)
-        return self._params[mode]
-
-    def decode(self, batch: CompressedImages) -> torch.Tensor:
-        """The batch as one zero-padded ``(B, C, H, W)`` tensor on this decoder's device."""
-        device = torch.device("cuda", self.device)
-        if not batch.items:
-            return torch.empty(0, device=device)
-        compressed = [i for i, item in enumerate(batch.items) if isinstance(item, CompressedImage)]
-        decoded = self._decoder().decode(
-            [batch.items[i].data for i in compressed], params=self._decode_params(batch.mode)
-        )
-        images: list[Any] = list(batch.items)
-        for i, image in zip(compressed, decoded, strict=True):
-            images[i] = self._chw(image, batch.items[i], batch.mode, device)
-        uint8 = [
-            t.to(device) if t.dtype == torch.uint8 else (t * 255).round().to(torch.uint8).to(device)
-            for t in images
-        ]
-        out = _pad_stack(uint8, device)
-        return out if batch.mode.endswith("8") else out.float().div_(255.0)
-
-    def _chw(self, image: Any, item: CompressedImage, mode: str, device: torch.device) -> Any:
-        """One decoded image as uint8 CHW on ``device``; CPU-decoded where nvImageCodec failed."""
-        if image is None:  # a format or variant nvImageCodec does not decode
-            warn_once(
-                f"nvimgcodec-failed-{item.ext}",
-                f"nvImageCodec could not decode a {item.ext!r} image; such images are decoded "
-                "on the CPU (warned once).",
-            )
-            from stoker.media.image import decode_image
-
-            cpu = decode_image(item.ext, item.data, _uint8_cpu_decoder(item.decoder))
-            return cpu.to(device)
-        tensor = torch.utils.dlpack.from_dlpack(image)
-        chw = tensor.permute(2, 0, 1) if tensor.dim() == 3 else tensor.unsqueeze(0)
-        if mode.removesuffix("8") == "nvimgcodecrgba" and chw.shape[0] < 4:
-            if chw.shape[0] == 1:
-                chw = chw.expand(3, *chw.shape[1:])
-            alpha = torch.full((1, *chw.shape[1:]), 255, dtype=chw.dtype, device=chw.device)
-            chw = torch.cat([chw, alpha])
-        return chw
-
-
-def _uint8_cpu_decoder(decoder: SampleDecoder) -> SampleDecoder:
-    """``decoder``'s CPU decoder in the uint8 variant of its mode (a GPU batch is scaled once,
-    at its end)."""
-    cpu = decoder.cpu_decoder()
-    cpu.cpu_image_decode = _UINT8.get(cpu.cpu_image_decode, cpu.cpu_image_decode)
-    return cpu
-
-
-#: The uint8 variant of each float CPU mode a GPU mode falls back to.
-_UINT8 = {
-    "torchl": "torchl8",
-    "torchrgb": "torchrgb8",
-    "torch": "torchrgb8",
-    "torchrgba": "torchrgba8",
-}
-
-#: One decoder per device, shared by the loaders of a process.
-_decoders: dict[int, GpuImageDecoder] = {}
-
-
-def decode_on_gpu(batch: CompressedImages) -> torch.Tensor:
-    """``batch`` decoded on its CUDA device (see :class:`GpuImageDecoder`)."""
-    decoder = _decoders.get(batch.device)
-    if decoder is None:
-        decoder = _decoders[batch.device] = GpuImageDecoder(batch.device)
-    return decoder.decode(batch)
 
 
 def gpu_images_usable(mode: str, device: int) -> bool:

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from stoker.errors import ConfigError, MissingDependencyError, SampleError
-from stoker.media.gpu_images import gpu_images_usable
+from stoker.media.gpu_image_decoder import decode_one_on_gpu
+from stoker.media.gpu_images import CompressedImage, gpu_images_usable
 from stoker.media.image import decode_image
 from stoker.media.image_modes import GPU_IMAGE_MODES as GPU_IMAGE_MODES
 from stoker.media.image_modes import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
@@ -166,7 +167,10 @@ class SampleDecoder:
     def decode_file(self, fname: str, raw: bytes) -> Any:
         """Decode one file by its name (``dir/key.jpg``), as Energon's ``decode(fname, raw)``."""
         key, _, ext = fname.rpartition("/")[2].partition(".")
-        return self.decode_part(key, ext or fname, raw)
+        value = self.decode_part(key, ext or fname, raw)
+        if isinstance(value, CompressedImage):  # one file: decoded on the GPU at once
+            return decode_one_on_gpu(value)
+        return value
 
     def decode_part(self, key: str, name: str, data: bytes) -> Any:
         """Decode one part ``name`` (e.g. ``jpg``, ``seg.json.gz``) of sample ``key``."""

@@ -17,7 +17,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from stoker.media.gpu_images import CompressedImages, decode_on_gpu
+from stoker.media.gpu_image_decoder import decode_on_gpu
+from stoker.media.gpu_images import CompressedImages
 
 
 def gpu_image_hook(dataset: Any) -> Callable[[Any], Any] | None:
