@@ -115,9 +115,9 @@ class AVDecoder:
         video: Clips = ([], [])
         audio: Clips = ([], [])
         with self._open() as (container, vindex, aindex):
-            on_gpu = None
-            if video_clip_ranges is not None and self.device is not None:
-                on_gpu = GpuVideo(self.device).clips(
+            on_gpu, device = None, getattr(self, "device", None)  # (pickles of older versions)
+            if video_clip_ranges is not None and device is not None:
+                on_gpu = GpuVideo(device).clips(
                     self._data(),
                     container,
                     vindex,
