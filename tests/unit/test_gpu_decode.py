@@ -128,16 +128,17 @@ def test_unknown_mode_lists_the_gpu_modes_too() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "channels"), [("nvimgcodecrgb8", 3), ("nvimgcodecl", 1), ("nvimgcodecrgba8", 4)]
+    ("mode", "dims"), [("nvimgcodecrgb8", (3,)), ("nvimgcodecl", ()), ("nvimgcodecrgba8", (4,))]
 )
-def test_workers_keep_images_compressed_with_their_shape(mode: str, channels: int) -> None:
+def test_workers_keep_images_compressed_with_their_shape(mode: str, dims: tuple[int, ...]) -> None:
     decoder = gpu_kept(mode)
     data = image((33, 21))
     got = decoder.decode("k", {"jpg": data, "gif": image((5, 4), "GIF", "L")})
     kept = got["jpg"]
     assert isinstance(kept, CompressedImage)
     assert kept.data is data and kept.ext == "jpg"
-    assert tuple(kept.shape) == (channels, 21, 33)
+    assert tuple(kept.shape) == (*dims, 21, 33)  # the CPU twin's layout
+    assert tuple(kept.tensor().shape) == tuple(kept.shape)
     assert isinstance(got["gif"], torch.Tensor)  # not nvImageCodec's: decoded by the worker
     cpu = SampleDecoder(image_decode=GPU_IMAGE_MODES[mode])  # type: ignore[arg-type]
     assert torch.equal(kept.tensor(), cpu.decode_part("k", "jpg", data))
@@ -264,10 +265,11 @@ def test_gpu_batches_equal_cpu_decode_within_two_levels(mode: str) -> None:
 @needs_nvimgcodec
 def test_gpu_modes_force_channels() -> None:
     grey, rgba = image((20, 10), "PNG", "L"), image((20, 10), "PNG", "RGBA")
-    for mode, channels in [("nvimgcodecrgb8", 3), ("nvimgcodecl8", 1), ("nvimgcodecrgba8", 4)]:
+    for mode, dims in [("nvimgcodecrgb8", (3,)), ("nvimgcodecl8", ()), ("nvimgcodecrgba8", (4,))]:
         decoder = SampleDecoder(image_decode=mode)  # type: ignore[arg-type]
         batch = batch_pad_stack([decoder.decode_part("k", "png", d) for d in (grey, rgba)])
-        assert decode_on_gpu(batch).shape == (2, channels, 10, 20)
+        assert decode_on_gpu(batch).shape == (2, *dims, 10, 20)  # as the CPU twin's batch
+        assert decode_on_gpu(batch).shape == batch.cpu_tensor().shape
 
 
 @needs_nvimgcodec

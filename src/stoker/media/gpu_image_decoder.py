@@ -63,7 +63,8 @@ class GpuImageDecoder:
         return chw if mode.endswith("8") else chw.float().div_(255.0)
 
     def decode(self, batch: CompressedImages) -> torch.Tensor:
-        """The batch as one zero-padded ``(B, C, H, W)`` tensor on this decoder's device."""
+        """The batch as one zero-padded tensor on this decoder's device, laid out as its CPU twin's
+        batch: ``(B, C, H, W)``, ``(B, H, W)`` for the grey modes."""
         device = torch.device("cuda", self.device)
         if not batch.items:
             return torch.empty(0, device=device)
@@ -78,6 +79,8 @@ class GpuImageDecoder:
             t.to(device) if t.dtype == torch.uint8 else (t * 255).round().to(torch.uint8).to(device)
             for t in images
         ]
+        if batch.mode.removesuffix("8") == "nvimgcodecl":  # (H, W) items, as the CPU twin's
+            uint8 = [t[0] if t.dim() == 3 else t for t in uint8]
         out = pad_stack(uint8, device)
         return out if batch.mode.endswith("8") else out.float().div_(255.0)
 
@@ -95,7 +98,7 @@ class GpuImageDecoder:
 
             cpu = decode_image(item.ext, item.data, _uint8_cpu_decoder(item.decoder))
             return cpu.to(device)
-        tensor = torch.utils.dlpack.from_dlpack(image)
+        tensor = torch.utils.dlpack.from_dlpack(image).to(device)  # (a host image: copied)
         chw = tensor.permute(2, 0, 1) if tensor.dim() == 3 else tensor.unsqueeze(0)
         if mode.removesuffix("8") == "nvimgcodecrgba" and chw.shape[0] < 4:
             if chw.shape[0] == 1:

@@ -44,7 +44,7 @@ class CompressedImage:
 
     data: bytes = dataclasses.field(repr=False)
     ext: str
-    #: ``(C, H, W)`` of the decoded image (C as the mode makes it).
+    #: ``(C, H, W)`` of the decoded image (C as the mode makes it; ``(H, W)`` for grey modes).
     shape: torch.Size
     decoder: SampleDecoder = dataclasses.field(repr=False)
 
@@ -94,7 +94,9 @@ def compressed_image(ext: str, data: bytes, decoder: SampleDecoder) -> Compresse
     channels = {"L": 1, "RGB": 3, "RGBA": 4}.get(IMAGE_MODES[decoder.cpu_image_decode][2], 3)
     if decoder.image_decode == "nvimgcodec":  # the source's own channels
         channels = _BANDS.get(bands, 4 if "A" in bands else 3)
-    return CompressedImage(data, ext, torch.Size((channels, height, width)), decoder)
+    grey = decoder.image_decode.startswith("nvimgcodecl")  # (H, W), as the CPU twin's
+    dims = (height, width) if grey else (channels, height, width)
+    return CompressedImage(data, ext, torch.Size(dims), decoder)
 
 
 def _as_tensor(item: Any) -> torch.Tensor:
