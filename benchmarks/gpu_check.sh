@@ -27,6 +27,12 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || echo "gpu_check: installing .whl failed"
   export PYTHONPATH=/tmp/site
+  # The image's own nvidia-* packages may make `nvidia` a regular package that hides the
+  # carried nvidia/nvimgcodec: then merge the two folders into one package.
+  if [ -d /tmp/site/nvidia ] && ! "$PY" -c "import nvidia.nvimgcodec" 2>/dev/null; then
+    printf 'from pkgutil import extend_path\n__path__ = extend_path(__path__, __name__)\n' \
+      > /tmp/site/nvidia/__init__.py
+  fi
 fi
 export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu_machine.txt"
