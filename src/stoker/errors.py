@@ -282,6 +282,8 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "cbor2": ("cbor2", "codecs"),
     "pytorch_lightning": ("PyTorch Lightning", "lightning"),
     "lightning_utilities": ("PyTorch Lightning", "lightning"),
+    "nvidia": ("nvImageCodec (nvidia-nvimgcodec)", "gpu"),
+    "PyNvVideoCodec": ("PyNvVideoCodec", "gpu"),
 }
 
 

@@ -152,6 +152,10 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "get_failure_tolerance": "stoker.pipeline.tolerance:get_failure_tolerance",
     },
     "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.model.samples:Extendable"},
+    # pull request #249 (GPU image decoding)
+    "flavors.webdataset.nvimagecodec_decoder": {
+        "NVImageCodecDecoder": "stoker.media.gpu_image_decoder:NVImageCodecDecoder"
+    },
     "flavors.webdataset": {
         "AVDecoderType": "stoker.pipeline.decode:AVDecoderType",
         "ImageDecoderType": "stoker.pipeline.decode:ImageDecoderType",

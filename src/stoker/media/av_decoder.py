@@ -27,6 +27,7 @@ from stoker.media.audio import AudioUnit
 from stoker.media.av_data import AVData
 from stoker.media.clips import Clips, Ranges, audio_clips, video_clips
 from stoker.media.container import open_container
+from stoker.media.gpu_video import GpuVideo
 from stoker.media.limits import AVLimits
 from stoker.media.metadata import AVMetadata
 from stoker.media.probe import StreamIndex, av_metadata, count_audio_samples, index_streams
@@ -50,6 +51,8 @@ class AVDecoder:
             exactly and has nothing to warn about.
         limits: Bounds on what one call may decode (see :class:`AVLimits`).
         threads: Codec threads per call; 0 keeps decoding in the calling thread (fork-safe).
+        device: Decode video clips on this CUDA device (NVDEC; :mod:`stoker.media.gpu_video`),
+            giving CUDA tensors; None (default) decodes on the CPU.
     """
 
     def __init__(
@@ -59,11 +62,13 @@ class AVDecoder:
         *,
         limits: AVLimits | None = None,
         threads: int = 0,
+        device: int | None = None,
     ) -> None:
         self.stream: BinaryIO = io.BytesIO(stream) if isinstance(stream, bytes) else stream
         self.suppress_warnings = suppress_warnings
         self.limits = limits or AVLimits()
         self.threads = threads
+        self.device = device
         self._index: tuple[StreamIndex | None, StreamIndex | None] | None = None
         self._metadata: AVMetadata | None = None
         #: (samples, seconds) decoded and counted, on request
@@ -110,7 +115,20 @@ class AVDecoder:
         video: Clips = ([], [])
         audio: Clips = ([], [])
         with self._open() as (container, vindex, aindex):
-            if video_clip_ranges is not None:
+            on_gpu, device = None, getattr(self, "device", None)  # (pickles of older versions)
+            if video_clip_ranges is not None and device is not None:
+                on_gpu = GpuVideo(device).clips(
+                    self._data(),
+                    container,
+                    vindex,
+                    video_clip_ranges,
+                    video_unit,
+                    video_out_frame_size,
+                    self.limits,
+                )
+            if on_gpu is not None:
+                video = on_gpu
+            elif video_clip_ranges is not None:
                 video = video_clips(
                     container,
                     vindex,
@@ -234,6 +252,17 @@ class AVDecoder:
                 self._index = index_streams(container)
                 self._metadata = av_metadata(container, *self._index)
             yield container, *self._index
+
+    def _data(self) -> bytes:
+        """The encoded file's bytes."""
+        if isinstance(self.stream, io.BytesIO):
+            return self.stream.getvalue()
+        position = self.stream.tell()
+        self.stream.seek(0)
+        try:
+            return self.stream.read()
+        finally:
+            self.stream.seek(position)
 
     def __getstate__(self) -> dict[str, object]:
         return {**vars(self), "_held": None}  # an open container stays in its process

@@ -17,7 +17,8 @@ import numpy.typing as npt
 import torch
 
 from stoker.errors import SampleError, require
-from stoker.media.image_modes import IMAGE_MODES
+from stoker.media.gpu_images import CompressedImage, compressed_image
+from stoker.media.image_modes import GPU_IMAGE_EXTENSIONS, IMAGE_MODES
 
 if TYPE_CHECKING:
     from stoker.pipeline.decode import SampleDecoder
@@ -106,13 +107,19 @@ class JpegImage:
         return FloatImage(pixels).tensor() if self.as_float else pixels
 
 
-#: Images the batcher finishes (:func:`stoker.pipeline.batch.batch_pad_stack`).
-DEFERRED_IMAGES = (FloatImage, JpegImage)
+#: Images the batcher finishes (:func:`stoker.pipeline.batch.batch_pad_stack`); compressed ones
+#: are batched for the main process's GPU decode.
+DEFERRED_IMAGES = (FloatImage, JpegImage, CompressedImage)
 
 
 def decode_image(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
-    """Decode an image part into the decoder's ``image_decode`` mode (numpy, torch CHW or PIL)."""
-    container, as_float, channels = IMAGE_MODES[decoder.image_decode]
+    """Decode an image part into the decoder's ``image_decode`` mode (numpy, torch CHW or PIL);
+    GPU modes keep the parts nvImageCodec reads compressed (:mod:`stoker.media.gpu_images`)."""
+    if decoder.gpu_images and ext in GPU_IMAGE_EXTENSIONS:
+        kept = compressed_image(ext, data, decoder)
+        if kept is not None:
+            return kept
+    container, as_float, channels = IMAGE_MODES[decoder.cpu_image_decode]
     if decoder.float_images_on_batch and container == "torch" and channels == "RGB":
         deferred = _deferred_jpeg(ext, data, decoder, as_float)
         if deferred is not None:

@@ -14,7 +14,8 @@ from typing import Literal
 ImageDecoderType = Literal[
     "l8", "rgb8", "rgba8", "l", "rgb", "rgba", "numpy", "torchl8", "torchrgb8", "torchrgba8",
     "torch8", "torchuint8", "torchl", "torchrgb", "torch", "torchrgba",
-    "pill", "pil", "pilrgb", "pilrgba",
+    "pill", "pil", "pilrgb", "pilrgba", "nvimgcodecl8", "nvimgcodecrgb8", "nvimgcodecrgba8",
+    "nvimgcodecl", "nvimgcodecrgb", "nvimgcodec", "nvimgcodecrgba",
 ]  # fmt: skip
 #: Image mode -> (container, float?, channels), as in webdataset's ``imagespecs``.
 IMAGE_MODES: dict[str, tuple[str, bool, str]] = {
@@ -31,4 +32,17 @@ IMAGE_MODES: dict[str, tuple[str, bool, str]] = {
 IMAGE_EXTENSIONS = (
     "jpg", "jpeg", "jpe", "jfif", "png", "apng", "webp", "bmp", "gif", "tif", "tiff",
     "ppm", "pgm", "pbm", "pnm",
+)  # fmt: skip
+#: GPU image modes (Energon's ``nvimgcodec*`` names) -> the CPU mode of the same layout, used
+#: where CUDA or nvImageCodec is missing and for formats nvImageCodec does not read. ``8``
+#: suffix: uint8, else float32 in [0, 1]; ``nvimgcodec``/``nvimgcodecrgba`` keep/force alpha.
+GPU_IMAGE_MODES: dict[str, str] = {
+    "nvimgcodecl8": "torchl8", "nvimgcodecrgb8": "torchrgb8", "nvimgcodecrgba8": "torchrgba8",
+    "nvimgcodecl": "torchl", "nvimgcodecrgb": "torchrgb", "nvimgcodec": "torch",
+    "nvimgcodecrgba": "torchrgba",
+}  # fmt: skip
+#: Extensions nvImageCodec decodes on the GPU (the others are decoded by the workers).
+GPU_IMAGE_EXTENSIONS = (
+    "jpg", "jpeg", "jpe", "jfif", "png", "bmp", "tif", "tiff", "jp2", "j2k", "jpx",
+    "pnm", "ppm", "pgm", "pbm",
 )  # fmt: skip

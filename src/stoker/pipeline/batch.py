@@ -21,6 +21,7 @@ import torch
 import torch.utils.data
 
 from stoker.errors import StokerError
+from stoker.media.gpu_images import CompressedImage, compressed_batch
 from stoker.media.image import DEFERRED_IMAGES, FloatImage, JpegImage
 from stoker.pipeline.batch_images import fill_images, zero_padding
 from stoker.pipeline.transport import batch_buffer, image_buffer
@@ -43,6 +44,8 @@ def batch_pad_stack(batch: list[Any]) -> Any:
         >>> batch_pad_stack([torch.ones(1, 2), torch.ones(2, 1)]).shape
         torch.Size([2, 2, 2])
     """
+    if any(isinstance(b, CompressedImage) for b in batch):  # decoded by the main process
+        return compressed_batch(batch)
     ndim = len(batch[0].shape)
     if any(len(b.shape) != ndim for b in batch):
         shapes = [tuple(b.shape) for b in batch]

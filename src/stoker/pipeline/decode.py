@@ -28,7 +28,10 @@ import numpy as np
 import torch
 
 from stoker.errors import ConfigError, MissingDependencyError, SampleError
+from stoker.media.gpu_image_decoder import decode_one_on_gpu
+from stoker.media.gpu_images import CompressedImage, gpu_images_usable
 from stoker.media.image import decode_image
+from stoker.media.image_modes import GPU_IMAGE_MODES as GPU_IMAGE_MODES
 from stoker.media.image_modes import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
 from stoker.media.image_modes import IMAGE_MODES as IMAGE_MODES
 from stoker.media.image_modes import ImageDecoderType as ImageDecoderType
@@ -70,6 +73,11 @@ class SampleDecoder:
         max_image_pixels: Refuse (per-sample error) images with more pixels than this.
         image_min_size: ``(height, width)``: decode JPEGs at a reduced scale (DCT scaling) while
             staying at least this large; ``None`` decodes at full size.
+        image_decode_device: The CUDA device of the GPU image modes (``nvimgcodec*``: workers
+            send compressed images, the main process decodes each batch with nvImageCodec;
+            see :mod:`stoker.media.gpu_images` and docs/gpu.md).
+        video_decode_device: Decode the video of :class:`~stoker.media.av_decoder.AVDecoder`
+            parts on this CUDA device (NVDEC through PyNvVideoCodec); None decodes on the CPU.
 
     Example:
         >>> SampleDecoder(image_decode="torchrgb8").decode("k", {"txt": b"hi"})
@@ -85,10 +93,13 @@ class SampleDecoder:
         guess_content: bool = False,
         max_image_pixels: int = 2**28,
         image_min_size: tuple[int, int] | None = None,
+        image_decode_device: int = 0,
+        video_decode_device: int | None = None,
     ) -> None:
-        if image_decode not in IMAGE_MODES:
+        if image_decode not in IMAGE_MODES and image_decode not in GPU_IMAGE_MODES:
             raise ConfigError(
-                f"unknown {image_decode=}.", hint=f"Use one of {', '.join(IMAGE_MODES)}."
+                f"unknown {image_decode=}.",
+                hint=f"Use one of {', '.join([*IMAGE_MODES, *GPU_IMAGE_MODES])}.",
             )
         if av_decode not in ("torch", "AVDecoder", "pyav"):
             raise ConfigError(f"unknown {av_decode=}.", hint="Use 'AVDecoder', 'torch' or 'pyav'.")
@@ -98,6 +109,15 @@ class SampleDecoder:
         self.guess_content = guess_content
         self.max_image_pixels = max_image_pixels
         self.image_min_size = image_min_size
+        self.image_decode_device = image_decode_device
+        self.video_decode_device = video_decode_device
+        #: The mode the workers decode images to on the CPU (a GPU mode's CPU twin).
+        self.cpu_image_decode: str = GPU_IMAGE_MODES.get(image_decode, image_decode)
+        #: Whether image parts stay compressed for the main process's GPU decode (a GPU mode
+        #: where CUDA and nvImageCodec are there; else the CPU twin, with one warning).
+        self.gpu_images = image_decode in GPU_IMAGE_MODES and gpu_images_usable(
+            image_decode, image_decode_device
+        )
         #: Leave images to the batcher (RGB torch modes: JPEGs as :class:`JpegImage`, decoded
         #: into the batch; other float images as :class:`FloatImage`, scaled when batched); set
         #: only by the loader where no user code sees samples before batching (:func:`fused`).
@@ -147,7 +167,10 @@ class SampleDecoder:
     def decode_file(self, fname: str, raw: bytes) -> Any:
         """Decode one file by its name (``dir/key.jpg``), as Energon's ``decode(fname, raw)``."""
         key, _, ext = fname.rpartition("/")[2].partition(".")
-        return self.decode_part(key, ext or fname, raw)
+        value = self.decode_part(key, ext or fname, raw)
+        if isinstance(value, CompressedImage):  # one file: decoded on the GPU at once
+            return decode_one_on_gpu(value)
+        return value
 
     def decode_part(self, key: str, name: str, data: bytes) -> Any:
         """Decode one part ``name`` (e.g. ``jpg``, ``seg.json.gz``) of sample ``key``."""
@@ -188,6 +211,18 @@ class SampleDecoder:
             "max_image_pixels": self.max_image_pixels,
             "image_min_size": self.image_min_size,
         }
+
+    def cpu_decoder(self) -> SampleDecoder:
+        """A copy that decodes images on the CPU (the GPU modes' CPU twin).
+
+        Example:
+            >>> SampleDecoder(image_decode="torchrgb8").cpu_decoder().cpu_image_decode
+            'torchrgb8'
+        """
+        cpu = copy.copy(self)
+        cpu.gpu_images = False
+        cpu.float_images_on_batch = False
+        return cpu
 
     def fused(self) -> SampleDecoder:
         """A copy that leaves images to the batcher: JPEGs as :class:`JpegImage` (decoded

@@ -20,7 +20,7 @@ def decode_av(ext: str, data: bytes, decoder: SampleDecoder) -> Any:
     """Decode the media part ``data`` (extension ``ext``) as ``decoder.av_decode`` says."""
     if decoder.av_decode == "pyav":
         return open_input(data)
-    av_decoder = AVDecoder(data)
+    av_decoder = AVDecoder(data, device=getattr(decoder, "video_decode_device", None))
     if decoder.av_decode == "torch":
         return av_decoder.get_frames(video_decode_audio=decoder.video_decode_audio)
     return av_decoder

@@ -35,6 +35,7 @@ from stoker.runtime.bundle import RING_SHARE, Bundle, Bundler
 from stoker.runtime.debug_log import DebugLog
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
+from stoker.runtime.gpu_batches import gpu_image_hook
 from stoker.runtime.held_wire import Receiver, Sender
 from stoker.runtime.loader_state import LoaderState
 from stoker.runtime.loader_stats import LoaderMeasures
@@ -446,6 +447,8 @@ class Loader(LoaderState, LoaderMeasures):
         #: This pass's samples handed out, and skipped because the storage failed.
         self._pass_samples = self._pass_storage_skips = 0
         self._stats = StatsCollector()
+        #: Decodes the batches' compressed images on the GPU (GPU image modes only).
+        self._gpu_images = gpu_image_hook(dataset)
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -469,7 +472,7 @@ class Loader(LoaderState, LoaderMeasures):
             self._stats.handed_out(entered, perf_counter())
             if self._stats_log is not None:
                 self._stats_log.tick()
-            yield self._batch
+            yield self._batch if self._gpu_images is None else self._gpu_images(self._batch)
         self._stats.paused()
 
     def __len__(self) -> int:
