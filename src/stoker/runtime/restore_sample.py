@@ -72,7 +72,7 @@ def _item(dataset: LoaderDataset, key: Any, batch_index: int, place: int) -> Any
     """The sample or packed sample at ``key``, as the stream made it."""
     if isinstance(key, Sequence) and len(key) >= 2 and key[0] == PACK_KEY:
         return _pack(dataset, int(key[1]), key[2:], tuple(key), batch_index)
-    packing = dataset.packing_buffer_size is not None
+    packing = dataset.packing_size is not None
     return _sample(dataset, key, batch_index, place, packing=packing)
 
 
