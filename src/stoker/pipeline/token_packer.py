@@ -69,7 +69,7 @@ class TokenBudgetPacker:
     #: The loader's ``packing_buffer_size``: a smaller buffer is the stream's last.
     buffer_size: int | None = None
     #: Bins of whole samples at least this full are packs as they are.
-    min_fill: float = 0.99
+    min_fill: float = 0.995
     split: Split | None = None
 
     def __post_init__(self) -> None:
