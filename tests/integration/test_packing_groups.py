@@ -130,6 +130,12 @@ def test_a_group_without_packing_passes_samples_alone(mix: Path) -> None:
     alone = [p for p in packs if p[-1] == "alone"]
     assert alone and all(p[0].startswith("b") for p in alone)
     assert all(len(p) == 4 or len(p) == 5 for p in packs if p[-1] != "alone")
+    with loader_of(mix, ByGroup(), packing_buffer_size=sizes, batch_size=None) as loader:
+        items = list(itertools.islice(loader, 20))
+        single = [s for s in items if "post" in s]
+        assert single, "samples of the unpacked group come one by one"
+        again = loader.restore_sample(single[0]["__restore_key__"])
+    assert again["id"] == single[0]["id"] and again["post"] is True
 
 
 def test_a_dict_without_a_group_is_refused_naming_it(mix: Path) -> None:
