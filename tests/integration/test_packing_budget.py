@@ -54,6 +54,8 @@ def test_packs_are_99_percent_full_and_every_token_arrives_once(
     assert fill >= 0.99, f"fill ratio {fill:.4f} over {len(packs)} packs"
     assert sum(len(r) > 1 for r in covered.values()) > 10, "the test must split samples"
     assert stats["fill_ratio"] == pytest.approx(fill)
+    assert stats["padding_share"] == pytest.approx(1 - fill)
+    assert stats["partial_samples"] == sum(len(r) for r in covered.values() if len(r) > 1)
 
 
 def test_restore_in_the_middle_of_a_split_sample_continues_exactly(

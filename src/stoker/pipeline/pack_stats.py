@@ -1,11 +1,13 @@
 """Packing counters of this process, read by the worker meter and summed in ``loader.stats()``.
 
 Counted when ``select_samples_to_pack`` selects: ``packs``, ``packed_samples`` (members of those
-packs), ``pushed_back`` (samples a ``PackedSamplesOutput`` kept in the buffer). Where the task
+packs), ``partial_samples`` (of those, the parts of split samples: ``PartialSample``),
+``pushed_back`` (samples a ``PackedSamplesOutput`` kept in the buffer). Where the task
 encoder gives sizes, through the optional hook ``packing_sample_size(sample) -> int`` and the
 attribute ``packing_capacity`` (the size of one pack, e.g. the sequence length), also ``size``
 (summed over packed members) and ``capacity`` (``packing_capacity`` per pack), so the fill ratio
-is ``size / capacity``. Neither is an Energon name (its pull requests have no size hook).
+is ``size / capacity`` and the padding share ``1 - size / capacity``. Neither is an Energon
+name (its pull requests have no size hook).
 With named packing groups (:mod:`stoker.pipeline.pack_groups`) each counter is also kept per
 group, as ``group/NAME/counter``, and the summary gives each group's figures under that prefix.
 
@@ -14,6 +16,8 @@ Example:
     >>> count_selection(None, [[3, 4], [5]], pushed_back=2)
     >>> {k: PACKING[k] - before[k] for k in ("packs", "packed_samples", "pushed_back")}
     {'packs': 2, 'packed_samples': 3, 'pushed_back': 2}
+    >>> summary({"packs": 2, "packed_samples": 5, "size": 15, "capacity": 20})["padding_share"]
+    0.25
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stoker.pipeline.pack_partial import PartialSample
+
 #: Process-wide counters (never reset: readers take differences).
 PACKING: dict[str, int] = {
     "packs": 0,
     "packed_samples": 0,
+    "partial_samples": 0,
     "pushed_back": 0,
     "size": 0,
     "capacity": 0,
@@ -40,6 +47,7 @@ def count_selection(
     counts = {
         "packs": len(groups),
         "packed_samples": sum(len(g) for g in groups),
+        "partial_samples": sum(isinstance(s, PartialSample) for g in groups for s in g),
         "pushed_back": pushed_back,
     }
     size = getattr(encoder, "packing_sample_size", None)
@@ -81,6 +89,9 @@ def _figures(counts: dict[str, int]) -> dict[str, float]:
         "samples_per_pack": counts.get("packed_samples", 0) / packs if packs else 0.0,
         "pushed_back": counts.get("pushed_back", 0),
     }
+    if counts.get("partial_samples", 0):
+        out["partial_samples"] = counts["partial_samples"]
     if counts.get("capacity", 0):
         out["fill_ratio"] = counts["size"] / counts["capacity"]
+        out["padding_share"] = 1.0 - out["fill_ratio"]
     return out
