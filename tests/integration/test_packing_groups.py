@@ -161,3 +161,14 @@ def test_restore_with_groups_continues_exactly(mix: Path, tmp_path: Path, worker
             loader.restore_state_rank(state)
             tail = list(itertools.islice(loader, 24 - at))
         assert tail == reference[at:]
+
+
+def test_a_state_with_groups_resumes_on_another_worker_count(mix: Path, tmp_path: Path) -> None:
+    with loader_of(mix, ByGroup(), 0) as loader:
+        reference = list(itertools.islice(loader, 20))
+    with loader_of(mix, ByGroup(), 0) as loader:
+        list(itertools.islice(loader, 7))
+        torch.save(loader.save_state_rank(), tmp_path / "state.pt")
+    with loader_of(mix, ByGroup(), 2) as loader:  # the same 2 virtual workers, in 2 processes
+        loader.restore_state_rank(torch.load(tmp_path / "state.pt", weights_only=True))
+        assert list(itertools.islice(loader, 13)) == reference[7:]
