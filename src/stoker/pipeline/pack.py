@@ -43,7 +43,7 @@ from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
 from stoker.pipeline.pack_groups import PackingGroups
-from stoker.pipeline.pack_output import NOT_PUSHED_BACK, split_selection
+from stoker.pipeline.pack_output import NOT_PUSHED_BACK, slots_left, split_selection, take_slot
 from stoker.pipeline.pack_partial import PartialSample, base_of, member_key, slices_of, wrap
 from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
@@ -270,7 +270,7 @@ class Packer(RefSource):
             if derived and id(sample.sample) in bases:
                 split.add(id(sample.sample))
                 return sample, bases[id(sample.sample)]
-            return self.buffer[_slot(slots, sample, how)]
+            return self.buffer[take_slot(slots, sample, how)]
 
         picked = [[entry(sample, "packed") for sample in group] for group in groups]
         self.groups.extend(group for group in picked if group)
@@ -401,19 +401,3 @@ class Packer(RefSource):
             self.tracker.record(NEVER_PACKED, sample)
         self.left_over += len(self.buffer)
         self.buffer = []
-
-
-def _slot(slots: dict[int, list[int]], sample: Any, how: str = "packed") -> int:
-    free = slots.get(id(sample))
-    if not free:
-        raise StokerError(
-            f"select_samples_to_pack {how} a sample that is not in the buffer (or one twice: "
-            f"packed or pushed back twice, or both).",
-            hint="Return the very sample objects it was given (not copies), each at most once.",
-        )
-    return free.pop(0)
-
-
-def slots_left(slots: dict[int, list[int]]) -> list[int]:
-    """The buffer places that no group (nor push-back) took."""
-    return [i for free in slots.values() for i in free]
