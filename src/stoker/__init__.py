@@ -122,6 +122,7 @@ if TYPE_CHECKING:
     from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
     from stoker.pipeline.pack_output import PackedSamplesOutput
     from stoker.pipeline.pack_partial import PartialSample
+    from stoker.pipeline.token_packer import TokenBudgetPacker, token_window
     from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader
@@ -254,6 +255,8 @@ _EXPORTS: dict[str, str] = {
     "SkipSample": "stoker.pipeline.errors",
     "PackedSamplesOutput": "stoker.pipeline.pack_output",
     "PartialSample": "stoker.pipeline.pack_partial",
+    "TokenBudgetPacker": "stoker.pipeline.token_packer",
+    "token_window": "stoker.pipeline.token_packer",
     "SourceInfo": "stoker.model.samples",
     "StokerError": "stoker.errors",
     "StorageError": "stoker.errors",
@@ -410,6 +413,7 @@ __all__ = [
     "TaskEncoder",
     "TextSample",
     "TextWebdataset",
+    "TokenBudgetPacker",
     "TraversedDatasetReference",
     "VQAOCRSample",
     "VQAOCRWebdataset",
@@ -449,6 +453,7 @@ __all__ = [
     "register_decoder",
     "reraise_exception",
     "stateless",
+    "token_window",
     "traverse_metadataset",
 ]
 

@@ -28,6 +28,7 @@ from stoker.model.cache_pool import CachePool
 from stoker.model.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.decode import SampleDecoder
+from stoker.pipeline.pack_groups import GroupSizes
 from stoker.plan import default_virtual_workers
 from stoker.plan.order import combine_multipliers
 from stoker.runtime.dataset import LoaderDataset
@@ -66,9 +67,9 @@ def get_train_dataset(
     worker_config: WorkerConfig | None = None,
     batch_size: int | None,
     batch_drop_last: bool = False,
-    packing_buffer_size: int | None = None,
+    packing_buffer_size: GroupSizes = None,
     group_batches: bool | None = None,
-    shuffle_buffer_size: int | None = DEFAULT_SHUFFLE_BUFFER_SIZE,
+    shuffle_buffer_size: GroupSizes = DEFAULT_SHUFFLE_BUFFER_SIZE,
     max_samples_per_sequence: int | None = DEFAULT_MAX_SAMPLES_PER_SEQUENCE,
     virtual_epoch_length: int = 0,
     shuffle_over_epochs_multiplier: int | None = 1,
@@ -86,12 +87,14 @@ def get_train_dataset(
             size, else 0 of 1, and 4 workers).
         batch_size: Samples per batch (None: yield samples unbatched).
         packing_buffer_size: Pack samples with the task encoder's ``select_samples_to_pack`` /
-            ``pack_selected_samples``, choosing from this many buffered samples (None: off).
+            ``pack_selected_samples``, choosing from this many buffered samples (None: off); or
+            a dict per packing group (a metadataset's ``group:``; key None: the default group).
             See ``docs/packing.md``.
         group_batches: Batch by ``task_encoder.batch_group_criterion(sample) -> (key, size)``
             (None: when the task encoder overrides it, as in Energon; True/False: force).
         shuffle_buffer_size: Window over sample references that is shuffled (0/None: off;
-            default 100, the value of Energon's documented examples; Energon requires it).
+            default 100, the value of Energon's documented examples; Energon requires it); or a
+            dict per packing group, as ``packing_buffer_size``.
         max_samples_per_sequence: Longest run of consecutive samples read from one shard
             (None: whole shards; default 100, as Energon's documented examples).
         virtual_epoch_length: If > 0, each ``for`` loop over the loader stops after this many
@@ -136,7 +139,7 @@ def get_val_dataset(
     worker_config: WorkerConfig | None = None,
     batch_size: int,
     batch_drop_last: bool = False,
-    packing_buffer_size: int | None = None,
+    packing_buffer_size: GroupSizes = None,
     group_batches: bool | None = None,
     limit: int | None = None,
     task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
@@ -169,7 +172,7 @@ def get_val_datasets(
     worker_config: WorkerConfig | None = None,
     batch_size: int,
     batch_drop_last: bool = False,
-    packing_buffer_size: int | None = None,
+    packing_buffer_size: GroupSizes = None,
     limit: int | None = None,
     task_encoder: TaskEncoder[Any, Any, Any, Any] = DefaultTaskEncoder(),  # noqa: B008
     **kwargs: Any,

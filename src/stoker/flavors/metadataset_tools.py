@@ -50,6 +50,9 @@ class TraversedDatasetReference:
     split_part: str
     aux: dict[str, EPath] = field(default_factory=dict)
     subflavors: dict[str, Any] = field(default_factory=dict)
+    #: The packing group (``group:`` names along the path, joined with ``+``).
+    group: str | None = None
+    shuffle_over_epochs_multiplier: int | None = 1
 
 
 def traverse_metadataset(
@@ -78,6 +81,8 @@ def traverse_metadataset(
                 split_part=leaf.split_part,
                 aux={name: EPath(ref.path) for name, ref in leaf.aux.items()},
                 subflavors=dict(leaf.subflavors),
+                group=leaf.group,
+                shuffle_over_epochs_multiplier=leaf.shuffle_over_epochs_multiplier,
             )
         )
     return out
@@ -178,6 +183,7 @@ class LoadedMetadataset(Metadataset):
                 else SourceDatasetFactory(source, decoder=decoder, **options),
                 weight=factor if mode is DatasetBlendMode.DATASET_WEIGHT else None,
                 repetitions=factor if mode is DatasetBlendMode.SAMPLE_REPETITIONS else None,
+                group=source.group,
             )
             for source, factor in zip(sources, factors, strict=True)
         ]

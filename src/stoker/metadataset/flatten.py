@@ -4,8 +4,9 @@ Follows Energon's ``get_datasets``: weights are normalised per blend level and m
 the tree (a weight may be a schedule, at any level: :mod:`stoker.plan.weights`), repetitions
 multiply, subflavors of outer levels win, subsets compose (inner first, outer within it),
 ``shuffle_over_epochs_multiplier`` multiplies (``None`` wins, then ``-1``), and a reference's
-``split_part`` is inherited by everything below it. A weighted blend and an epochized blend cannot
-be mixed; Energon refuses that too.
+``split_part`` is inherited by everything below it; ``group`` names join outer first with ``+``
+(Energon's packing groups: ``alpha`` in a blend of group ``mix`` is ``mix+alpha``). A weighted
+blend and an epochized blend cannot be mixed; Energon refuses that too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Leaf:
     aux: dict[str, AuxRef] = field(default_factory=dict)
     join: JoinNode | None = None
     weight_path: tuple[Level, ...] = ()
+    #: The packing group (:mod:`stoker.pipeline.pack_groups`); None: the default group.
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class _Inherited:
     subflavors: dict[str, Any]
     subset: SubsetRange | None = None
     shuffle: int | None = 1
+    group: str | None = None
 
     def enter(self, node: DatasetRef | JoinNode) -> _Inherited:
         return _Inherited(
@@ -74,6 +78,7 @@ class _Inherited:
             {**node.subflavors, **self.subflavors},  # outer levels win
             node.subset.compose(self.subset) if node.subset else self.subset,
             _shuffle(self.shuffle, node.shuffle_over_epochs_multiplier),
+            _group(self.group, node.group),
         )
 
 
@@ -124,12 +129,13 @@ def _leaf(ref: DatasetRef, inner: _Inherited, join: JoinNode | None = None) -> L
         split_config=None if join else ref.split_config,
         aux={} if join else ref.aux,
         join=join,
+        group=inner.group,
     )
 
 
 def _walk_blend(node: BlendNode, above: _Inherited) -> tuple[PlanKind, list[Leaf]]:
     subset = node.subset.compose(above.subset) if node.subset else above.subset
-    inner = replace(above, subset=subset)
+    inner = replace(above, subset=subset, group=_group(above.group, node.group))
     siblings = tuple(item.factor for item in node.items)
     at_start = weights_at(siblings, [0])[:, 0].tolist()  # the weights at batch 0
     total = sum(at_start)
@@ -162,3 +168,10 @@ def _shuffle(outer: int | None, inner: int | None) -> int | None:
     if outer == -1 or inner == -1:
         return -1
     return outer * inner
+
+
+def _group(outer: str | None, inner: str | None) -> str | None:
+    """A node's packing group: its own after the outer one (``outer+inner``), as Energon."""
+    if inner is None:
+        return outer
+    return inner if outer is None else f"{outer}+{inner}"

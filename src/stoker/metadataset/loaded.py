@@ -24,6 +24,9 @@ class LoadedDataset:
     weight: float | int | None = None
     repetitions: float | int | None = None
     aux: dict[str, Any] | None = None
+    #: The packing group (a metadataset's ``group:``; None: the default group), the key of the
+    #: per-group ``packing_buffer_size`` / ``shuffle_buffer_size`` dicts.
+    group: str | None = None
 
 
 @dataclass

@@ -53,6 +53,8 @@ class DatasetRef:
     aux: dict[str, AuxRef] = field(default_factory=dict)
     nested: Metadataset | None = None
     where: Where = field(default=Where(""), compare=False, repr=False)
+    #: Packing group (Energon's ``group:``): see :mod:`stoker.pipeline.pack_groups`.
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class BlendNode:
     items: tuple[BlendItem, ...]
     subset: SubsetRange | None = None
     where: Where = field(default=Where(""), compare=False, repr=False)
+    #: Packing group of everything in the blend (inner groups are joined to it with ``+``).
+    group: str | None = None
 
     @property
     def blend(self) -> tuple[BlendItem, ...]:
@@ -123,6 +127,8 @@ class JoinNode:
     subset: SubsetRange | None = None
     shuffle_over_epochs_multiplier: int | None = 1
     where: Where = field(default=Where(""), compare=False, repr=False)
+    #: Packing group of the joined samples.
+    group: str | None = None
 
 
 Node = DatasetRef | BlendNode | JoinNode

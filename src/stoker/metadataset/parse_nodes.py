@@ -25,7 +25,9 @@ from stoker.metadataset.subset import SubsetRange, parse_range
 from stoker.metadataset.where import Where
 from stoker.plan.weights import Weight, parse_weight
 
-COMMON_KEYS = frozenset({"split_part", "subflavors", "subset", "shuffle_over_epochs_multiplier"})
+COMMON_KEYS = frozenset(
+    {"split_part", "subflavors", "subset", "shuffle_over_epochs_multiplier", "group"}
+)
 REF_KEYS = COMMON_KEYS | {"path", "dataset_config", "split_config", "aux"}
 JOIN_KEYS = COMMON_KEYS | {"join", "joiner", "nonmatch"}
 NODE_KINDS = ("path", "blend", "blend_epochized", "join")
@@ -81,13 +83,14 @@ def parse_ref(raw: dict[str, Any], where: Where, ctx: Context, extra: frozenset[
         aux=parse_aux(raw.get("aux"), where.key("aux"), ctx.base),
         nested=nested,
         where=where,
+        group=check.optional_string(raw, "group", where),
     )
 
 
 def _parse_blend(
     raw: dict[str, Any], where: Where, ctx: Context, extra: frozenset[str], key: str
 ) -> BlendNode:
-    check.check_keys(raw, extra | {key, "subset"}, where, f"a {key} node")
+    check.check_keys(raw, extra | {key, "subset", "group"}, where, f"a {key} node")
     entries = raw[key]
     if not isinstance(entries, list) or not entries:
         where.key(key).fail(f"expected a non-empty list of datasets, got {entries!r}.")
@@ -106,7 +109,7 @@ def _parse_blend(
     subset = _parse_subset(raw, where)
     _relative_only(subset, where, f"a {key} node")
     kind: BlendKind = "weighted" if key == "blend" else "epochized"
-    return BlendNode(kind, tuple(items), subset, where)
+    return BlendNode(kind, tuple(items), subset, where, check.optional_string(raw, "group", where))
 
 
 def _factor(value: object, where: Where, key: str) -> Weight:
@@ -154,6 +157,7 @@ def _parse_join(raw: dict[str, Any], where: Where, ctx: Context, extra: frozense
         subset=_parse_subset(raw, where),
         shuffle_over_epochs_multiplier=check.shuffle_multiplier(raw, where),
         where=where,
+        group=check.optional_string(raw, "group", where),
     )
 
 

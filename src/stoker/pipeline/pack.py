@@ -14,6 +14,10 @@ many such rounds in a row stop the stream with an error naming the hook
 finite stream the rest is selected in further rounds; what a round then leaves out for good is
 logged with its key and source and counted (``ErrorTracker.skipped``).
 
+With packing groups (:mod:`stoker.pipeline.pack_groups`) each group has a buffer of its own:
+a sample goes into its dataset's group's buffer, which is selected from when it is full; a group
+whose size is None is not packed (each sample passes through ``postencode_sample`` alone).
+
 A packed sample that has a ``__restore_key__`` gets ``("PackingDataset", output, *member keys)``.
 
 State: the references of the buffered samples and of the groups selected but not yet packed, so a
@@ -38,7 +42,8 @@ from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
-from stoker.pipeline.pack_output import NOT_PUSHED_BACK, split_selection
+from stoker.pipeline.pack_groups import PackingGroups
+from stoker.pipeline.pack_output import NOT_PUSHED_BACK, slots_left, split_selection, take_slot
 from stoker.pipeline.pack_partial import PartialSample, base_of, member_key, slices_of, wrap
 from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
@@ -78,11 +83,21 @@ class Packer(RefSource):
         upstream: RefSource,
         tracker: ErrorTracker,
         slots: BatchSlots | None = None,
+        groups: PackingGroups | None = None,
     ) -> None:
         if buffer_size < 1:
             raise StokerError(f"{buffer_size=} must be >= 1.")
         super().__init__()
-        self.encoder, self.size = encoder, buffer_size
+        self.encoder = encoder
+        #: Per packing group, its buffer size (None: not packed); one group without groups.
+        self.sizes = groups.sizes if groups is not None else (buffer_size,)
+        self._of_dataset = groups.of_dataset if groups is not None else None
+        self._labels = (
+            [groups.label(g) for g in range(len(groups.sizes))]
+            if groups is not None and groups.named
+            else None
+        )
+        self.at = 0  # the group whose buffer ``buffer`` is
         self.upstream, self.tracker = upstream, tracker
         self.slots = slots or BatchSlots()
         self.stall_limit = stall_limit(encoder)
@@ -95,17 +110,35 @@ class Packer(RefSource):
     def _reset(self, state: NodeState) -> None:
         self.upstream.reset(state)
         self.saved: dict[str, Any] | None = state.get(self.name)
-        self.buffer: list[Entry] = []
+        self.buffers: list[list[Entry]] = [[] for _ in self.sizes]
         self.groups: collections.deque[list[Entry]] = collections.deque()
         self.used = 0  # outputs of the first group already handed out
         self.position = self.upstream.position
-        self.stalled = 0  # rounds in a row that selected nothing from a full buffer
+        self.stalls = [0] * len(self.sizes)  # rounds in a row that selected nothing (per buffer)
         self._held: str | None = None  # groups then buffer, encoded when first asked for
         self._slices: list[list[Any]] = []  # their partial samples' slices (pack_partial)
         self._popped = 0  # groups of ``_held`` packed since
 
     def _upstreams(self) -> tuple[Node[Any], ...]:
         return (self.upstream,)
+
+    @property
+    def buffer(self) -> list[Entry]:
+        """The buffer of the current packing group (:attr:`at`)."""
+        return self.buffers[self.at]
+
+    @buffer.setter
+    def buffer(self, entries: list[Entry]) -> None:
+        self.buffers[self.at] = entries
+
+    @property
+    def size(self) -> int | None:
+        """The current group's buffer size (None: its samples are not packed)."""
+        return self.sizes[self.at]
+
+    def _group_of(self, ref: Ref) -> int:
+        """The packing group of the sample at (member or upstream) reference ``ref``."""
+        return 0 if self._of_dataset is None else self._of_dataset[ref[0]]
 
     def state(self) -> NodeState:
         """The upstream's state, and what this stage holds under ``"pack"`` (left out when
@@ -119,10 +152,10 @@ class Packer(RefSource):
         return nested(self.upstream, self.name, self._own_state())
 
     def _own_state(self) -> dict[str, Any] | None:
-        if not self.buffer and not self.groups:
+        if not any(self.buffers) and not self.groups:
             return None
-        if self._held is None:
-            stages = [*self.groups, self.buffer]
+        if self._held is None:  # the buffers one after the other (a ref tells its group)
+            stages = [*self.groups, [entry for buffer in self.buffers for entry in buffer]]
             self._held = encode_groups([[ref for _, ref in stage] for stage in stages])
             self._slices = slices_of([[sample for sample, _ in stage] for stage in stages])
             self._popped = 0
@@ -140,15 +173,23 @@ class Packer(RefSource):
         yield from self._drain()
         for sample, position, ref in self.upstream.items():
             self.position = position
-            if self._add(sample, ref) and len(self.buffer) >= self.size:
+            self.at = self._group_of(ref)
+            size = self.size
+            if size is None:  # a group that is not packed: the sample alone
+                self.groups.append([(sample, (*ref, 0))])
+                self._held = None
+                yield from self._drain()
+            elif self._add(sample, ref) and len(self.buffer) >= size:
                 self._select()
                 yield from self._drain()
-        while self.buffer:  # the stream ended: select from what is left
-            self._select(final=True)
-            if not self.groups:
-                break
-            yield from self._drain()
-        self._report_left_over()
+        for group in range(len(self.buffers)):
+            self.at = group
+            while self.buffer:  # the stream ended: select from what is left
+                self._select(final=True)
+                if not self.groups:
+                    break
+                yield from self._drain()
+            self._report_left_over()
 
     def where(self, ref: Ref) -> str:
         members = chunks(ref[1:], _MEMBER)
@@ -160,7 +201,8 @@ class Packer(RefSource):
         samples = iter(self._reread_members([m for group in members for m in group]))
         out = []
         for ref, group in zip(refs, members, strict=True):
-            outputs = self._pack([next(samples) for _ in group], strict=True)
+            packed = self.sizes[self._group_of(group[0])] is not None
+            outputs = self._pack([next(samples) for _ in group], strict=True, packed=packed)
             out.append(pick(outputs, ref[0], "pack_selected_samples"))
         return out
 
@@ -180,12 +222,13 @@ class Packer(RefSource):
         """
         taken = self._take(*self._groups())
         if final or taken or not self.buffer:  # (a failed selection's buffer was dropped)
-            self.stalled = 0
+            self.stalls[self.at] = 0
             return
-        self.stalled += 1
-        if self.stalled >= self.stall_limit:
+        self.stalls[self.at] += 1
+        if self.stalls[self.at] >= self.stall_limit:
             waited = self.upstream.where(self.buffer[0][1][:-1])
-            raise stalled_error(self.stalled, len(self.buffer), self.size, waited)
+            size = self.sizes[self.at] or 0
+            raise stalled_error(self.stalls[self.at], len(self.buffer), size, waited)
 
     def _groups(self) -> tuple[list[Any], list[Any] | None]:
         """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample),
@@ -227,12 +270,13 @@ class Packer(RefSource):
             if derived and id(sample.sample) in bases:
                 split.add(id(sample.sample))
                 return sample, bases[id(sample.sample)]
-            return self.buffer[_slot(slots, sample, how)]
+            return self.buffer[take_slot(slots, sample, how)]
 
         picked = [[entry(sample, "packed") for sample in group] for group in groups]
         self.groups.extend(group for group in picked if group)
         kept = [entry(sample, "pushed back") for sample in pushback or ()]
-        count_selection(self.encoder, groups, len(kept))
+        label = None if self._labels is None else self._labels[self.at]
+        count_selection(self.encoder, groups, len(kept), label)
         left = set(slots_left(slots))
         consumed = {i for i in left if id(base_of(samples[i])) in split}
         if pushback is not None:
@@ -260,7 +304,8 @@ class Packer(RefSource):
         """Pack the selected groups in order; the state stays exact at every yield."""
         while self.groups:
             group = self.groups[0]
-            outputs = self._pack([sample for sample, _ in group], strict=False)
+            packed = self.sizes[self._group_of(group[0][1])] is not None
+            outputs = self._pack([sample for sample, _ in group], strict=False, packed=packed)
             members = tuple(itertools.chain.from_iterable(r for _, r in group))
             for m in range(self.used, len(outputs)):
                 if m == len(outputs) - 1:  # the group is done before its last output leaves
@@ -276,20 +321,21 @@ class Packer(RefSource):
         self.used = 0
         self._popped += 1
 
-    def _pack(self, members: list[Any], *, strict: bool) -> list[Any]:
-        """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group."""
+    def _pack(self, members: list[Any], *, strict: bool, packed: bool = True) -> list[Any]:
+        """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group
+        (not ``packed``: a sample of a group that is not packed, only ``postencode_sample``)."""
         post = self.encoder.postencode_sample
         made = [(m, self._call_hook(post, m, "postencode_sample", strict)) for m in members]
         encoded = [out for _, outs in made for out in outs]
-        if not encoded:
-            return []
-        packed = self._call_hook(
+        if not encoded or not packed:
+            return encoded
+        outputs = self._call_hook(
             self.encoder.pack_selected_samples, encoded, "pack_selected_samples", strict
         )
         keys = [member_key(m, restore_key_of(out)) for m, outs in made for out in outs]
-        for output, sample in enumerate(packed):  # where the pack has one (as Energon)
+        for output, sample in enumerate(outputs):  # where the pack has one (as Energon)
             set_restore_key(sample, (PACK_KEY, output, *keys))
-        return packed
+        return outputs
 
     def _call_hook(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
         """A hook's outputs; a failure is the tracker's to raise or skip (strict: raise)."""
@@ -330,7 +376,8 @@ class Packer(RefSource):
             part = parts.get((stage, place))
             return next(samples) if part is None else wrap(next(samples), part)
 
-        self.buffer = [(at(len(groups), p), ref) for p, ref in enumerate(buffer)]
+        for p, ref in enumerate(buffer):  # each back into its group's buffer, in order
+            self.buffers[self._group_of(ref)].append((at(len(groups), p), ref))
         self.groups = collections.deque(
             [(at(s, p), ref) for p, ref in enumerate(g)] for s, g in enumerate(groups)
         )
@@ -354,19 +401,3 @@ class Packer(RefSource):
             self.tracker.record(NEVER_PACKED, sample)
         self.left_over += len(self.buffer)
         self.buffer = []
-
-
-def _slot(slots: dict[int, list[int]], sample: Any, how: str = "packed") -> int:
-    free = slots.get(id(sample))
-    if not free:
-        raise StokerError(
-            f"select_samples_to_pack {how} a sample that is not in the buffer (or one twice: "
-            f"packed or pushed back twice, or both).",
-            hint="Return the very sample objects it was given (not copies), each at most once.",
-        )
-    return free.pop(0)
-
-
-def slots_left(slots: dict[int, list[int]]) -> list[int]:
-    """The buffer places that no group (nor push-back) took."""
-    return [i for free in slots.values() for i in free]

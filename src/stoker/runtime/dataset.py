@@ -15,6 +15,7 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.model.task import ErrorPolicy, TaskEncoder, blend_sizer
 from stoker.model.worker_config import WorkerConfig
+from stoker.pipeline.pack_groups import GroupSizes, PackingGroups, check_setting, group_setting
 from stoker.pipeline.refs import Position
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule, stream_allotments
 from stoker.plan import StreamPlan, Topology
@@ -42,15 +43,17 @@ class LoaderDataset:
     repeat: bool = True
     limit: int | None = None
     virtual_epoch_length: int = 0
-    shuffle_buffer_size: int | None = None
+    #: One window for all datasets, or one per packing group (:mod:`~stoker.pipeline.pack_groups`).
+    shuffle_buffer_size: GroupSizes = None
     max_samples_per_sequence: int | None = None
     parallel_shard_iters: int = 16
     shuffle_over_epochs_multiplier: int = 1
     virtual_workers: int = 1
     error_policy: ErrorPolicy = field(default_factory=ErrorPolicy)
     blend: BlendSpec = field(default_factory=BlendSpec)
-    #: Pack encoded samples with the task encoder's packing hooks, from a buffer of this many.
-    packing_buffer_size: int | None = None
+    #: Pack encoded samples with the task encoder's packing hooks, from a buffer of this many
+    #: (or one size per packing group: :mod:`stoker.pipeline.pack_groups`).
+    packing_buffer_size: GroupSizes = None
     #: Batch by ``task_encoder.batch_group_criterion`` (explicit: never inferred).
     group_batches: bool = False
     #: ``virtual_workers`` is the default for this topology, not the caller's choice: a restore
@@ -62,11 +65,11 @@ class LoaderDataset:
             raise ConfigError(
                 f"batch_size={self.batch_size} must be >= 1 (or None for no batching)."
             )
-        if self.packing_buffer_size is not None and self.packing_buffer_size < 1:
-            raise ConfigError(
-                f"packing_buffer_size={self.packing_buffer_size} must be >= 1 "
-                "(or None for no packing)."
-            )
+        check_setting(self.packing_buffer_size, "packing_buffer_size")
+        check_setting(self.shuffle_buffer_size, "shuffle_buffer_size")
+        self.packing_groups()  # a dict without an entry for a group fails here
+        for source in self.sources:
+            group_setting(self.shuffle_buffer_size, source.group, "shuffle_buffer_size")
         if self.blend.kind in ("weighted", "epochized") and len(self.blend.factors) != len(
             self.sources
         ):
@@ -110,7 +113,11 @@ class LoaderDataset:
             dataset_id=dataset,
             max_samples_per_sequence=self.max_samples_per_sequence,
             parallel_shard_iters=1 if ordered else self.parallel_shard_iters,
-            shuffle_buffer_size=0 if ordered else (self.shuffle_buffer_size or 0),
+            shuffle_buffer_size=0
+            if ordered
+            else (
+                group_setting(self.shuffle_buffer_size, source.group, "shuffle_buffer_size") or 0
+            ),
             shuffle_over_epochs_multiplier=combine_multipliers(
                 self.shuffle_over_epochs_multiplier, source.shuffle_over_epochs_multiplier
             ),
@@ -145,9 +152,29 @@ class LoaderDataset:
             task_encoder=self.task_encoder,
             batch_size=self.batch_size,
             drop_last=self.batch_drop_last,
-            packing_buffer_size=self.packing_buffer_size,
+            packing_buffer_size=self.packing_size,
             group_batches=self.group_batches,
+            packing_groups=self.packing_groups(),
         )
+
+    def packing_groups(self) -> PackingGroups | None:
+        """The packing groups of the sources, where packing is on and a source has a group or
+        the size is a dict (else None: one buffer of :attr:`packing_size`)."""
+        if self.packing_size is None:
+            return None
+        groups = PackingGroups.of([s.group for s in self.sources], self.packing_buffer_size)
+        if not groups.named and not isinstance(self.packing_buffer_size, dict):
+            return None
+        return groups
+
+    @property
+    def packing_size(self) -> int | None:
+        """The packing buffer size, or, per group, the largest (None: no packing at all)."""
+        setting = self.packing_buffer_size
+        if not isinstance(setting, Mapping):
+            return setting
+        sizes = [size for size in setting.values() if size is not None]
+        return max(sizes) if sizes else None
 
     def fingerprint(self) -> dict[str, Any]:
         """The configuration a saved loader state is only valid for: the recipe's fields and a

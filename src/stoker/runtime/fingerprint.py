@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,18 +49,20 @@ def dataset_fingerprint(dataset: LoaderDataset) -> dict[str, Any]:
         "virtual_epoch_length": dataset.virtual_epoch_length,
         "seed_offset": dataset.worker_config.seed_offset,
         "virtual_workers": dataset.virtual_workers,
-        "shuffle_buffer_size": dataset.shuffle_buffer_size,
+        "shuffle_buffer_size": _sizes(dataset.shuffle_buffer_size),
         "max_samples_per_sequence": dataset.max_samples_per_sequence,
         "parallel_shard_iters": dataset.parallel_shard_iters,
         "shuffle_over_epochs_multiplier": dataset.shuffle_over_epochs_multiplier,
         "task_encoder": type(dataset.task_encoder).__qualname__,
-        "packing_buffer_size": dataset.packing_buffer_size,
+        "packing_buffer_size": _sizes(dataset.packing_buffer_size),
         "group_batches": dataset.group_batches,
     }
     if dataset.blend.schedule is not None:  # only then: other recipes keep their hashes
         fields["blend_schedule"] = dataset.blend.schedule.to_config()
     for d, source in enumerate(sources):
         fields.update(_source_fields(d, source))
+        if source.group is not None:  # only then: other recipes keep their hashes
+            fields[f"sources[{d}].group"] = source.group
     fields[RECIPE] = recipe_hash(fields, (_source_bytes(s) for s in sources))
     return fields
 
@@ -103,3 +105,10 @@ def recipe_hash(fields: dict[str, Any], details: Iterable[bytes]) -> str:
 def has_recipe(fingerprint: dict[str, Any]) -> bool:
     """Whether ``fingerprint`` holds a recipe hash (states from before it have none)."""
     return any(k == RECIPE or k.endswith("." + RECIPE) for k in fingerprint)
+
+
+def _sizes(setting: Any) -> Any:
+    """A buffer size, or a dict per packing group as JSON-safe sorted ``[group, size]`` pairs."""
+    if not isinstance(setting, Mapping):
+        return setting
+    return sorted(([str(k) if k is not None else None, v] for k, v in setting.items()), key=repr)

@@ -72,8 +72,26 @@ def _item(dataset: LoaderDataset, key: Any, batch_index: int, place: int) -> Any
     """The sample or packed sample at ``key``, as the stream made it."""
     if isinstance(key, Sequence) and len(key) >= 2 and key[0] == PACK_KEY:
         return _pack(dataset, int(key[1]), key[2:], tuple(key), batch_index)
-    packing = dataset.packing_buffer_size is not None
-    return _sample(dataset, key, batch_index, place, packing=packing)
+    packing = dataset.packing_size is not None
+    sample = _sample(dataset, key, batch_index, place, packing=packing)
+    if packing and _unpacked_group(dataset, key):  # it passed postencode_sample alone
+        hook_index.push(batch_index, batch_index)
+        try:
+            sample = _first(dataset.task_encoder.postencode_sample(sample), "postencode_sample")
+        finally:
+            hook_index.pop()
+    return sample
+
+
+def _unpacked_group(dataset: LoaderDataset, key: Any) -> bool:
+    """Whether the sample at ``key`` is of a packing group that is not packed."""
+    groups = dataset.packing_groups()
+    if groups is None:
+        return False
+    for d, source in enumerate(dataset.sources):
+        if source.path == key[1]:
+            return groups.sizes[groups.of_dataset[d]] is None
+    return False
 
 
 def _pack(

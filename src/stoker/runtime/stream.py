@@ -38,6 +38,7 @@ from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import NO_OUTPUT, call_hook, hook_items
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
+from stoker.pipeline.pack_groups import PackingGroups
 from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, Runs, pick
 from stoker.pipeline.refs import position as make_position
@@ -73,6 +74,8 @@ class StreamSpec:
     drop_last: bool
     packing_buffer_size: int | None = None
     group_batches: bool = False
+    #: Datasets packed in buffers of their own group (None: one buffer for all).
+    packing_groups: PackingGroups | None = None
 
 
 @dataclass
@@ -640,7 +643,12 @@ def stages(spec: StreamSpec, stream: SampleStream) -> Node[tuple[Any, Position]]
     source: RefSource = stream
     if spec.packing_buffer_size is not None:
         source = Packer(
-            spec.task_encoder, spec.packing_buffer_size, source, stream.tracker, stream.slots
+            spec.task_encoder,
+            spec.packing_buffer_size,
+            source,
+            stream.tracker,
+            stream.slots,
+            spec.packing_groups,
         )
     if spec.group_batches:
         return Grouper(maker, spec.batch_size, spec.drop_last, source, stream.tracker)

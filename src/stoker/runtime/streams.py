@@ -126,7 +126,7 @@ class DatasetStreams:
         fuse = fuses_float_images(
             encoder,
             dataset.batch_size,
-            packing=dataset.packing_buffer_size is not None,
+            packing=dataset.packing_size is not None,
             grouping=dataset.group_batches,
         )
         self.io = [

@@ -86,7 +86,9 @@ class Meter:
         }
         self._storage = current
         delta.packing = {
-            k: v - self._packing[k] for k, v in PACKING.items() if v != self._packing[k]
+            k: v - self._packing.get(k, 0)
+            for k, v in PACKING.items()
+            if v != self._packing.get(k, 0)
         }
         self._packing = dict(PACKING)
         delta.gauges = {"rss": rss()}

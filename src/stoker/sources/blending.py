@@ -113,6 +113,8 @@ def _leaf_source(
         )
     if leaf.aux:
         source = dataclasses.replace(source, aux=_checked_aux(leaf, source))
+    if leaf.group is not None:
+        source = dataclasses.replace(source, group=leaf.group)
     return source
 
 

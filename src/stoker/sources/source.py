@@ -80,6 +80,9 @@ class DataSource:
     parquet: bool = False
     #: Of a Parquet dataset, its media columns: name -> ``image``/``audio``.
     media: dict[str, str] = field(default_factory=dict)
+    #: Its packing group (a metadataset's ``group:``; None: the default group), which picks its
+    #: packing buffer and the per-group ``packing_buffer_size`` / ``shuffle_buffer_size``.
+    group: str | None = None
 
     @property
     def root(self) -> str:
