@@ -200,6 +200,13 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "TraversedDatasetReference": "stoker:TraversedDatasetReference"
         "|stoker.metadataset:TraversedDatasetReference",
     },
+    "sync_end": {
+        name: f"stoker.runtime.end_sync_loaders:{name}"
+        for name in _words(
+            "RedistributeDataLoaderState RedistributeLoader "
+            "StopFirstDataLoaderState StopFirstLoader"
+        )
+    },
     "wrappers.watchdog_dataset": {
         "WatchdogDataset": "stoker:WatchdogDataset|stoker.wrappers:WatchdogDataset"
     },

@@ -33,6 +33,7 @@ from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.bundle import RING_SHARE, Bundle, Bundler
 from stoker.runtime.debug_log import DebugLog
+from stoker.runtime.end_sync import EndSync
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
 from stoker.runtime.held_wire import Receiver, Sender
@@ -415,6 +416,7 @@ class Loader(LoaderState, LoaderMeasures):
         in_process: bool = False,
         cache_pool: CachePool | None = None,
         options: LoaderOptions | None = None,
+        sync_end: str | None = "auto",
     ) -> None:
         self._live: _Live | None = None  # first: __del__ runs even if the checks below fail
         self.dataset = dataset
@@ -446,6 +448,8 @@ class Loader(LoaderState, LoaderMeasures):
         #: This pass's samples handed out, and skipped because the storage failed.
         self._pass_samples = self._pass_storage_skips = 0
         self._stats = StatsCollector()
+        #: How a finite pass ends with the other ranks (see :mod:`stoker.runtime.end_sync`).
+        self.end_sync = EndSync(sync_end, self)
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -454,8 +458,8 @@ class Loader(LoaderState, LoaderMeasures):
         count = 0
         while budget is None or count < budget:
             entered = perf_counter()
-            if not self._advance():
-                self._finished = True
+            if not self.end_sync.advance(self):
+                self._finished = self.end_sync.finished
                 self._stop()
                 self._stats.paused()
                 check_storage_share(
