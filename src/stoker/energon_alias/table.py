@@ -156,6 +156,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "AVDecoderType": "stoker.pipeline.decode:AVDecoderType",
         "ImageDecoderType": "stoker.pipeline.decode:ImageDecoderType",
         "EmptyDatasetError": "stoker:EmptyDatasetError|stoker.flavors:EmptyDatasetError",
+        "MAIN_FOLDER_NAME": f"{_CONFIG}:MAIN_FOLDER_NAME",
     },
     "flavors.webdataset.empty_dataset_error": {
         "EmptyDatasetError": "stoker:EmptyDatasetError|stoker.flavors:EmptyDatasetError",
