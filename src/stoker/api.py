@@ -225,9 +225,10 @@ def get_loader(
     (``watchdog_timeout_seconds=60``, ``watchdog_initial_timeout_seconds``, ``fail_on_timeout``)
     keep their meaning; ``on_worker_failure="replace"`` replaces a worker stuck past the timeout
     or dead, skipping the sample it was on (see ``docs/worker_failures.md``). ``sync_end``
-    says how the ranks end a finite pass (``repeat=False``) together: ``"auto"`` is ``"equal"`` for a finite dataset under ``torch.distributed`` (every
-    rank hands out the same number of batches; the longer ranks' rest is dropped and counted),
-    also ``"stop_first"``, ``"redistribute"`` or None (see ``docs/end_of_data.md``).
+    says how the ranks end a finite pass (``repeat=False``) together: ``"auto"`` is
+    ``"equal"`` for a finite dataset under ``torch.distributed`` (every rank hands out the same
+    number of batches; the longer ranks' rest is dropped and counted), also ``"stop_first"``,
+    ``"redistribute"`` or None (see ``docs/end_of_data.md``).
 
     Example:
         >>> from stoker import LoaderOptions
