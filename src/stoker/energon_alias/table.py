@@ -143,7 +143,13 @@ _SAME_NAME: dict[str, str] = {
 
 # Module path -> names served from another place in stoker.
 _ELSEWHERE: dict[str, dict[str, str]] = {
-    "": {"__version__": f"{_CONFIG}:ENERGON_VERSION"},
+    "": {
+        "__version__": f"{_CONFIG}:ENERGON_VERSION",
+        **{n: f"stoker.energon_alias.loaders:{n}" for n in ("get_loader", "get_savable_loader")},
+    },
+    "loader": {
+        n: f"stoker.energon_alias.loaders:{n}" for n in ("get_loader", "get_savable_loader")
+    },
     "task_encoder.base": {
         **{
             t: f"stoker.model.task:{t}"
