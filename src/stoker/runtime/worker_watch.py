@@ -275,23 +275,28 @@ def late_items(items: Iterator[T], settings: WatchSettings) -> Iterator[T]:
     timeout is reported once it arrives (logged, the trigger called; an error under
     ``fail_on_timeout``). Nothing can end a stuck main process, so nothing is replaced."""
     first = True
-    while True:
-        began = time.monotonic()
-        try:
-            item = next(items)
-        except StopIteration:
-            return
-        limit = settings.initial_timeout if first else None
-        limit = settings.timeout if limit is None else limit
-        took, first = time.monotonic() - began, False
-        if limit is not None and took > limit:
-            why = f"one batch took {took:.1f} s in the main process (timeout {limit} s)"
-            logger.warning("stoker: %s.", why)
-            if settings.trigger is not None:
-                settings.trigger(settings)
-            if settings.fail_on_timeout:
-                raise StokerError(f"{why}.", hint="Find the slow sample or raise the timeout.")
-        yield item
+    try:
+        while True:
+            began = time.monotonic()
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            limit = settings.initial_timeout if first else None
+            limit = settings.timeout if limit is None else limit
+            took, first = time.monotonic() - began, False
+            if limit is not None and took > limit:
+                why = f"one batch took {took:.1f} s in the main process (timeout {limit} s)"
+                logger.warning("stoker: %s.", why)
+                if settings.trigger is not None:
+                    settings.trigger(settings)
+                if settings.fail_on_timeout:
+                    raise StokerError(f"{why}.", hint="Find the slow sample or raise the timeout.")
+            yield item
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:  # its files, as closing the producer itself would
+            close()
 
 
 def forget_worker_pids(torch_iter: Any) -> None:
