@@ -211,6 +211,7 @@ def get_loader(
     cache_pool: CachePool | None = None,
     options: LoaderOptions | None = None,
     log_stats_every: float | None = None,
+    sync_end: str | None = "auto",
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
@@ -223,8 +224,14 @@ def get_loader(
     loader's figures per interval on the ``stoker`` logger (INFO) while iterating, e.g.
     ``stoker: 1,234 samples/s, waited 31% of the last 60 s, bottleneck decode (62%)``; None:
     off (see ``docs/observability.md``). ``prefetch_factor`` (batches each worker prepares
-    ahead) defaults to the ``WorkerConfig``'s, else 2. Energon's watchdog arguments are
-    accepted and ignored.
+    ahead) defaults to the ``WorkerConfig``'s, else 2. Energon's watchdog arguments
+    (``watchdog_timeout_seconds=60``, ``watchdog_initial_timeout_seconds``, ``fail_on_timeout``)
+    keep their meaning; ``on_worker_failure="replace"`` replaces a worker stuck past the timeout
+    or dead, skipping the sample it was on (see ``docs/worker_failures.md``). ``sync_end``
+    says how the ranks end a finite pass (``repeat=False``) together: ``"auto"`` is
+    ``"equal"`` for a finite dataset under ``torch.distributed`` (every rank hands out the same
+    number of batches; the longer ranks' rest is dropped and counted), also ``"stop_first"``,
+    ``"redistribute"`` or None (see ``docs/end_of_data.md``).
 
     Example:
         >>> from stoker import LoaderOptions
@@ -241,6 +248,8 @@ def get_loader(
         cache_pool=cache_pool,
         options=options,
         log_stats_every=log_stats_every,
+        sync_end=sync_end,
+        watch=_watch_args(kwargs),
     )
 
 
@@ -254,6 +263,7 @@ def get_savable_loader(
     cache_pool: CachePool | None = None,
     options: LoaderOptions | None = None,
     log_stats_every: float | None = None,
+    sync_end: str | None = "auto",
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -272,6 +282,8 @@ def get_savable_loader(
         cache_pool=cache_pool,
         options=options,
         log_stats_every=log_stats_every,
+        sync_end=sync_end,
+        watch=_watch_args(kwargs),
     )
 
 
@@ -286,6 +298,8 @@ def _loader(
     cache_pool: CachePool | None,
     options: LoaderOptions | None,
     log_stats_every: float | None,
+    sync_end: str | None = "auto",
+    watch: dict[str, Any] | None = None,
 ) -> _L:
     """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
     checking that ``worker_config`` (if given) is the one the dataset was made with."""
@@ -304,9 +318,33 @@ def _loader(
         timeout=timeout,
         cache_pool=cache_pool,
         options=options,
+        sync_end=sync_end,
+        watchdog_trigger=_watchdog_trigger,
+        **(watch or {}),
     )
     loader.log_stats_every(log_stats_every)
     return loader
+
+
+#: Energon's watchdog arguments of get_loader, and stoker's policy for a stuck or dead worker.
+_WATCH_KWARGS = (
+    "watchdog_timeout_seconds",
+    "watchdog_initial_timeout_seconds",
+    "fail_on_timeout",
+    "on_worker_failure",
+)
+
+
+def _watch_args(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: kwargs[k] for k in _WATCH_KWARGS if k in kwargs}
+
+
+def _watchdog_trigger(settings: Any) -> None:
+    """Energon's hook for a stuck worker (``WatchdogDataset._watchdog_trigger``), looked up when
+    called so that code that patches it sees it called."""
+    from stoker.wrappers.passthrough import WatchdogDataset
+
+    WatchdogDataset._watchdog_trigger(settings)
 
 
 _DECODER_KWARGS = ("image_decode", "av_decode", "video_decode_audio")

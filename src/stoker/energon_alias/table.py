@@ -143,7 +143,13 @@ _SAME_NAME: dict[str, str] = {
 
 # Module path -> names served from another place in stoker.
 _ELSEWHERE: dict[str, dict[str, str]] = {
-    "": {"__version__": f"{_CONFIG}:ENERGON_VERSION"},
+    "": {
+        "__version__": f"{_CONFIG}:ENERGON_VERSION",
+        **{n: f"stoker.energon_alias.loaders:{n}" for n in ("get_loader", "get_savable_loader")},
+    },
+    "loader": {
+        n: f"stoker.energon_alias.loaders:{n}" for n in ("get_loader", "get_savable_loader")
+    },
     "task_encoder.base": {
         **{
             t: f"stoker.model.task:{t}"
@@ -160,6 +166,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "AVDecoderType": "stoker.pipeline.decode:AVDecoderType",
         "ImageDecoderType": "stoker.pipeline.decode:ImageDecoderType",
         "EmptyDatasetError": "stoker:EmptyDatasetError|stoker.flavors:EmptyDatasetError",
+        "MAIN_FOLDER_NAME": f"{_CONFIG}:MAIN_FOLDER_NAME",
     },
     "flavors.webdataset.empty_dataset_error": {
         "EmptyDatasetError": "stoker:EmptyDatasetError|stoker.flavors:EmptyDatasetError",
@@ -203,6 +210,13 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "LoadedDatasetList": "stoker.metadataset:LoadedDatasetList",
         "TraversedDatasetReference": "stoker:TraversedDatasetReference"
         "|stoker.metadataset:TraversedDatasetReference",
+    },
+    "sync_end": {
+        name: f"stoker.runtime.end_sync_loaders:{name}"
+        for name in _words(
+            "RedistributeDataLoaderState RedistributeLoader "
+            "StopFirstDataLoaderState StopFirstLoader"
+        )
     },
     "wrappers.watchdog_dataset": {
         "WatchdogDataset": "stoker:WatchdogDataset|stoker.wrappers:WatchdogDataset"

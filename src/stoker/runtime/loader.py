@@ -33,6 +33,7 @@ from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.bundle import RING_SHARE, Bundle, Bundler
 from stoker.runtime.debug_log import DebugLog
+from stoker.runtime.end_sync import EndSync
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
 from stoker.runtime.gpu_batches import gpu_image_hook
@@ -49,6 +50,14 @@ from stoker.runtime.worker_procs import (
     WorkerProcesses,
     tune_collector,
     unshare_done_event,
+)
+from stoker.runtime.worker_watch import (
+    POLL,
+    WatchSettings,
+    WorkerReplaced,
+    WorkerWatch,
+    forget_worker_pids,
+    late_items,
 )
 from stoker.storage.options import LoaderOptions, activate
 from stoker.storage.s3_client import spare_for_children
@@ -145,8 +154,10 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
         cache_pool: CachePool | None = None,
         prefetch_factor: int = 2,
         slot_pool: SlotPool | None = None,
+        watch: WorkerWatch | None = None,
     ) -> None:
         super().__init__()
+        self.watch = watch  # the table a stuck or dead worker is noticed by
         self.dataset, self.resume, self.releases = dataset, resume, releases
         self.options, self.cache_pool = options, cache_pool
         self.prefetch_factor = prefetch_factor  # sizes the shared-memory slots
@@ -172,8 +183,12 @@ class _WorkerDataset(torch.utils.data.IterableDataset[Bundle[Envelope]]):
         sender = Sender()
         meter = Meter(enabled=self.options.stats, transport=transport)
         bundler: Bundler[Envelope] = Bundler()
+        items = worker_items(self.dataset, worker, self.resume, meter)
+        if self.watch is not None:
+            self.watch.start_worker(worker)
+            items = self.watch.timed(items, worker)
         try:
-            for item in worker_items(self.dataset, worker, self.resume, meter):
+            for item in items:
                 nbytes, ring_bytes, close = 0, 0, False
                 if item.kind == BATCH:
                     nbytes, ring_bytes = self._export(item, transport, sender, worker)
@@ -276,6 +291,7 @@ class _Live:
         self._receiver = Receiver()
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         self._pinner: PinThread[list[Envelope]] | None = None
+        self._watch: WorkerWatch | None = None
         if workers == 0 or loader.in_process:
             use_cache_pool(loader.cache_pool)
             self._producers = [
@@ -285,6 +301,8 @@ class _Live:
                 )
                 for w in range(max(workers, 1))
             ]
+            if loader.watch.timeout is not None:
+                self._producers = [late_items(p, loader.watch) for p in self._producers]
             return
         # Workers inherit this process's temporary folder (removed when it exits) instead of
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
@@ -294,6 +312,10 @@ class _Live:
             spare_for_children()  # S3 clients the workers take rather than each making one
         self._transport = MainTransport(context, workers, _slot_pool(context, loader, workers))
         self._workers = WorkerProcesses()
+        if loader.watch.timeout is not None:
+            skip = frozenset(loader.stuck_samples)
+            self._watch = WorkerWatch(context, workers, loader.watch, skip)
+        self._timeout = loader.timeout
         with warnings.catch_warnings():
             # torch warns when workers outnumber cores; the user chose num_workers knowingly.
             warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -306,16 +328,28 @@ class _Live:
                     loader.cache_pool,
                     loader.prefetch_factor,
                     self._transport.pool,
+                    self._watch,
                 ),
                 batch_size=None,
                 num_workers=workers,
                 prefetch_factor=loader.prefetch_factor,
-                timeout=loader.timeout,
+                timeout=loader.timeout if self._watch is None else POLL,
                 in_order=False,
             )
             self._torch_iter = self._workers.start(lambda: iter(torch_loader))
+        self._processes = {p.pid: p for p in self._workers.processes}
+        if self._watch is not None:
+            self._watch.start_monitor()
+        if self._watch is not None and loader.watch.on_worker_failure == "replace":
+            forget_worker_pids(self._torch_iter)
         if self._pin:  # batches are received and pinned ahead, in order, on their own thread
-            self._pinner = PinThread(self._receive_next, _pin_batch, depth=loader.prefetch_factor)
+            self._pinner = PinThread(self._receive, _pin_batch, depth=loader.prefetch_factor)
+
+    def _receive(self) -> list[Envelope]:
+        """The next bundle of items, watching the workers while none arrives."""
+        if self._watch is None:
+            return self._receive_next()
+        return self._watch.receive(self._receive_next, self._processes, self._timeout)
 
     def _receive_next(self) -> list[Envelope]:
         """The next bundle of items from a worker, received (see :meth:`_received`)."""
@@ -329,7 +363,7 @@ class _Live:
             if self._torch_iter is None:
                 return next(self._producers[worker])
             try:
-                items = self._pinner.get() if self._pinner else self._receive_next()
+                items = self._pinner.get() if self._pinner else self._receive()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
                 raise _worker_died(e) from e
             if items:  # a bundle holds the items of one worker
@@ -375,6 +409,8 @@ class _Live:
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+        if self._watch is not None:
+            self._watch.close()
         for producer in getattr(self, "_producers", []):
             producer.close()
 
@@ -416,6 +452,8 @@ class Loader(LoaderState, LoaderMeasures):
         in_process: bool = False,
         cache_pool: CachePool | None = None,
         options: LoaderOptions | None = None,
+        sync_end: str | None = "auto",
+        watch: WatchSettings | None = None,
     ) -> None:
         self._live: _Live | None = None  # first: __del__ runs even if the checks below fail
         self.dataset = dataset
@@ -449,6 +487,15 @@ class Loader(LoaderState, LoaderMeasures):
         self._stats = StatsCollector()
         #: Decodes the batches' compressed images on the GPU (GPU image modes only).
         self._gpu_images = gpu_image_hook(dataset)
+        #: How a finite pass ends with the other ranks (see :mod:`stoker.runtime.end_sync`).
+        self.end_sync = EndSync(sync_end, self)
+        #: Energon's watchdog and what a stuck or dead worker does (see
+        #: :mod:`stoker.runtime.worker_watch`).
+        self.watch = WatchSettings() if watch is None else watch
+        #: Samples (dataset, shard, index) a replaced worker was stuck on: skipped this pass.
+        self.stuck_samples: set[tuple[int, int, int]] = set()
+        #: Times the workers were replaced (all passes).
+        self.workers_replaced = 0
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -457,8 +504,8 @@ class Loader(LoaderState, LoaderMeasures):
         count = 0
         while budget is None or count < budget:
             entered = perf_counter()
-            if not self._advance():
-                self._finished = True
+            if not self.end_sync.advance(self):
+                self._finished = self.end_sync.finished
                 self._stop()
                 self._stats.paused()
                 check_storage_share(
@@ -504,7 +551,14 @@ class Loader(LoaderState, LoaderMeasures):
                 continue
             if self._live is None:
                 self._live = _Live(self)
-            item = self._live.next_from(k % workers)
+            try:
+                item = self._live.next_from(k % workers)
+            except WorkerReplaced as replaced:  # its workers ended: new ones, here
+                self._stop(wait=False)
+                self.workers_replaced += 1
+                if replaced.sample is not None:
+                    self.stuck_samples.add(replaced.sample)
+                continue
             if item.skips:
                 self._skipped.merge(item.skips)
                 self._pass_storage_skips += item.skips.by_reason.get(STORAGE, 0)
@@ -551,6 +605,7 @@ class Loader(LoaderState, LoaderMeasures):
         self.positions = {}  # every stream starts at the new pass (epoch)
         self.buffers = {}
         self.exhausted.clear()
+        self.stuck_samples.clear()
         self.t = self.yielded = 0
         self._pass_samples = self._pass_storage_skips = 0
         self._finished = False

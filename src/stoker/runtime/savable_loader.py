@@ -2,8 +2,10 @@
 :class:`~stoker.runtime.loader.Loader`.
 
 Every stoker loader can save and restore its position (each batch carries it), so the two differ
-only in the arguments they accept: Energon's checkpoint cadence, garbage-collection and watchdog
-settings are accepted and have nothing to tune in stoker.
+only in the arguments they accept: Energon's checkpoint cadence and garbage-collection settings
+are accepted and have nothing to tune in stoker. Its watchdog settings keep their meaning, and
+``on_worker_failure="replace"`` replaces a stuck or dead worker (see
+:mod:`stoker.runtime.worker_watch`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from stoker.model.cache_pool import CachePool
 from stoker.runtime.loader import Loader
 from stoker.runtime.streams import Loadable
+from stoker.runtime.worker_watch import WatchSettings
 
 
 class BasicDataLoader(Loader):
@@ -33,10 +36,14 @@ class BasicDataLoader(Loader):
         watchdog_timeout_seconds: float | None = 60,
         watchdog_initial_timeout_seconds: float | None = None,
         fail_on_timeout: bool = False,
+        on_worker_failure: str = "raise",
         **options: Any,
     ) -> None:
+        watch = WatchSettings(watchdog_timeout_seconds, watchdog_initial_timeout_seconds,
+                              fail_on_timeout, on_worker_failure,
+                              options.pop("watchdog_trigger", None))  # fmt: skip
         super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
-                         **options)  # fmt: skip
+                         watch=watch, **options)  # fmt: skip
 
     def config(self) -> dict[str, Any]:
         """What defines this loader's output (Energon's method)."""
@@ -71,10 +78,14 @@ class SavableDataLoader(Loader):
         watchdog_timeout_seconds: float | None = 60,
         watchdog_initial_timeout_seconds: float | None = None,
         fail_on_timeout: bool = False,
+        on_worker_failure: str = "raise",
         **options: Any,
     ) -> None:
+        watch = WatchSettings(watchdog_timeout_seconds, watchdog_initial_timeout_seconds,
+                              fail_on_timeout, on_worker_failure,
+                              options.pop("watchdog_trigger", None))  # fmt: skip
         super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
-                         **options)  # fmt: skip
+                         watch=watch, **options)  # fmt: skip
 
     def save_state(self, dst_rank: int) -> list[dict[str, Any]] | None:
         """Deprecated in Energon: :meth:`save_state_global`."""

@@ -47,6 +47,7 @@ from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
 from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.plan.sized_blend import size_units
+from stoker.runtime import worker_watch
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.plain_runs import Prepared, plain_outputs, same_runs
 from stoker.sources.source import DataSource
@@ -365,7 +366,10 @@ class SampleStream(RefSource):
         with the hook indices of the batch being built then, as in Energon.
         """
         tracker = tracker or self.tracker
-        if (self.corrupt or self.unreachable) and self._unread(d, shard_id, index, tracker):
+        worker_watch.at(d, shard_id, index)
+        if (self.corrupt or self.unreachable or worker_watch.skipped) and self._unread(
+            d, shard_id, index, tracker
+        ):
             return ()
         io = self.io[d]
         raw: RawSample | None = None
@@ -440,8 +444,11 @@ class SampleStream(RefSource):
     ) -> Iterable[Any]:
         """The encoded outputs of a reference :meth:`_prepare` read (as :meth:`_encode`)."""
         tracker = self.tracker
-        if (self.corrupt or self.unreachable) and self._unread(d, shard_id, index, tracker):
-            return ()  # its shard failed after it was read ahead: skipped as if unread
+        worker_watch.at(d, shard_id, index)
+        if (self.corrupt or self.unreachable or worker_watch.skipped) and self._unread(
+            d, shard_id, index, tracker
+        ):
+            return ()  # its shard failed after it was read ahead (or hung a worker): skipped
         if type(sample) is _Failure:
             self._failed(sample.error, tracker, d, shard_id, index, raw)
             return ()
@@ -457,6 +464,9 @@ class SampleStream(RefSource):
             return True
         if (d, shard_id) in self.unreachable:
             tracker.skipped_unread(STORAGE, source=source.path, key=where)
+            return True
+        if (d, shard_id, index) in worker_watch.skipped:  # a worker was stuck on it
+            tracker.record(worker_watch.STUCK, source=source.path, key=where)
             return True
         return False
 

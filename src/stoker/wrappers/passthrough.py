@@ -133,6 +133,14 @@ class WatchdogDataset(Wrapper):
             timeout = self.timeout_seconds
             yield item, (position, held), [], None
 
+    def _watchdog_trigger(self) -> None:
+        """Energon's hook for an item past the timeout; the loader's worker watch calls it too
+        (with its settings as ``self``): an error under ``fail_on_timeout``, else a warning."""
+        message = f"an item took longer than {self.timeout_seconds} s (watchdog)."
+        if self.fail_on_timeout:
+            raise StokerError(message, hint="Find the slow sample or raise the timeout.")
+        logger.warning("watchdog: %s", message)
+
     def _late(self, stream: int, took: float, timeout: float) -> None:
         message = f"stream {stream} took {took:.1f} s for one item (timeout {timeout} s)."
         if self.fail_on_timeout:
