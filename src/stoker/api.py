@@ -208,6 +208,7 @@ def get_loader(
     cache_pool: CachePool | None = None,
     options: LoaderOptions | None = None,
     log_stats_every: float | None = None,
+    worker_type: str | None = None,
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
@@ -221,7 +222,10 @@ def get_loader(
     ``stoker: 1,234 samples/s, waited 31% of the last 60 s, bottleneck decode (62%)``; None:
     off (see ``docs/observability.md``). ``prefetch_factor`` (batches each worker prepares
     ahead) defaults to the ``WorkerConfig``'s, else 2. Energon's watchdog arguments are
-    accepted and ignored.
+    accepted and ignored. ``worker_type`` says where the workers run: ``"fork"``, ``"spawn"``
+    (processes), ``"thread"`` (threads of this process), ``"main"`` (inline), None: processes
+    started the ``multiprocessing`` default way; the batches and states are the same for all
+    (see ``docs/worker_types.md``).
 
     Example:
         >>> from stoker import LoaderOptions
@@ -238,6 +242,7 @@ def get_loader(
         cache_pool=cache_pool,
         options=options,
         log_stats_every=log_stats_every,
+        worker_type=worker_type,
     )
 
 
@@ -251,6 +256,7 @@ def get_savable_loader(
     cache_pool: CachePool | None = None,
     options: LoaderOptions | None = None,
     log_stats_every: float | None = None,
+    worker_type: str | None = None,
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -269,6 +275,7 @@ def get_savable_loader(
         cache_pool=cache_pool,
         options=options,
         log_stats_every=log_stats_every,
+        worker_type=worker_type,
     )
 
 
@@ -283,6 +290,7 @@ def _loader(
     cache_pool: CachePool | None,
     options: LoaderOptions | None,
     log_stats_every: float | None,
+    worker_type: str | None = None,
 ) -> _L:
     """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
     checking that ``worker_config`` (if given) is the one the dataset was made with."""
@@ -301,6 +309,7 @@ def _loader(
         timeout=timeout,
         cache_pool=cache_pool,
         options=options,
+        worker_type=worker_type,
     )
     loader.log_stats_every(log_stats_every)
     return loader

@@ -9,6 +9,7 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
+import functools
 import gc
 import multiprocessing
 import multiprocessing.util
@@ -43,6 +44,8 @@ from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
 from stoker.runtime.worker_meter import Meter
+from stoker.runtime.worker_threads import ThreadWorkers
+from stoker.runtime.worker_types import MAIN, THREAD, worker_type_name
 from stoker.runtime.worker_procs import (
     WORKER_GC_THRESHOLD,
     WorkerProcesses,
@@ -109,6 +112,13 @@ def worker_items(
         opened.close()
         if debug is not None:
             debug.close()
+
+
+def _metered_items(
+    stats: bool, dataset: Loadable, worker: int, resume: Resume
+) -> Iterator[Envelope]:
+    """:func:`worker_items` with a meter of its own (a thread worker's)."""
+    return worker_items(dataset, worker, resume, Meter(enabled=stats))
 
 
 def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int) -> list[int]:
@@ -275,7 +285,21 @@ class _Live:
         self._receiver = Receiver()
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         self._pinner: PinThread[list[Envelope]] | None = None
-        if workers == 0 or loader.in_process:
+        kind = loader.worker_type
+        if workers and kind == THREAD and not loader.in_process:
+            use_cache_pool(loader.cache_pool)
+            self._producers = ThreadWorkers(
+                dataset,
+                resume,
+                functools.partial(_metered_items, loader.options.stats),
+                workers=workers,
+                depth=loader.prefetch_factor,
+                options=loader.options,
+                pin=self._pin,
+                timeout=loader.timeout,
+            ).producers
+            return
+        if workers == 0 or loader.in_process or kind == MAIN:
             use_cache_pool(loader.cache_pool)
             self._producers = [
                 _with_options(
@@ -288,7 +312,7 @@ class _Live:
         # Workers inherit this process's temporary folder (removed when it exits) instead of
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
         multiprocessing.util.get_temp_dir()
-        context = multiprocessing.get_context()
+        context = multiprocessing.get_context(kind)  # None: the default start method
         if context.get_start_method() == "fork":
             spare_for_children()  # S3 clients the workers take rather than each making one
         self._transport = MainTransport(context, workers, _slot_pool(context, loader, workers))
@@ -311,6 +335,7 @@ class _Live:
                 prefetch_factor=loader.prefetch_factor,
                 timeout=loader.timeout,
                 in_order=False,
+                multiprocessing_context=context,
             )
             self._torch_iter = self._workers.start(lambda: iter(torch_loader))
         if self._pin:  # batches are received and pinned ahead, in order, on their own thread
@@ -415,6 +440,7 @@ class Loader(LoaderState, LoaderMeasures):
         in_process: bool = False,
         cache_pool: CachePool | None = None,
         options: LoaderOptions | None = None,
+        worker_type: object = None,
     ) -> None:
         self._live: _Live | None = None  # first: __del__ runs even if the checks below fail
         self.dataset = dataset
@@ -432,6 +458,8 @@ class Loader(LoaderState, LoaderMeasures):
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.in_process = in_process
+        #: Where the workers run: see :mod:`stoker.runtime.worker_types` (None: processes).
+        self.worker_type = worker_type_name(worker_type)
         self.streams: list[int] = dataset.topology().rank_streams().tolist()
         self.positions: dict[int, Position] = {}
         #: What each stream's packing/grouping stages held after its last batch (if anything).
