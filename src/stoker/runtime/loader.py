@@ -44,14 +44,14 @@ from stoker.runtime.stats import StatsCollector
 from stoker.runtime.streams import Loadable, Resume
 from stoker.runtime.worker_errors import WorkerFailure
 from stoker.runtime.worker_meter import Meter
-from stoker.runtime.worker_threads import ThreadWorkers
-from stoker.runtime.worker_types import MAIN, THREAD, worker_type_name
 from stoker.runtime.worker_procs import (
     WORKER_GC_THRESHOLD,
     WorkerProcesses,
     tune_collector,
     unshare_done_event,
 )
+from stoker.runtime.worker_threads import ThreadWorkers
+from stoker.runtime.worker_types import MAIN, THREAD, worker_type_name
 from stoker.storage.options import LoaderOptions, activate
 from stoker.storage.s3_client import spare_for_children
 

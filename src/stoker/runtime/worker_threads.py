@@ -105,7 +105,7 @@ class ThreadWorkers:
                 finally:
                     made.close()  # type: ignore[attr-defined]
             self._put(worker, _DONE)
-        except BaseException as e:  # noqa: BLE001 - handed to the loader, which re-raises it
+        except BaseException as e:  # handed to the loader, which re-raises it
             self._put(worker, _Failed(e))
         finally:
             activate_thread(None)
