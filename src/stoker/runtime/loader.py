@@ -288,7 +288,7 @@ class _Live:
         kind = loader.worker_type
         if workers and kind == THREAD and not loader.in_process:
             use_cache_pool(loader.cache_pool)
-            self._producers = ThreadWorkers(
+            self._producers: list[Any] = ThreadWorkers(
                 dataset,
                 resume,
                 functools.partial(_metered_items, loader.options.stats),
@@ -351,7 +351,8 @@ class _Live:
             self._transport.flush()
         while not queue:
             if self._torch_iter is None:
-                return next(self._producers[worker])
+                made: Envelope = next(self._producers[worker])
+                return made
             try:
                 items = self._pinner.get() if self._pinner else self._receive_next()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
