@@ -4,6 +4,8 @@
 numpy's and torch's global RNGs seeded from the sample's keys (:func:`sample_seed`), so random
 augmentations repeat exactly when a sample is read again after a restart. The caller's RNG
 states are captured and restored around each call (and around each step of a generator hook).
+The global RNGs are the process's: thread workers (``worker_type="thread"``) run such hooks one
+at a time (:data:`_GLOBAL_RNGS`), so a hook sees the numbers of its own sample's seed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import hashlib
 import inspect
 import random
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -23,6 +26,9 @@ from stoker.errors import StokerError
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+#: Held while a seeded hook uses the global RNGs (re-entrant: a seeded hook may call another).
+_GLOBAL_RNGS = threading.RLock()
 
 
 @overload
@@ -53,6 +59,7 @@ def stateless(
 
     Example:
         >>> import random
+import threading
         >>> from stoker import TaskEncoder
         >>> class Enc(TaskEncoder):
         ...     @stateless(restore_seeds=True)
@@ -135,12 +142,13 @@ def _with_seeds(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        outer = _RngState.capture()
-        _RngState.seeded(sample_seed(*args, *kwargs.values()))
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            outer.apply()
+        with _GLOBAL_RNGS:
+            outer = _RngState.capture()
+            _RngState.seeded(sample_seed(*args, *kwargs.values()))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                outer.apply()
 
     return wrapper
 
@@ -148,20 +156,22 @@ def _with_seeds(fn: Callable[P, R]) -> Callable[P, R]:
 def _seeded_generator(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
         # The generator runs on its own RNG states; the caller's are swapped back at each yield.
-        outer = _RngState.capture()
-        inner = _RngState.seeded(sample_seed(*args, *kwargs.values()))
-        outer.apply()
+        with _GLOBAL_RNGS:
+            outer = _RngState.capture()
+            inner = _RngState.seeded(sample_seed(*args, *kwargs.values()))
+            outer.apply()
         items = fn(*args, **kwargs)
         while True:
-            outer = _RngState.capture()
-            inner.apply()
-            try:
-                item = next(items)
-            except StopIteration:
-                return
-            finally:
-                inner = _RngState.capture()
-                outer.apply()
+            with _GLOBAL_RNGS:
+                outer = _RngState.capture()
+                inner.apply()
+                try:
+                    item = next(items)
+                except StopIteration:
+                    return
+                finally:
+                    inner = _RngState.capture()
+                    outer.apply()
             yield item
 
     return wrapper
