@@ -25,6 +25,7 @@ from stoker.flavors.val_datasets import SourceDatasetFactory, per_source, restri
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.metadataset import Metadataset
 from stoker.model.cache_pool import CachePool
+from stoker.model.logical_workers import virtual_workers_of
 from stoker.model.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.decode import SampleDecoder
@@ -388,8 +389,9 @@ def _dataset(
         blend=blend,
         worker_config=worker_config,
         virtual_workers=virtual_workers
+        or virtual_workers_of(worker_config)  # Energon's logical_workers (#236)
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),
-        virtual_workers_defaulted=virtual_workers is None,
+        virtual_workers_defaulted=virtual_workers is None and worker_config.logical_workers is None,
         parallel_shard_iters=parallel_shard_iters or 16,
         error_policy=error_policy or ErrorPolicy.from_handler(worker_config.global_error_handler),
         **options,

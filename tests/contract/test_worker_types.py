@@ -24,10 +24,10 @@ from stoker.format.prepare import prepare_dataset
 from stoker.runtime.loader import Loader
 from tests.conftest import write_shard
 from tests.contract.contract import fingerprint, rank_free, roundtrip, run_contract, take
+from tests.contract.test_save_restore_packing import RandomPacking
 from tests.integration._blends import jsonl_blend
 from tests.integration.test_packing import make_loader as packing_loader
 from tests.integration.test_packing import write_texts
-from tests.contract.test_save_restore_packing import RandomPacking
 
 TYPES = ["fork", "thread", "main"]
 MIDPOINTS = [0, 1, 4, 7, 13, 23]
@@ -41,7 +41,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
         samples = [(f"s{s}_{i:02d}", {"txt": f"text {s}.{i}".encode()}) for i in range(7)]
         write_shard(root / f"shard_{s}.tar", samples)
     prepare_dataset(
-        str(root), split_ratio="1,0,0", dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"})
+        str(root),
+        split_ratio="1,0,0",
+        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
     )
     return str(root)
 
@@ -189,9 +191,9 @@ def test_contract_blend_over_worker_types(blend: Path, worker_type: str) -> None
         return loader_of(str(blend), worker_type, virtual_workers=2, task_encoder=SourceAndIndex())
 
     run_contract(make, total=24, midpoints=[0, 3, 9, 17])
-    with loader_of(str(blend), "fork", virtual_workers=2, task_encoder=SourceAndIndex()) as fork:
-        with make() as other:
-            assert take(other, 16) == take(fork, 16)
+    fork = loader_of(str(blend), "fork", virtual_workers=2, task_encoder=SourceAndIndex())
+    with fork, make() as other:
+        assert take(other, 16) == take(fork, 16)
 
 
 def test_unknown_worker_type_is_a_clear_error(dataset: str) -> None:

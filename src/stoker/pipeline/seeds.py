@@ -37,7 +37,11 @@ def stateless(fn: Callable[P, R]) -> Callable[P, R]: ...
 
 @overload
 def stateless(
-    fn: None = None, *, restore_seeds: bool = False, failure_tolerance: int | None = None
+    fn: None = None,
+    *,
+    restore_seeds: bool = False,
+    failure_tolerance: int | None = None,
+    skip_safe: bool | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -46,6 +50,7 @@ def stateless(
     *,
     restore_seeds: bool = False,
     failure_tolerance: int | None = None,
+    skip_safe: bool | None = None,
 ) -> Any:
     """Mark a hook as stateless: its output depends only on its input (so it can be re-run).
 
@@ -55,11 +60,11 @@ def stateless(
     sample is read again after a restart. ``failure_tolerance=N``: after N failures of this
     hook in a row the run stops with :class:`~stoker.errors.FatalSampleError` (0: no limit);
     without it, the loader's ``ErrorPolicy.max_consecutive_failures`` applies
-    (:mod:`stoker.pipeline.tolerance`).
+    (:mod:`stoker.pipeline.tolerance`). ``skip_safe`` sets the :func:`skip_safe` mark (None:
+    keeps the mark the function has).
 
     Example:
         >>> import random
-import threading
         >>> from stoker import TaskEncoder
         >>> class Enc(TaskEncoder):
         ...     @stateless(restore_seeds=True)
@@ -68,13 +73,38 @@ import threading
     """
     if fn is None:
         return functools.partial(
-            stateless, restore_seeds=restore_seeds, failure_tolerance=failure_tolerance
+            stateless,
+            restore_seeds=restore_seeds,
+            failure_tolerance=failure_tolerance,
+            skip_safe=skip_safe,
         )
     wrapped = _with_seeds(fn) if restore_seeds else fn
+    if skip_safe is not None:
+        setattr(wrapped, "__skip_safe__", skip_safe)  # noqa: B010 - Energon's (#236) marker
     setattr(wrapped, "__stateless__", True)  # noqa: B010 - Energon's marker, read by get_stateless
     if failure_tolerance is not None:
         setattr(wrapped, "__failure_tolerance__", failure_tolerance)  # noqa: B010
     return wrapped
+
+
+def skip_safe(fn: Callable[P, R]) -> Callable[P, R]:
+    """Mark a task encoder hook as safe to leave out for outputs that Energon's logical workers
+    (its #236) stride past; stoker gives each worker whole streams, so the mark is recorded
+    (:func:`get_skip_safe`) and changes nothing (see :mod:`stoker.model.logical_workers`).
+
+    Example:
+        >>> @skip_safe
+        ... def batch(samples): return samples
+        >>> get_skip_safe(batch), get_skip_safe(stateless(skip_safe=False)(batch))
+        (True, False)
+    """
+    setattr(fn, "__skip_safe__", True)  # noqa: B010 - Energon's marker
+    return fn
+
+
+def get_skip_safe(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` was marked :func:`skip_safe` (or ``stateless(skip_safe=True)``)."""
+    return bool(getattr(fn, "__skip_safe__", False))
 
 
 def get_stateless(fn: Callable[..., Any]) -> bool:
