@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     )
     from stoker.model.cooking import Cooker, basic_sample_keys, cooker
     from stoker.model.dataclass_helpers import edataclass
+    from stoker.model.logical_workers import LogicalWorkerAssignment
     from stoker.model.samples import (
         CaptioningSample,
         CrudeSample,
@@ -123,6 +124,7 @@ if TYPE_CHECKING:
     from stoker.pipeline.pack_output import PackedSamplesOutput
     from stoker.pipeline.pack_partial import PartialSample
     from stoker.pipeline.token_packer import TokenBudgetPacker, token_window
+    from stoker.pipeline.seeds import get_skip_safe, skip_safe
     from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader
@@ -267,6 +269,9 @@ _EXPORTS: dict[str, str] = {
     "VQASample": "stoker.model.samples",
     "VidQASample": "stoker.model.samples",
     "WorkerConfig": "stoker.model.worker_config",
+    "LogicalWorkerAssignment": "stoker.model.logical_workers",
+    "skip_safe": "stoker.pipeline.seeds",
+    "get_skip_safe": "stoker.pipeline.seeds",
     "basic_sample_keys": "stoker.model.cooking",
     "batch_list": "stoker.pipeline.batch",
     "batch_pad_stack": "stoker.pipeline.batch",
@@ -377,6 +382,7 @@ __all__ = [
     "LoaderDataset",
     "LoaderOptions",
     "LogSampleDataset",
+    "LogicalWorkerAssignment",
     "MapDataset",
     "Metadataset",
     "MetadatasetV2",
@@ -441,6 +447,7 @@ __all__ = [
     "get_media_metadata",
     "get_savable_loader",
     "get_single_frames_uniform",
+    "get_skip_safe",
     "get_stateless",
     "get_train_dataset",
     "get_val_dataset",
@@ -452,6 +459,7 @@ __all__ = [
     "prepare_metadataset",
     "register_decoder",
     "reraise_exception",
+    "skip_safe",
     "stateless",
     "token_window",
     "traverse_metadataset",

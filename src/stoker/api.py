@@ -25,6 +25,7 @@ from stoker.flavors.val_datasets import SourceDatasetFactory, per_source, restri
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.metadataset import Metadataset
 from stoker.model.cache_pool import CachePool
+from stoker.model.logical_workers import virtual_workers_of
 from stoker.model.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.decode import SampleDecoder
@@ -212,6 +213,7 @@ def get_loader(
     options: LoaderOptions | None = None,
     log_stats_every: float | None = None,
     sync_end: str | None = "auto",
+    worker_type: str | None = None,
     **kwargs: Any,
 ) -> BasicDataLoader:
     """A loader over ``dataset`` with ``worker_config.num_workers`` worker processes.
@@ -231,7 +233,10 @@ def get_loader(
     says how the ranks end a finite pass (``repeat=False``) together: ``"auto"`` is
     ``"equal"`` for a finite dataset under ``torch.distributed`` (every rank hands out the same
     number of batches; the longer ranks' rest is dropped and counted), also ``"stop_first"``,
-    ``"redistribute"`` or None (see ``docs/end_of_data.md``).
+    ``"redistribute"`` or None (see ``docs/end_of_data.md``). ``worker_type`` says where the workers run: ``"fork"``, ``"spawn"``
+    (processes), ``"thread"`` (threads of this process), ``"main"`` (inline), None: processes
+    started the ``multiprocessing`` default way; the batches and states are the same for all
+    (see ``docs/worker_types.md``).
 
     Example:
         >>> from stoker import LoaderOptions
@@ -250,6 +255,7 @@ def get_loader(
         log_stats_every=log_stats_every,
         sync_end=sync_end,
         watch=_watch_args(kwargs),
+        worker_type=worker_type,
     )
 
 
@@ -264,6 +270,7 @@ def get_savable_loader(
     options: LoaderOptions | None = None,
     log_stats_every: float | None = None,
     sync_end: str | None = "auto",
+    worker_type: str | None = None,
     **kwargs: Any,
 ) -> SavableDataLoader:
     """Like :func:`get_loader`; every stoker loader can save and restore its position.
@@ -284,6 +291,7 @@ def get_savable_loader(
         log_stats_every=log_stats_every,
         sync_end=sync_end,
         watch=_watch_args(kwargs),
+        worker_type=worker_type,
     )
 
 
@@ -300,6 +308,7 @@ def _loader(
     log_stats_every: float | None,
     sync_end: str | None = "auto",
     watch: dict[str, Any] | None = None,
+    worker_type: str | None = None,
 ) -> _L:
     """``get_loader`` / ``get_savable_loader``: a ``loader_class`` over ``dataset``, after
     checking that ``worker_config`` (if given) is the one the dataset was made with."""
@@ -321,6 +330,7 @@ def _loader(
         sync_end=sync_end,
         watchdog_trigger=_watchdog_trigger,
         **(watch or {}),
+        worker_type=worker_type,
     )
     loader.log_stats_every(log_stats_every)
     return loader
@@ -420,8 +430,9 @@ def _dataset(
         blend=blend,
         worker_config=worker_config,
         virtual_workers=virtual_workers
+        or virtual_workers_of(worker_config)  # Energon's logical_workers (#236)
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),
-        virtual_workers_defaulted=virtual_workers is None,
+        virtual_workers_defaulted=virtual_workers is None and worker_config.logical_workers is None,
         parallel_shard_iters=parallel_shard_iters or 16,
         error_policy=error_policy or ErrorPolicy.from_handler(worker_config.global_error_handler),
         **options,

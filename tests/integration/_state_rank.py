@@ -24,7 +24,7 @@ from stoker.runtime.loader import Loader
 from tests.contract.contract import rank_free, take
 
 
-def make_loader(dataset: str, num_workers: int) -> Loader:
+def make_loader(dataset: str, num_workers: int, worker_type: str | None = None) -> Loader:
     worker_config = WorkerConfig.default_worker_config(num_workers=num_workers)
     train = get_train_dataset(
         dataset,
@@ -34,7 +34,7 @@ def make_loader(dataset: str, num_workers: int) -> Loader:
         max_samples_per_sequence=3,
         virtual_workers=4,
     )
-    return get_savable_loader(train)
+    return get_savable_loader(train, worker_type=worker_type)
 
 
 def run_rank(rank: int, world_size: int, spec: dict[str, Any]) -> None:
@@ -64,9 +64,9 @@ def run_rank(rank: int, world_size: int, spec: dict[str, Any]) -> None:
 def _save(rank: int, spec: dict[str, Any]) -> dict[str, Any]:
     """Uninterrupted batches, then the same run saved after ``spec["steps"]`` and continued."""
     steps, after = spec["steps"], spec["after"]
-    with make_loader(spec["dataset"], spec["workers"]) as loader:
+    with make_loader(spec["dataset"], spec["workers"], spec.get("worker_type")) as loader:
         reference = take(loader, steps + after)
-    with make_loader(spec["dataset"], spec["workers"]) as loader:
+    with make_loader(spec["dataset"], spec["workers"], spec.get("worker_type")) as loader:
         head = take(loader, steps)
         states = loader.save_state_global(global_dst_rank=0)
         if rank == 0:
@@ -83,7 +83,7 @@ def _save(rank: int, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _restore(rank: int, method: str, spec: dict[str, Any]) -> Any:
     """The next ``spec["after"]`` batches of this rank after restoring with ``method``."""
-    with make_loader(spec["dataset"], spec["workers"]) as loader:
+    with make_loader(spec["dataset"], spec["workers"], spec.get("worker_type")) as loader:
         if method == "global_all":  # every rank passes the full list
             loader.restore_state_global(_load(spec["states_file"]))
         elif method == "global_src0":  # only rank 0 has it; restore_state_global broadcasts

@@ -268,3 +268,20 @@ def test_hold_keeps_batches_as_the_users_loop_does(images: Path) -> None:
     assert run["stats"]["slot_waits"] == 0 or run["stats"]["slot_wait_max_s"] <= 2.0
     refused = CliRunner().invoke(command, [str(images), "--hold", "0"])
     assert refused.exit_code != 0 and "--hold" in refused.output
+
+
+def test_worker_types_side_by_side(images: Path) -> None:
+    from stoker.cli.bench import command
+
+    result = CliRunner().invoke(command, [
+        str(images), "--workers", "2", "--batches", "3", "--batch-size", "4",
+        "--image-decode", "torchrgb8", "--worker-types", "fork,thread", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    runs = {run["worker_type"]: run for run in json.loads(result.stdout)["runs"]}
+    assert set(runs) == {"fork", "thread"}
+    assert all(run["samples"] == 12 and run["workers"] == 2 for run in runs.values())
+    # Thread workers are no copies of the process: the tree holds less than with forks.
+    assert runs["thread"]["peak_rss"] < runs["fork"]["peak_rss"]
+    bad = CliRunner().invoke(command, [str(images), "--worker-types", "fork,green"])
+    assert bad.exit_code != 0 and "worker_type='green' is not a worker type" in bad.output

@@ -309,7 +309,7 @@ def test_batch_and_sample_indices_outside_and_inside_hooks() -> None:
     assert seen == [(1, 1), (3, 3)] and maker.slots.made == 2
     assert first["__restore_key__"] == ("BatchDataset", 1, ("W", 4), None)
     assert restore_key_of(first) == ("BatchDataset", 1, ("W", 4), None)
-    assert not hook_index._ACTIVE
+    assert not hook_index.active()
 
 
 # --- error handlers and WorkerConfig ----------------------------------------------------------

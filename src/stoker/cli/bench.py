@@ -78,6 +78,12 @@ from stoker.errors import StorageError
     type=click.Path(dir_okay=False),
     help="Also write a self-contained HTML report with plots here.",
 )
+@click.option(
+    "--worker-types",
+    default="",
+    help="Worker types to compare at each count, comma-separated: fork, spawn, thread, main "
+    "(default: the loader's, processes).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @reports_errors
 def command(
@@ -96,6 +102,7 @@ def command(
     max_samples_per_sequence: int,
     prefetch_factor: int,
     html_out: str | None,
+    worker_types: str,
     as_json: bool,
 ) -> None:
     """Load PATH as training would, at each worker count, and recommend num_workers.
@@ -114,10 +121,11 @@ def command(
       stoker bench blend.yaml --task-encoder my_project.data:MyEncoder --seconds 10
       stoker bench ./shards --image-decode torchrgb8 --html bench.html --json
       stoker bench ./shards --image-decode torchrgb8 --hold 2 --consumer-ms 40
+      stoker bench ./shards --workers 2 --worker-types fork,thread
     """
     from stoker.preview.bench import BenchSettings, run_bench
     from stoker.preview.bench_report import format_report, report_data
-    from stoker.preview.bench_settings import parse_workers
+    from stoker.preview.bench_settings import parse_worker_types, parse_workers
 
     settings = BenchSettings(
         path=path,
@@ -134,6 +142,7 @@ def command(
         shuffle_buffer_size=shuffle_buffer_size,
         max_samples_per_sequence=max_samples_per_sequence,
         prefetch_factor=prefetch_factor,
+        worker_types=parse_worker_types(worker_types),
     )
     settings.check()
     report = run_bench(settings)

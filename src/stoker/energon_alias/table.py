@@ -274,6 +274,18 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "format_sample_detailed": "stoker.model.sample_format:format_sample_detailed",
         "default_get_batch_keys": "stoker.model.sample_format:default_get_batch_keys",
     },
+    # Energon's pull request #236 (logical workers).
+    "wrappers.stride_dataset": {"_stride_needed": "stoker.model.logical_workers:stride_needed"},
+    # Energon's pull request #162 (its own loader, thread workers).
+    **{
+        module: {
+            name: f"stoker.energon_alias.dataloader:{name}"
+            for name in _words(
+                "DataLoader DataLoaderWorker ForkDataLoaderWorker ThreadDataLoaderWorker"
+            )
+        }
+        for module in ("dataloader", "dataloader.workers")
+    },
     "tools": {},
     "tools.prepare": {"command": f"{_TOOLS}:prepare_command"},
     "tools.prepare_media": {"command": f"{_TOOLS}:prepare_media_command"},
@@ -320,8 +332,13 @@ _NOT_SERVED: dict[str, str] = {
 
 _BINIDX = "BinIdxDatasetFactory DefaultBinIdxDatasetFactory"
 # Names Energon's next release adds (its open pull requests), served as `stoker.<same name>`.
+_LOGICAL = "LogicalWorkerAssignment skip_safe"  # pull request #236: logical workers
 _NEXT_RELEASE: dict[str, str] = {
-    "": _BINIDX,  # pull request #227: Megatron .bin/.idx token datasets
+    "": _BINIDX + " " + _LOGICAL,  # pull request #227: Megatron .bin/.idx token datasets
+    "logical_worker": "LogicalWorkerAssignment",
+    "worker": "LogicalWorkerAssignment",
+    "task_encoder": "skip_safe",
+    "task_encoder.base": "skip_safe get_skip_safe",
     "flavors": _BINIDX,
     "flavors.binidx": _BINIDX,
     "flavors.binidx.binidx_dataset": _BINIDX,

@@ -71,6 +71,8 @@ class StokerDataModule(pl.LightningDataModule):
             :class:`StokerStatsCallback` to the trainer; None: off).
         log_stats_every: Seconds between two lines of the training loader's figures on the
             ``stoker`` logger (see ``get_loader``; None: off).
+        worker_type: Where the loaders' workers run: ``"fork"``, ``"spawn"``, ``"thread"``,
+            ``"main"`` (see ``docs/worker_types.md``; None: processes).
         **dataset_kwargs: Passed to ``get_train_dataset`` / ``get_val_dataset``
             (``virtual_workers``, ``subflavors``, ...).
     """
@@ -93,6 +95,7 @@ class StokerDataModule(pl.LightningDataModule):
         options: LoaderOptions | None = None,
         log_stats_every_n_steps: int | None = None,
         log_stats_every: float | None = None,
+        worker_type: str | None = None,
         **dataset_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -111,6 +114,7 @@ class StokerDataModule(pl.LightningDataModule):
         self.options = options
         self.dataset_kwargs = dataset_kwargs
         self.log_stats_every = log_stats_every
+        self.worker_type = worker_type
         self._stats_callback = (
             None
             if log_stats_every_n_steps is None
@@ -139,7 +143,10 @@ class StokerDataModule(pl.LightningDataModule):
                 **self.dataset_kwargs,
             )
             loader = get_savable_loader(
-                dataset, options=self.options, log_stats_every=self.log_stats_every
+                dataset,
+                options=self.options,
+                log_stats_every=self.log_stats_every,
+                worker_type=self.worker_type,
             )
             self._train = ResumableLoader(loader)
             if self._pending_state is not None:
@@ -179,7 +186,7 @@ class StokerDataModule(pl.LightningDataModule):
                 task_encoder=self.val_task_encoder,
                 **self.dataset_kwargs,
             )
-            loader = get_savable_loader(dataset, options=self.options)
+            loader = get_savable_loader(dataset, options=self.options, worker_type=self.worker_type)
             self._eval[split] = RestartingLoader(loader)
         return self._eval[split]
 

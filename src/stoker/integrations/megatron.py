@@ -133,6 +133,8 @@ class MultiModalDataModule:
         self.pg_collection: Any = values["pg_collection"]
         self.options: LoaderOptions | None = extra.pop("options", None)
         self.log_stats_every: float | None = extra.pop("log_stats_every", None)
+        #: Where the loaders' workers run (``get_loader``'s ``worker_type``; None: processes).
+        self.worker_type: str | None = extra.pop("worker_type", None)
         self.kwargs: dict[str, Any] = extra
         self.init_global_step = 0
         self.train_dataloader_object: Loader | None = None
@@ -172,6 +174,7 @@ class MultiModalDataModule:
             pin_memory=pin,
             options=self.options,
             log_stats_every=self.log_stats_every if split == "train" else None,
+            worker_type=self.worker_type,
         )
 
     def train_dataloader(self) -> StokerDataloader:

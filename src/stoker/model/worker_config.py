@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.model.logical_workers import LogicalWorkers
 from stoker.pipeline.errors import ErrorHandler, log_exception, reraise_exception
 
 #: The default of ``rank`` and ``world_size``: taken from ``torch.distributed`` (else 0 of 1).
@@ -24,7 +25,7 @@ def _distributed_rank(group: Any) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, eq=False)
-class WorkerConfig:
+class WorkerConfig(LogicalWorkers):
     """Data-parallel topology of the loader, as in Energon.
 
     Args:
@@ -50,6 +51,9 @@ class WorkerConfig:
         persistent_workers: Accepted as in PyTorch's ``DataLoader``: a stoker loader keeps its
             worker processes for the whole of one ``for`` loop (forever on a repeating
             dataset), so there is nothing to switch.
+        logical_workers: Energon's logical workers (its #236): the partitions of the data, which
+            fix its order whatever the topology; stoker's virtual workers (see
+            :mod:`stoker.model.logical_workers`). None: one per physical worker.
 
     As in Energon, two configs are equal when rank, world size and workers are.
 
@@ -71,6 +75,7 @@ class WorkerConfig:
     restore_error_handler: ErrorHandler = reraise_exception
     prefetch_factor: int | None = None
     persistent_workers: bool | None = None
+    logical_workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.rank == AUTO or self.world_size == AUTO:
@@ -91,6 +96,7 @@ class WorkerConfig:
             raise ConfigError(
                 f"num_workers={self.num_workers} must be >= 0 (0 loads in the main process)."
             )
+        self.check_logical_workers()
 
     @staticmethod
     def default_worker_config(
@@ -110,7 +116,7 @@ class WorkerConfig:
         fields = (self.rank, self.world_size, self.num_workers, None, self.seed_offset,
                   self.worker_debug_path, self.worker_log_level, self.global_error_handler,
                   self.restore_error_handler, self.prefetch_factor,
-                  self.persistent_workers)  # fmt: skip
+                  self.persistent_workers, self.logical_workers)  # fmt: skip
         return (WorkerConfig, fields)
 
     def __eq__(self, other: object) -> bool:
@@ -121,18 +127,21 @@ class WorkerConfig:
     def __hash__(self) -> int:
         return hash(self._topology())
 
-    def _topology(self) -> tuple[int, int, int]:
-        return (self.rank, self.world_size, self.num_workers)
+    def _topology(self) -> tuple[int, int, int, int | None]:
+        return (self.rank, self.world_size, self.num_workers, self.logical_workers)
 
     def config(self) -> dict[str, Any]:
         """A dict describing the topology (Energon's ``config()``, e.g. for logs and checks)."""
         group = self.data_parallel_group
-        return {
+        config = {
             "rank": self.rank,
             "world_size": self.world_size,
             "num_workers": self.num_workers,
             "data_parallel_group": group.size() if group is not None else None,
         }
+        if self.logical_workers is not None:  # #236's key, where it is used
+            config["logical_workers"] = self.logical_workers
+        return config
 
     def rank_worker_id(self) -> int:
         """This process's dataloader worker id on its rank (0 in the main process)."""

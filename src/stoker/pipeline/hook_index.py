@@ -15,14 +15,27 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from stoker.errors import StokerError
 
-#: The (batch index, sample index) of the hooks running now, innermost last (:func:`push` and
-#: :func:`pop` change it; a per-sample path may append and pop it directly).
-ACTIVE: list[tuple[int, int]] = []
-_ACTIVE = ACTIVE
+
+class _Active(threading.local):
+    """The (batch index, sample index) of the hooks running now, innermost last, per thread
+    (thread workers run hooks side by side in one process)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, int]] = []
+
+
+_LOCAL = _Active()
+
+
+def active() -> list[tuple[int, int]]:
+    """This thread's stack of hook indices (:func:`push` and :func:`pop` change it; a
+    per-sample path may append and pop it directly)."""
+    return _LOCAL.stack
 
 
 @dataclass
@@ -59,12 +72,12 @@ def batch_slots(rank_streams: list[int], stream: int, t: int) -> BatchSlots:
 
 def push(batch_index: int, sample_index: int) -> None:
     """Make ``(batch_index, sample_index)`` current for the hooks called until :func:`pop`."""
-    _ACTIVE.append((batch_index, sample_index))
+    _LOCAL.stack.append((batch_index, sample_index))
 
 
 def pop() -> None:
     """Undo the last :func:`push`."""
-    _ACTIVE.pop()
+    _LOCAL.stack.pop()
 
 
 def current() -> tuple[int, int]:
@@ -73,14 +86,15 @@ def current() -> tuple[int, int]:
     Raises:
         StokerError: outside a hook called by a stoker loader.
     """
-    if not _ACTIVE:
+    stack = _LOCAL.stack
+    if not stack:
         raise StokerError(
             "current_batch_index / current_sample_index are only set while a loader calls a "
             "task encoder hook.",
             hint="Read them inside encode_sample, batch, encode_batch (or the other hooks) of a "
             "task encoder iterated by stoker.get_loader / get_savable_loader.",
         )
-    return _ACTIVE[-1]
+    return stack[-1]
 
 
-__all__ = ["BatchSlots", "batch_slots", "current", "pop", "push"]
+__all__ = ["BatchSlots", "active", "batch_slots", "current", "pop", "push"]

@@ -4,6 +4,8 @@
 numpy's and torch's global RNGs seeded from the sample's keys (:func:`sample_seed`), so random
 augmentations repeat exactly when a sample is read again after a restart. The caller's RNG
 states are captured and restored around each call (and around each step of a generator hook).
+The global RNGs are the process's: thread workers (``worker_type="thread"``) run such hooks one
+at a time (:data:`_GLOBAL_RNGS`), so a hook sees the numbers of its own sample's seed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import hashlib
 import inspect
 import random
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -24,6 +27,9 @@ from stoker.errors import StokerError
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: Held while a seeded hook uses the global RNGs (re-entrant: a seeded hook may call another).
+_GLOBAL_RNGS = threading.RLock()
+
 
 @overload
 def stateless(fn: Callable[P, R]) -> Callable[P, R]: ...
@@ -31,7 +37,11 @@ def stateless(fn: Callable[P, R]) -> Callable[P, R]: ...
 
 @overload
 def stateless(
-    fn: None = None, *, restore_seeds: bool = False, failure_tolerance: int | None = None
+    fn: None = None,
+    *,
+    restore_seeds: bool = False,
+    failure_tolerance: int | None = None,
+    skip_safe: bool | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -40,6 +50,7 @@ def stateless(
     *,
     restore_seeds: bool = False,
     failure_tolerance: int | None = None,
+    skip_safe: bool | None = None,
 ) -> Any:
     """Mark a hook as stateless: its output depends only on its input (so it can be re-run).
 
@@ -49,7 +60,8 @@ def stateless(
     sample is read again after a restart. ``failure_tolerance=N``: after N failures of this
     hook in a row the run stops with :class:`~stoker.errors.FatalSampleError` (0: no limit);
     without it, the loader's ``ErrorPolicy.max_consecutive_failures`` applies
-    (:mod:`stoker.pipeline.tolerance`).
+    (:mod:`stoker.pipeline.tolerance`). ``skip_safe`` sets the :func:`skip_safe` mark (None:
+    keeps the mark the function has).
 
     Example:
         >>> import random
@@ -61,13 +73,38 @@ def stateless(
     """
     if fn is None:
         return functools.partial(
-            stateless, restore_seeds=restore_seeds, failure_tolerance=failure_tolerance
+            stateless,
+            restore_seeds=restore_seeds,
+            failure_tolerance=failure_tolerance,
+            skip_safe=skip_safe,
         )
     wrapped = _with_seeds(fn) if restore_seeds else fn
+    if skip_safe is not None:
+        setattr(wrapped, "__skip_safe__", skip_safe)  # noqa: B010 - Energon's (#236) marker
     setattr(wrapped, "__stateless__", True)  # noqa: B010 - Energon's marker, read by get_stateless
     if failure_tolerance is not None:
         setattr(wrapped, "__failure_tolerance__", failure_tolerance)  # noqa: B010
     return wrapped
+
+
+def skip_safe(fn: Callable[P, R]) -> Callable[P, R]:
+    """Mark a task encoder hook as safe to leave out for outputs that Energon's logical workers
+    (its #236) stride past; stoker gives each worker whole streams, so the mark is recorded
+    (:func:`get_skip_safe`) and changes nothing (see :mod:`stoker.model.logical_workers`).
+
+    Example:
+        >>> @skip_safe
+        ... def batch(samples): return samples
+        >>> get_skip_safe(batch), get_skip_safe(stateless(skip_safe=False)(batch))
+        (True, False)
+    """
+    setattr(fn, "__skip_safe__", True)  # noqa: B010 - Energon's marker
+    return fn
+
+
+def get_skip_safe(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` was marked :func:`skip_safe` (or ``stateless(skip_safe=True)``)."""
+    return bool(getattr(fn, "__skip_safe__", False))
 
 
 def get_stateless(fn: Callable[..., Any]) -> bool:
@@ -135,12 +172,13 @@ def _with_seeds(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        outer = _RngState.capture()
-        _RngState.seeded(sample_seed(*args, *kwargs.values()))
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            outer.apply()
+        with _GLOBAL_RNGS:
+            outer = _RngState.capture()
+            _RngState.seeded(sample_seed(*args, *kwargs.values()))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                outer.apply()
 
     return wrapper
 
@@ -148,20 +186,22 @@ def _with_seeds(fn: Callable[P, R]) -> Callable[P, R]:
 def _seeded_generator(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
         # The generator runs on its own RNG states; the caller's are swapped back at each yield.
-        outer = _RngState.capture()
-        inner = _RngState.seeded(sample_seed(*args, *kwargs.values()))
-        outer.apply()
+        with _GLOBAL_RNGS:
+            outer = _RngState.capture()
+            inner = _RngState.seeded(sample_seed(*args, *kwargs.values()))
+            outer.apply()
         items = fn(*args, **kwargs)
         while True:
-            outer = _RngState.capture()
-            inner.apply()
-            try:
-                item = next(items)
-            except StopIteration:
-                return
-            finally:
-                inner = _RngState.capture()
-                outer.apply()
+            with _GLOBAL_RNGS:
+                outer = _RngState.capture()
+                inner.apply()
+                try:
+                    item = next(items)
+                except StopIteration:
+                    return
+                finally:
+                    inner = _RngState.capture()
+                    outer.apply()
             yield item
 
     return wrapper

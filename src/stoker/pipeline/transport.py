@@ -47,6 +47,7 @@ from stoker.pipeline.batch_pickler import BatchPickler
 from stoker.pipeline.main_floats import FloatBuffers, as_uint8
 from stoker.pipeline.payload_ring import PayloadRing, RingReader
 from stoker.pipeline.slot_pool import SlotPool, aligned
+from stoker.pipeline.thread_workers import in_worker_process
 from stoker.storage.options import BATCH_SLOTS_MB
 
 #: Tensors smaller than this take torch's own path (a slot per tiny tensor is not worth it).
@@ -555,7 +556,7 @@ def batch_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tens
     a large batch reuses the memory of one nobody holds any more (not zeroed; its pages are
     warm, see :mod:`stoker.pipeline.main_buffers`), a smaller one ``calloc``'d memory (zero).
     """
-    if torch.utils.data.get_worker_info() is None:
+    if not in_worker_process():  # the training process (its thread workers too)
         if math.prod(shape) * dtype.itemsize >= main_buffers.MIN_BYTES:
             return main_buffers.MAIN_BUFFERS.tensor(shape, dtype)
         if dtype in (torch.bfloat16, torch.complex32):  # no numpy equivalent

@@ -49,6 +49,8 @@ class BenchRun:
     stage_seconds: dict[str, float]
     skipped: int | None
     stats: dict[str, Any] | None
+    #: Where the workers ran (``stoker bench --worker-types``; None: processes, the default).
+    worker_type: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +73,11 @@ class BenchReport:
 def run_bench(settings: BenchSettings) -> BenchReport:
     """Measure every worker count of ``settings`` in turn (each with a fresh loader)."""
     settings.check()
-    runs = [_measure(settings, workers) for workers in settings.workers]
+    runs = [
+        _measure(settings, workers, worker_type)
+        for worker_type in settings.worker_types
+        for workers in settings.workers
+    ]
     return BenchReport(
         settings,
         runs,
@@ -80,7 +86,7 @@ def run_bench(settings: BenchSettings) -> BenchReport:
     )
 
 
-def _measure(settings: BenchSettings, workers: int) -> BenchRun:
+def _measure(settings: BenchSettings, workers: int, worker_type: str | None = None) -> BenchRun:
     from stoker.api import get_loader, get_train_dataset
     from stoker.model.worker_config import WorkerConfig
 
@@ -96,7 +102,9 @@ def _measure(settings: BenchSettings, workers: int) -> BenchRun:
     )
     with PeakRss() as rss:
         start = time.perf_counter()
-        loader = get_loader(dataset, prefetch_factor=settings.prefetch_factor)
+        loader = get_loader(
+            dataset, prefetch_factor=settings.prefetch_factor, worker_type=worker_type
+        )
         try:
             loop = _Loop(settings, iter(loader))
             loop.first(start, workers)
@@ -105,7 +113,7 @@ def _measure(settings: BenchSettings, workers: int) -> BenchRun:
         finally:
             loop.kept.clear()
             loader.close()
-    return loop.result(workers, rss.peak, view)
+    return dataclasses.replace(loop.result(workers, rss.peak, view), worker_type=worker_type)
 
 
 class _Loop:

@@ -47,7 +47,7 @@ def table_rows(report: BenchReport) -> list[tuple[str, ...]]:
     consumer_ms = report.settings.consumer_ms
     return [
         (
-            str(run.workers),
+            str(run.workers) + ("" if run.worker_type is None else f" {run.worker_type}"),
             f"{run.samples_per_s:,.0f}",
             f"{run.first_batch_s:.2f} s",
             format_bytes(run.peak_rss),

@@ -43,6 +43,8 @@ class BenchSettings:
     max_samples_per_sequence: int | None = 100
     prefetch_factor: int = 2
     hold: int = 1
+    #: Worker types to try at each worker count (None: processes, the loader's default).
+    worker_types: tuple[str | None, ...] = (None,)
 
     def check(self) -> None:
         """Refuse settings that cannot be measured, saying which option to change."""
@@ -86,6 +88,19 @@ def parse_workers(text: str) -> tuple[int, ...]:
             hint="Give comma-separated counts >= 0, e.g. --workers 0,2,4.",
         )
     return tuple(counts)
+
+
+def parse_worker_types(text: str) -> tuple[str | None, ...]:
+    """``"fork,thread"`` -> ``("fork", "thread")``, each checked (empty: the default, None).
+
+    Example:
+        >>> parse_worker_types("fork, thread"), parse_worker_types("")
+        (('fork', 'thread'), (None,))
+    """
+    from stoker.runtime.worker_types import worker_type_name
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    return tuple(dict.fromkeys(worker_type_name(name) for name in names)) or (None,)
 
 
 def make_task_encoder(settings: BenchSettings) -> Any:

@@ -9,6 +9,7 @@ and remembers each stream's position: that is the whole loader state.
 from __future__ import annotations
 
 import collections
+import functools
 import gc
 import multiprocessing
 import multiprocessing.util
@@ -59,6 +60,8 @@ from stoker.runtime.worker_watch import (
     forget_worker_pids,
     late_items,
 )
+from stoker.runtime.worker_threads import ThreadWorkers
+from stoker.runtime.worker_types import MAIN, THREAD, worker_type_name
 from stoker.storage.options import LoaderOptions, activate
 from stoker.storage.s3_client import spare_for_children
 
@@ -119,6 +122,13 @@ def worker_items(
         opened.close()
         if debug is not None:
             debug.close()
+
+
+def _metered_items(
+    stats: bool, dataset: Loadable, worker: int, resume: Resume
+) -> Iterator[Envelope]:
+    """:func:`worker_items` with a meter of its own (a thread worker's)."""
+    return worker_items(dataset, worker, resume, Meter(enabled=stats))
 
 
 def _rotated_streams(dataset: Loadable, worker: int, exhausted: set[int], t: int) -> list[int]:
@@ -292,7 +302,21 @@ class _Live:
         self._pin = loader.pin_memory and torch.cuda.is_available()  # asked once, not per batch
         self._pinner: PinThread[list[Envelope]] | None = None
         self._watch: WorkerWatch | None = None
-        if workers == 0 or loader.in_process:
+        kind = loader.worker_type
+        if workers and kind == THREAD and not loader.in_process:
+            use_cache_pool(loader.cache_pool)
+            self._producers: list[Any] = ThreadWorkers(
+                dataset,
+                resume,
+                functools.partial(_metered_items, loader.options.stats),
+                workers=workers,
+                depth=loader.prefetch_factor,
+                options=loader.options,
+                pin=self._pin,
+                timeout=loader.timeout,
+            ).producers
+            return
+        if workers == 0 or loader.in_process or kind == MAIN:
             use_cache_pool(loader.cache_pool)
             self._producers = [
                 _with_options(
@@ -307,7 +331,7 @@ class _Live:
         # Workers inherit this process's temporary folder (removed when it exits) instead of
         # each making a pymp-* folder for its sockets, which a killed worker leaves behind.
         multiprocessing.util.get_temp_dir()
-        context = multiprocessing.get_context()
+        context = multiprocessing.get_context(kind)  # None: the default start method
         if context.get_start_method() == "fork":
             spare_for_children()  # S3 clients the workers take rather than each making one
         self._transport = MainTransport(context, workers, _slot_pool(context, loader, workers))
@@ -335,6 +359,7 @@ class _Live:
                 prefetch_factor=loader.prefetch_factor,
                 timeout=loader.timeout if self._watch is None else POLL,
                 in_order=False,
+                multiprocessing_context=context,
             )
             self._torch_iter = self._workers.start(lambda: iter(torch_loader))
         self._processes = {p.pid: p for p in self._workers.processes}
@@ -361,7 +386,8 @@ class _Live:
             self._transport.flush()
         while not queue:
             if self._torch_iter is None:
-                return next(self._producers[worker])
+                made: Envelope = next(self._producers[worker])
+                return made
             try:
                 items = self._pinner.get() if self._pinner else self._receive()
             except (ConnectionError, EOFError) as e:  # its batch's sender is gone
@@ -454,6 +480,7 @@ class Loader(LoaderState, LoaderMeasures):
         options: LoaderOptions | None = None,
         sync_end: str | None = "auto",
         watch: WatchSettings | None = None,
+        worker_type: object = None,
     ) -> None:
         self._live: _Live | None = None  # first: __del__ runs even if the checks below fail
         self.dataset = dataset
@@ -471,6 +498,8 @@ class Loader(LoaderState, LoaderMeasures):
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.in_process = in_process
+        #: Where the workers run: see :mod:`stoker.runtime.worker_types` (None: processes).
+        self.worker_type = worker_type_name(worker_type)
         self.streams: list[int] = dataset.topology().rank_streams().tolist()
         self.positions: dict[int, Position] = {}
         #: What each stream's packing/grouping stages held after its last batch (if anything).

@@ -94,7 +94,7 @@ def plain_outputs(
     if kitchen is not None:
         cook = kitchen.cook if kitchen.direct is None else kitchen.direct
         reraise = None if kitchen.direct is None else kitchen.reraise
-    active = hook_index.ACTIVE
+    active = hook_index.active()
     made: int | None = None
     if cook is not None:
         active.append((batch_index, sample_index))

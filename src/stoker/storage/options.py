@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -230,6 +231,7 @@ P = TypeVar("P", bound=_RetryBudget)
 
 _MEMO: dict[tuple[str | None, ...], LoaderOptions] = {}
 _ACTIVE: list[tuple[int, LoaderOptions]] = []
+_THREAD = threading.local()
 
 
 def defaults() -> LoaderOptions:
@@ -244,6 +246,9 @@ def defaults() -> LoaderOptions:
 
 def current() -> LoaderOptions:
     """The options of this process: the loader's in its workers, else :func:`defaults`."""
+    threads = getattr(_THREAD, "options", None)  # a thread worker's (activate_thread)
+    if threads is not None:
+        return threads  # type: ignore[no-any-return]
     if _ACTIVE and _ACTIVE[-1][0] == os.getpid():
         return _ACTIVE[-1][1]
     return defaults()
@@ -351,3 +356,9 @@ def activate(options: LoaderOptions | None) -> LoaderOptions | None:
     if options is not None:
         _ACTIVE.append((os.getpid(), options))
     return previous
+
+
+def activate_thread(options: LoaderOptions | None) -> None:
+    """Make ``options`` those of this thread alone (a thread worker of a loader; None: the
+    process's again)."""
+    _THREAD.options = options

@@ -88,9 +88,9 @@ class GcDataset(Wrapper):
 
 
 def _in_worker() -> bool:
-    import torch.utils.data
+    from stoker.pipeline.thread_workers import in_worker_process
 
-    return torch.utils.data.get_worker_info() is not None
+    return in_worker_process()  # not a thread worker: that is the training process
 
 
 class WatchdogDataset(Wrapper):
