@@ -123,8 +123,8 @@ if TYPE_CHECKING:
     from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
     from stoker.pipeline.pack_output import PackedSamplesOutput
     from stoker.pipeline.pack_partial import PartialSample
-    from stoker.pipeline.token_packer import TokenBudgetPacker, token_window
     from stoker.pipeline.seeds import get_skip_safe, skip_safe
+    from stoker.pipeline.token_packer import TokenBudgetPacker, token_window
     from stoker.plan.weights import WeightSchedule
     from stoker.runtime.dataset import LoaderDataset
     from stoker.runtime.loader import Loader

@@ -233,9 +233,10 @@ def get_loader(
     says how the ranks end a finite pass (``repeat=False``) together: ``"auto"`` is
     ``"equal"`` for a finite dataset under ``torch.distributed`` (every rank hands out the same
     number of batches; the longer ranks' rest is dropped and counted), also ``"stop_first"``,
-    ``"redistribute"`` or None (see ``docs/end_of_data.md``). ``worker_type`` says where the workers run: ``"fork"``, ``"spawn"``
-    (processes), ``"thread"`` (threads of this process), ``"main"`` (inline), None: processes
-    started the ``multiprocessing`` default way; the batches and states are the same for all
+    ``"redistribute"`` or None (see ``docs/end_of_data.md``). ``worker_type`` says where the
+    workers run: ``"fork"``, ``"spawn"`` (processes), ``"thread"`` (threads of this process),
+    ``"main"`` (inline), None: processes started the ``multiprocessing`` default way; the
+    batches and states are the same for all
     (see ``docs/worker_types.md``).
 
     Example:

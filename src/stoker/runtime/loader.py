@@ -52,6 +52,8 @@ from stoker.runtime.worker_procs import (
     tune_collector,
     unshare_done_event,
 )
+from stoker.runtime.worker_threads import ThreadWorkers
+from stoker.runtime.worker_types import MAIN, THREAD, worker_type_name
 from stoker.runtime.worker_watch import (
     POLL,
     WatchSettings,
@@ -60,8 +62,6 @@ from stoker.runtime.worker_watch import (
     forget_worker_pids,
     late_items,
 )
-from stoker.runtime.worker_threads import ThreadWorkers
-from stoker.runtime.worker_types import MAIN, THREAD, worker_type_name
 from stoker.storage.options import LoaderOptions, activate
 from stoker.storage.s3_client import spare_for_children
 
