@@ -44,9 +44,14 @@ def run_file(
             *("--rootdir", str(checkout), f"--junitxml={report}", *extra),
             str(test_file.relative_to(checkout)),
         ]
-        # Energon's tests are unmodified client code: they run the sample_loader.py they write,
-        # which stoker does only with this documented opt-in.
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "STOKER_TRUST_SAMPLE_LOADER": "1"}
+        # Energon's tests are unmodified client code: they run the sample_loader.py and the
+        # metadataset joiners they write, which stoker does only with these documented opt-ins.
+        env = {
+            **os.environ,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "STOKER_TRUST_SAMPLE_LOADER": "1",
+            "STOKER_TRUST_METADATASET": "1",
+        }
         try:
             done = subprocess.run(
                 command, cwd=checkout, env=env, capture_output=True, text=True, timeout=timeout
