@@ -68,7 +68,9 @@ class WeakCallbacks:
 
 
 _BEFORE, _IN_CHILD, _IN_PARENT = WeakCallbacks(), WeakCallbacks(), WeakCallbacks()
-os.register_at_fork(before=_BEFORE.run, after_in_child=_IN_CHILD.run, after_in_parent=_IN_PARENT.run)
+os.register_at_fork(
+    before=_BEFORE.run, after_in_child=_IN_CHILD.run, after_in_parent=_IN_PARENT.run
+)
 
 
 def before_fork_hook(callback: Callable[[], object]) -> None:

@@ -141,7 +141,10 @@ class SqliteIndexWriter:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close(commit=kind is None or issubclass(kind, DuplicateSampleKeyError))
 

@@ -32,7 +32,7 @@ from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.bundle import RING_SHARE, Bundle, Bundler
-from stoker.runtime.debug_log import DebugLog
+from stoker.runtime.debug_log import DebugLog, YieldLog
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
 from stoker.runtime.held_wire import Receiver, Sender
@@ -446,6 +446,7 @@ class Loader(LoaderState, LoaderMeasures):
         #: This pass's samples handed out, and skipped because the storage failed.
         self._pass_samples = self._pass_storage_skips = 0
         self._stats = StatsCollector()
+        self._yield_log = YieldLog.of(dataset.worker_config)
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -469,6 +470,8 @@ class Loader(LoaderState, LoaderMeasures):
             self._stats.handed_out(entered, perf_counter())
             if self._stats_log is not None:
                 self._stats_log.tick()
+            if self._yield_log is not None:
+                self._yield_log.yielded(self.epoch, self.yielded - 1, self._batch)
             yield self._batch
         self._stats.paused()
 
@@ -546,6 +549,8 @@ class Loader(LoaderState, LoaderMeasures):
     def close(self) -> None:
         """Stop the worker processes (also done when the loader is garbage-collected)."""
         self._stop()
+        if self._yield_log is not None:
+            self._yield_log.close()
 
     def __enter__(self) -> Loader:
         return self
