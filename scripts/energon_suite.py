@@ -40,23 +40,65 @@ def run_file(
         command = [
             sys.executable,
             *("-m", "pytest", *(("-p", "stoker.energon_alias.pytest_plugin") if alias else ())),
-            *("-p", "no:cacheprovider", "-q", "--tb=line", "-o", "addopts="),
+            *("-p", "no:cacheprovider", "-v", "--tb=line", "-o", "addopts="),
             *("--rootdir", str(checkout), f"--junitxml={report}", *extra),
             str(test_file.relative_to(checkout)),
         ]
-        # Energon's tests are unmodified client code: they run the sample_loader.py they write,
-        # which stoker does only with this documented opt-in.
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "STOKER_TRUST_SAMPLE_LOADER": "1"}
+        # Energon's tests are unmodified client code: they run the sample_loader.py and the
+        # metadataset joiners they write, which stoker does only with these documented opt-ins.
+        env = {
+            **os.environ,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "STOKER_TRUST_SAMPLE_LOADER": "1",
+            "STOKER_TRUST_METADATASET": "1",
+        }
         try:
             done = subprocess.run(
                 command, cwd=checkout, env=env, capture_output=True, text=True, timeout=timeout
             )
-        except subprocess.TimeoutExpired:
-            return [Outcome(test_file.name, "ERROR", f"timed out after {timeout:.0f} s")]
+        except subprocess.TimeoutExpired as e:
+            return timed_out(test_file, e.stdout, timeout)
         if not report.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
             return [Outcome(test_file.name, "ERROR", f"pytest exited {done.returncode}: {tail[0]}")]
         return expand_collection_errors(parse_report(report), test_file)
+
+
+_VERBOSE = {"PASSED": "PASS", "FAILED": "FAIL", "ERROR": "ERROR", "SKIPPED": "SKIP"}
+
+
+def timed_out(test_file: Path, output: bytes | str | None, timeout: float) -> list[Outcome]:
+    """The outcomes pytest printed (``-v``) before the file's time ran out; the test running
+    then and those not reached count as ERROR."""
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
+    done: dict[str, Outcome] = {}
+    running = None
+    for line in (output or "").splitlines():
+        if "::" not in line or not line.startswith("tests/"):
+            continue
+        node, _, rest = line.partition(" ")
+        name = _junit_name(node)
+        status = _VERBOSE.get(rest.split(" ")[0]) if rest else None
+        if status is None:
+            running = name
+        else:
+            done[name] = Outcome(name, status, "")
+    reason = f"timed out after {timeout:.0f} s"
+    outcomes = list(done.values())
+    if running is not None and running not in done:
+        outcomes.append(Outcome(running, "ERROR", f"{reason} in this test"))
+    for name in defined_tests(test_file):
+        if name not in done and name != running:
+            outcomes.append(Outcome(name, "ERROR", f"not reached: the file {reason}"))
+    return outcomes
+
+
+def _junit_name(node: str) -> str:
+    """``tests/test_a.py::TestA::test_b`` as JUnit names it: ``tests.test_a.TestA::test_b``."""
+    parts = node.split("::")
+    module = parts[0].removesuffix(".py").replace("/", ".")
+    return f"{'.'.join([module, *parts[1:-1]])}::{parts[-1]}"
 
 
 def parse_report(report: Path) -> list[Outcome]:
@@ -83,13 +125,19 @@ def expand_collection_errors(outcomes: list[Outcome], test_file: Path) -> list[O
     module = f"tests.{test_file.stem}"
     if len(outcomes) != 1 or outcomes[0].test != module or outcomes[0].status != "ERROR":
         return outcomes
+    reason = f"import of the file failed: {outcomes[0].reason}"
+    return [Outcome(name, "ERROR", reason) for name in defined_tests(test_file)] or outcomes
+
+
+def defined_tests(test_file: Path) -> list[str]:
+    """The JUnit names of the tests ``test_file`` defines (read from its source)."""
+    module = f"tests.{test_file.stem}"
     tree = ast.parse(test_file.read_text())
     names = [f"{module}::{n.name}" for n in tree.body if _is_test(n)]
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             names += [f"{module}.{node.name}::{n.name}" for n in node.body if _is_test(n)]
-    reason = f"import of the file failed: {outcomes[0].reason}"
-    return [Outcome(name, "ERROR", reason) for name in names] or outcomes
+    return names
 
 
 def _is_test(node: ast.stmt) -> bool:

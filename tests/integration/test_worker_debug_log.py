@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 
 from stoker import WorkerConfig, get_loader, get_val_dataset
 from stoker.cli.analyze_debug import command as analyze_debug
 from stoker.cli.energon_tools import analyze_debug_command
 from stoker.errors import ConfigError
+from stoker.runtime.debug_log import BATCH_LINE, YIELD_LINE
 from tests.conftest import make_val_texts
 
 SHARDS, PER_SHARD = 3, 8
@@ -42,11 +45,17 @@ def test_one_line_per_batch_per_worker(texts: Path, tmp_path: Path, workers: int
     yielded = load(texts, workers, tmp_path / "debug")
     # Energon's numbering: the training process is 0, worker w of rank 0 is w + 1.
     names = ["worker_0.jsonl"] if workers == 0 else ["worker_1.jsonl", "worker_2.jsonl"]
-    assert sorted(p.name for p in (tmp_path / "debug").iterdir()) == names
-    lines = {}
-    for name in names:
+    files = sorted(p.name for p in (tmp_path / "debug").iterdir())
+    assert files == sorted({"worker_0.jsonl", *names})
+    everything = {}
+    for name in files:
         with (tmp_path / "debug" / name).open() as f:
-            lines[name] = [json.loads(text) for text in f]
+            everything[name] = [json.loads(text) for text in f]
+    lines = {name: [line for line in everything[name] if line["t"] == BATCH_LINE] for name in names}
+    # The training process logs each batch its loop took, in order, under Energon's name.
+    taken = [line for line in everything["worker_0.jsonl"] if line["t"] == YIELD_LINE]
+    assert [line["keys"] for line in taken] == yielded
+    assert [line["idx"] for line in taken] == list(range(len(yielded)))
     for name, own in lines.items():
         assert [line["idx"] for line in own] == list(range(len(own)))
         assert {line["worker"] for line in own} == {max(int(name[7]) - 1, 0)}
@@ -63,8 +72,16 @@ def test_one_line_per_batch_per_worker(texts: Path, tmp_path: Path, workers: int
     assert summary["samples"] == summary["unique_keys"] == SHARDS * PER_SHARD
     assert summary["repeated_in_epoch"] == 0
     assert sorted(summary["workers"]) == [f"0/{w}" for w in range(max(workers, 1))]
-    text = CliRunner().invoke(analyze_debug_command, [str(tmp_path / "debug")])
+    assert summary["steps"] == len(yielded)
+    heatmap = tmp_path / "heatmap.png"
+    args = [str(tmp_path / "debug"), "--heatmap-path", str(heatmap)]
+    text = CliRunner().invoke(analyze_debug_command, args)
     assert text.exit_code == 0 and f"total: {len(yielded)} batches" in text.output
+    assert f"Analyzing {len(files)} logs" in text.output
+    assert f"Found {SHARDS * PER_SHARD} unique sample keys, {len(yielded)} steps" in text.output
+    with Image.open(heatmap) as picture:  # one row per key, one column per step
+        assert picture.size == (len(yielded), SHARDS * PER_SHARD)
+        assert int(np.count_nonzero(np.asarray(picture))) == SHARDS * PER_SHARD
 
 
 def test_path_without_placeholder_is_refused_with_workers(texts: Path, tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 Reads the JSON lines written under ``WorkerConfig(worker_debug_path=...)`` (see
 :mod:`stoker.runtime.debug_log`): each argument is a file or a folder whose ``*.jsonl`` files are
 read (as Energon's command does). Prints per rank and worker the batches, samples, time span and
-rate, then the totals: unique sample keys and keys loaded more than once in one epoch.
+rate, then the totals: unique sample keys and keys loaded more than once in one epoch, and the
+steps (batches the training loop took, from the training process's lines). ``--heatmap-path``
+draws which sample key was loaded at which step (Pillow).
 
 Example:
     $ stoker analyze-debug debug/
@@ -20,7 +22,8 @@ from typing import Any, cast
 import click
 
 from stoker.cli.common import CONTEXT_SETTINGS
-from stoker.runtime.debug_log import BATCH_LINE
+from stoker.cli.debug_heatmap import write_heatmap
+from stoker.runtime.debug_log import BATCH_LINE, YIELD_LINE
 
 
 @dataclass
@@ -34,8 +37,8 @@ class WorkerSummary:
     streams: set[int] = field(default_factory=set)
 
 
-def read_lines(paths: list[Path]) -> list[dict[str, object]]:
-    """The batch lines of the given files and folders (``*.jsonl`` in a folder)."""
+def log_files(paths: list[Path]) -> list[Path]:
+    """The given files, and the ``*.jsonl`` files of the given folders."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -44,6 +47,11 @@ def read_lines(paths: list[Path]) -> list[dict[str, object]]:
             files.append(path)
         else:
             raise click.ClickException(f"{path}: no such file or folder.")
+    return files
+
+
+def read_lines(files: list[Path]) -> list[dict[str, object]]:
+    """The batch lines (workers' and the training process's) of ``files``."""
     lines = []
     for file in files:
         with file.open(encoding="utf-8") as f:
@@ -52,7 +60,7 @@ def read_lines(paths: list[Path]) -> list[dict[str, object]]:
                     line = json.loads(text)
                 except json.JSONDecodeError as e:
                     raise click.ClickException(f"{file}:{n}: not a JSON line ({e}).") from e
-                if isinstance(line, dict) and line.get("t") == BATCH_LINE:
+                if isinstance(line, dict) and line.get("t") in (BATCH_LINE, YIELD_LINE):
                     lines.append(line)
     if not lines:
         raise click.ClickException(
@@ -63,10 +71,31 @@ def read_lines(paths: list[Path]) -> list[dict[str, object]]:
     return lines
 
 
+def _keys(line: dict[str, object]) -> list[str]:
+    keys = line.get("keys")
+    return [str(k) for k in keys] if isinstance(keys, list) else []
+
+
+def steps(lines: list[dict[str, object]]) -> list[list[str]]:
+    """The keys of each step, in order: the training process's batches (the longest rank's),
+    else (older logs) the workers' batches in time order."""
+    taken: dict[object, list[dict[str, object]]] = collections.defaultdict(list)
+    for line in lines:
+        if line["t"] == YIELD_LINE:
+            taken[line.get("r")].append(line)
+    if not taken:
+        by_time = sorted(lines, key=lambda line: float(str(line["time"])))
+        return [_keys(line) for line in by_time]
+    longest = max(taken.values(), key=len)
+    return [_keys(line) for line in longest]
+
+
 def summarise(lines: list[dict[str, object]]) -> dict[str, object]:
     """Per ``"rank/worker"`` figures and totals of the batch lines."""
     workers: dict[str, WorkerSummary] = collections.defaultdict(WorkerSummary)
     seen: collections.Counter[tuple[object, object, str]] = collections.Counter()
+    taken = {k for line in lines if line["t"] == YIELD_LINE for k in _keys(line)}
+    lines = [line for line in lines if line["t"] == BATCH_LINE]
     for line in lines:
         w = workers[f"{line['rank']}/{line['worker']}"]
         keys = line.get("keys")
@@ -84,7 +113,7 @@ def summarise(lines: list[dict[str, object]]) -> dict[str, object]:
         },
         "batches": len(lines),
         "samples": sum(w.samples for w in workers.values()),
-        "unique_keys": len({k for _, _, k in seen}),
+        "unique_keys": len({k for _, _, k in seen} | taken),
         "repeated_in_epoch": sum(1 for n in seen.values() if n > 1),
     }
 
@@ -92,13 +121,34 @@ def summarise(lines: list[dict[str, object]]) -> dict[str, object]:
 @click.command(name="analyze-debug", context_settings=CONTEXT_SETTINGS)
 @click.argument("log_paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def command(log_paths: tuple[Path, ...], as_json: bool) -> None:
+@click.option(
+    "--heatmap-path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a PNG: sample keys (rows, in order of first load) by steps (columns).",
+)
+@click.option(
+    "--include-modality",
+    default="train",
+    help="Energon's choice of loader (train,val); stoker's logs hold one loader per run, so "
+    "every line is read.",
+)
+def command(
+    log_paths: tuple[Path, ...], as_json: bool, heatmap_path: Path | None, include_modality: str
+) -> None:
     """Summarise what each worker loaded and when, from worker_debug_path files.
 
     LOG_PATHS are files or folders of *.jsonl files written with
     WorkerConfig(worker_debug_path="debug/worker_{worker_id}.jsonl").
     """
-    summary = summarise(read_lines(list(log_paths)))
+    files = log_files(list(log_paths))
+    if not as_json:
+        click.echo(f"Analyzing {len(files)} logs...")
+    lines = read_lines(files)
+    summary = summarise(lines)
+    taken = steps(lines)
+    summary["steps"] = len(taken)
+    if heatmap_path is not None:
+        write_heatmap(taken, heatmap_path)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -117,3 +167,6 @@ def command(log_paths: tuple[Path, ...], as_json: bool) -> None:
         f"{summary['unique_keys']} unique keys, {summary['repeated_in_epoch']} loaded more "
         "than once in an epoch"
     )
+    click.echo(f"Found {summary['unique_keys']} unique sample keys, {summary['steps']} steps")
+    if heatmap_path is not None:
+        click.echo(f"Wrote heatmap to {heatmap_path}")

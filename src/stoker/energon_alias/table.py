@@ -77,6 +77,7 @@ _WRAPPERS = {
     "skip": "SkipSample",
 }
 _CONFIG = "stoker.energon_alias.config"
+_INDEX_WRITER = "stoker.energon_alias.index_writer"
 _EPATH = "stoker:EPath|stoker.storage.epath:EPath"
 _TOOLS = "stoker.cli.energon_tools"
 _PROFILE = "stoker:DEFAULT_PROFILE_NAME|stoker.storage.msc:DEFAULT_PROFILE_NAME"
@@ -181,6 +182,14 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "flavors.webdataset.indexing": {
         "MissingSamplesTableError": "stoker:MissingSamplesTableError"
         "|stoker.errors:MissingSamplesTableError",
+        "SqliteIndexWriter": f"{_INDEX_WRITER}:SqliteIndexWriter",
+        "DuplicateSampleKeyError": f"{_INDEX_WRITER}:DuplicateSampleKeyError",
+    },
+    "flavors.webdataset.prepare": {
+        name: f"{_INDEX_WRITER}:{name}" for name in ("IndexSample", "IndexSamplePart")
+    },
+    "flavors.webdataset.aggregator_pool": {
+        name: f"{_INDEX_WRITER}:{name}" for name in ("AggregatorPool", "BaseAggregator")
     },
     "epathlib": {"EPath": _EPATH, "DEFAULT_PROFILE_NAME": _PROFILE},
     "epathlib.epath": {
@@ -286,6 +295,13 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         }
         for module in ("dataloader", "dataloader.workers")
     },
+    "fork_hook": {
+        name: f"stoker.energon_alias.fork_hook:{name}"
+        for name in _words(
+            "DataclassForkMixin ForkMixin WeakCallbacks after_in_child_fork_hook "
+            "after_in_parent_fork_hook before_fork_hook"
+        )
+    },
     "tools": {},
     "tools.prepare": {"command": f"{_TOOLS}:prepare_command"},
     "tools.prepare_media": {"command": f"{_TOOLS}:prepare_media_command"},
@@ -326,7 +342,7 @@ _NOT_SERVED: dict[str, str] = {
     "MetadatasetBlendEpochized MetadatasetJoin BlendEpochizedDatasetReference "
     "BlendJoinDatasetReference Subset",
     "wrappers.base": "SampleIndex",
-    "flavors.webdataset.indexing": "SqliteIndexWriter SqliteIndexReader DuplicateSampleKeyError",
+    "flavors.webdataset.indexing": "SqliteIndexReader",
 }
 
 
@@ -390,13 +406,8 @@ HINTS: dict[str, str] = {
     "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
     f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
     "inside your TaskEncoder.encode_sample",
-    f"{ROOT}.fork_hook": "Energon-internal fork hooks; stoker's workers need none",
-    **dict.fromkeys(
-        _words("SqliteIndexWriter SqliteIndexReader DuplicateSampleKeyError"),
-        "Energon-internal SQLite index; use stoker.prepare_dataset",
-    ),
-    f"{ROOT}.flavors.webdataset.prepare": "Energon-internal; use stoker.prepare_dataset",
-    f"{ROOT}.flavors.webdataset.aggregator_pool": "Energon-internal; use stoker.prepare_dataset",
+    "SqliteIndexReader": "Energon-internal SQLite index reader; stoker reads the index that "
+    "stoker.prepare_dataset writes itself",
     f"{ROOT}.flavors.webdataset.sample_loader": "Energon-internal; stoker's state is a plain dict",
     f"{ROOT}.rng": "Energon-internal RNG state; stoker's state is a plain dict",
     f"{ROOT}.state": "Energon-internal state classes; stoker's state is a plain dict",

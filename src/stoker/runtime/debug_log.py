@@ -10,7 +10,14 @@ the training process. A line::
      "epoch": 0, "idx": 7, "keys": ["shard_000.tar/00012", ...]}
 
 ``idx`` counts this producer's batches in this pass; ``keys`` are the batch's ``__key__`` (absent
-where the batch has none). ``stoker analyze-debug`` reads these files.
+where the batch has none). The training process also writes, to its own file, one line per batch
+its loop takes, under Energon's name for that line (so Energon's readers find the order of the
+steps)::
+
+    {"t": "SavableDataLoader.yield", "time": 1764000000.15, "r": 0, "w": null, "epoch": 0,
+     "idx": 7, "keys": ["shard_000.tar/00012", ...]}
+
+``idx`` counts the batches of this pass. ``stoker analyze-debug`` reads these files.
 
 Example:
     >>> config = WorkerConfig(rank=0, world_size=1, num_workers=2,  # doctest: +SKIP
@@ -29,6 +36,8 @@ from stoker.errors import ConfigError
 
 #: The ``t`` of a batch line.
 BATCH_LINE = "stoker.batch"
+#: The ``t`` of a line of the training process: a batch its loop took (Energon's name).
+YIELD_LINE = "SavableDataLoader.yield"
 
 
 def check_debug_path(worker_config: Any) -> None:
@@ -58,30 +67,78 @@ def batch_keys(batch: Any) -> list[str] | None:
     return None
 
 
-class DebugLog:
+def debug_file(worker_config: Any, in_worker: bool, worker: int = 0) -> Path | None:
+    """The debug file of a producer (None where ``worker_debug_path`` is not set)."""
+    template = getattr(worker_config, "worker_debug_path", None)
+    if template is None:
+        return None
+    rank = worker_config.rank
+    worker_id = rank * (worker_config.num_workers + 1) + (1 + worker if in_worker else 0)
+    try:
+        return Path(template.format(worker_id=worker_id, pid=os.getpid()))
+    except (KeyError, IndexError, ValueError) as e:
+        raise ConfigError(
+            f"worker_debug_path={template!r} is not a valid format string ({e}).",
+            hint="Only {worker_id} and {pid} may appear in braces.",
+        ) from e
+
+
+class _Lines:
+    """JSON lines appended to a file opened at the first line, flushed one by one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: TextIO | None = None
+
+    def write(self, line: dict[str, Any], batch: Any) -> None:
+        keys = batch_keys(batch)
+        if keys is not None:
+            line["keys"] = keys
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(json.dumps(line) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file (if one was opened)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class YieldLog(_Lines):
+    """The training process's lines: one per batch its loop takes."""
+
+    def __init__(self, path: Path, rank: int) -> None:
+        super().__init__(path)
+        self.rank = rank
+
+    @classmethod
+    def of(cls, worker_config: Any) -> YieldLog | None:
+        """The training process's log (None where ``worker_debug_path`` is not set)."""
+        path = debug_file(worker_config, in_worker=False)
+        return None if path is None else cls(path, worker_config.rank)
+
+    def yielded(self, epoch: int, idx: int, batch: Any) -> None:
+        """Write the line of the ``idx``-th batch of pass ``epoch``."""
+        line = {"t": YIELD_LINE, "time": time.time(), "r": self.rank, "w": None}
+        self.write({**line, "epoch": epoch, "idx": idx}, batch)
+
+
+class DebugLog(_Lines):
     """One producer's debug file, opened at its first batch."""
 
     def __init__(self, path: Path, rank: int, worker: int, epoch: int) -> None:
-        self.path, self.rank, self.worker, self.epoch = path, rank, worker, epoch
+        super().__init__(path)
+        self.rank, self.worker, self.epoch = rank, worker, epoch
         self.idx = 0
-        self._file: TextIO | None = None
 
     @classmethod
     def of(cls, worker_config: Any, worker: int, epoch: int, *, in_worker: bool) -> DebugLog | None:
         """The debug log of ``worker`` (None where ``worker_debug_path`` is not set)."""
-        template = getattr(worker_config, "worker_debug_path", None)
-        if template is None:
-            return None
-        rank = worker_config.rank
-        worker_id = rank * (worker_config.num_workers + 1) + (1 + worker if in_worker else 0)
-        try:
-            path = Path(template.format(worker_id=worker_id, pid=os.getpid()))
-        except (KeyError, IndexError, ValueError) as e:
-            raise ConfigError(
-                f"worker_debug_path={template!r} is not a valid format string ({e}).",
-                hint="Only {worker_id} and {pid} may appear in braces.",
-            ) from e
-        return cls(path, rank, worker, epoch)
+        path = debug_file(worker_config, in_worker, worker)
+        return None if path is None else cls(path, worker_config.rank, worker, epoch)
 
     def batch(self, stream: int, batch: Any) -> None:
         """Write the line of one batch of ``stream``."""
@@ -94,18 +151,5 @@ class DebugLog:
             "epoch": self.epoch,
             "idx": self.idx,
         }
-        keys = batch_keys(batch)
-        if keys is not None:
-            line["keys"] = keys
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8")
-        self._file.write(json.dumps(line) + "\n")
-        self._file.flush()
+        self.write(line, batch)
         self.idx += 1
-
-    def close(self) -> None:
-        """Close the file (if one was opened)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None

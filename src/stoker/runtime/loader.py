@@ -33,7 +33,7 @@ from stoker.pipeline.stage_clock import CLOCK, TRANSPORT
 from stoker.pipeline.transport import Exported, MainTransport, WorkerTransport
 from stoker.pipeline.transport import activate as use_transport
 from stoker.runtime.bundle import RING_SHARE, Bundle, Bundler
-from stoker.runtime.debug_log import DebugLog
+from stoker.runtime.debug_log import DebugLog, YieldLog
 from stoker.runtime.end_sync import EndSync
 from stoker.runtime.envelope import BATCH, END, ERROR, Envelope
 from stoker.runtime.float_batches import floats_travel_as_uint8
@@ -525,6 +525,7 @@ class Loader(LoaderState, LoaderMeasures):
         self.stuck_samples: set[tuple[int, int, int]] = set()
         #: Times the workers were replaced (all passes).
         self.workers_replaced = 0
+        self._yield_log = YieldLog.of(dataset.worker_config)
 
     def __iter__(self) -> Iterator[Any]:
         if self._finished:
@@ -548,6 +549,8 @@ class Loader(LoaderState, LoaderMeasures):
             self._stats.handed_out(entered, perf_counter())
             if self._stats_log is not None:
                 self._stats_log.tick()
+            if self._yield_log is not None:
+                self._yield_log.yielded(self.epoch, self.yielded - 1, self._batch)
             yield self._batch if self._gpu_images is None else self._gpu_images(self._batch)
         self._stats.paused()
 
@@ -647,6 +650,8 @@ class Loader(LoaderState, LoaderMeasures):
     def close(self) -> None:
         """Stop the worker processes (also done when the loader is garbage-collected)."""
         self._stop()
+        if self._yield_log is not None:
+            self._yield_log.close()
 
     def __enter__(self) -> Loader:
         return self
