@@ -75,8 +75,12 @@ class StreamSchedule:
         batch_size: int = 1,
         virtual_workers: int = 1,
         sized: bool = False,
+        origin: Sequence[int] | None = None,
     ) -> None:
         self.plans = list(plans)
+        #: The counts where the mix last changed (a restore with ``allow_mix_change``): a
+        #: weighted blend draws from there as if it started there (no catching up on the past).
+        self.origin = None if origin is None else np.asarray(origin, dtype=np.int64)
         #: Blend by size totals (:mod:`stoker.plan.sized_blend`); weighted blends only.
         self.sized = sized and spec.kind == "weighted"
         self.batch_size = batch_size
@@ -93,6 +97,8 @@ class StreamSchedule:
                 virtual_workers=virtual_workers,
                 stream=stream,
             )
+            if self.origin is not None:
+                self.rates.start_at(self.origin)
         if spec.kind == "weighted" and not repeat:
             raise ConfigError(
                 "a weighted blend needs repeat=True (it has no end).",
@@ -147,8 +153,9 @@ class StreamSchedule:
         if kind == "weighted":  # datasets without samples in this stream take no part
             ids = [d for d, ok in enumerate(live) if ok]
             weights = [self.spec.factors[d] for d in ids]
+            base = [0] * len(own) if self.origin is None else self.origin.tolist()
             picked = weighted_choices(
-                [counts[d] for d in ids], weights, n, seed=self.seed, stream=self.stream
+                [counts[d] - base[d] for d in ids], weights, n, seed=self.seed, stream=self.stream
             )
             return np.asarray(ids, dtype=np.int64)[picked]
         if end is None:
