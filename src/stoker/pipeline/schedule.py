@@ -76,6 +76,7 @@ class StreamSchedule:
         virtual_workers: int = 1,
         sized: bool = False,
         origin: Sequence[int] | None = None,
+        lengths: Sequence[int] | None = None,
     ) -> None:
         self.plans = list(plans)
         #: The counts where the mix last changed (a restore with ``allow_mix_change``): a
@@ -86,7 +87,9 @@ class StreamSchedule:
         self.batch_size = batch_size
         self.spec = spec
         self.seed, self.stream, self.repeat = seed, stream, repeat
-        self.lengths = [plan.num_samples for plan in self.plans]
+        #: Per dataset, its samples in this stream (``lengths``: given without plans, to replay
+        #: a blend's choices only, see :mod:`stoker.runtime.mix_change`).
+        self.lengths = [p.num_samples for p in self.plans] if lengths is None else list(lengths)
         self.allotments = np.asarray(allotments, dtype=np.int64)
         self.rates: StreamRates | None = None
         if spec.schedule is not None:
@@ -134,7 +137,7 @@ class StreamSchedule:
 
     def next_block(self, counts: Sequence[int], end: Sequence[int] | None, n: int) -> Int64Array:
         """Dataset ids of the next (up to) ``n`` references; empty when the pass is over."""
-        own = counts[: len(self.plans)]  # a sized blend's size totals follow
+        own = counts[: len(self.lengths)]  # a sized blend's size totals follow
         live = [
             size > 0 and (end is None or c < e)
             for size, c, e in zip(self.lengths, own, end or own, strict=True)
@@ -167,7 +170,7 @@ class StreamSchedule:
 
     def _sized_next(self, values: Sequence[int], live: Sequence[bool]) -> Int64Array:
         """The one next dataset id of a sized blend; ``values`` = counts, then size totals."""
-        n = len(self.plans)
+        n = len(self.lengths)
         if self.rates is not None:
             batch = sum(values[:n]) // self.batch_size
             q = self.rates.shares(batch, batch + 1)[:, 0].tolist()

@@ -16,7 +16,8 @@ stream): the new weights hold from the change on, with no burst to catch up on t
 A changed mix is refused unless the restore allows it (``allow_mix_change=True``), with an error
 listing the datasets and weights that differ. Only a weighted blend (or one dataset) can change:
 not an epochized one (its passes are allotments of the old mix), not with packing or grouping
-buffers held, not where a sample's outputs were split between two batches.
+buffers held. A sample whose outputs (``encode_sample`` yielding several) were split between two
+batches at the save gives no more outputs after the change.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from stoker.errors import ConfigError
+from stoker.pipeline.schedule import BlendSpec, StreamSchedule
+from stoker.plan.slices import stream_range
+from stoker.plan.weights import BlendWeights
 from stoker.runtime.fingerprint import RECIPE, source_bytes
 from stoker.runtime.state import check_fingerprint, fingerprint_diff
 
@@ -66,7 +72,12 @@ def identity(source: DataSource) -> dict[str, Any]:
 def entries(dataset: LoaderDataset) -> list[dict[str, Any]]:
     """``state["datasets"]``: per source its identity, plan key and content hash."""
     return [
-        {**identity(s), "plan": list(dataset.plan_key(d)), "content": _content(s)}
+        {
+            **identity(s),
+            "plan": list(dataset.plan_key(d)),
+            "samples": s.total,
+            "content": _content(s),
+        }
         for d, s in enumerate(dataset.sources)
     ]
 
@@ -146,7 +157,7 @@ def reconcile(
             "LoaderOptions); else restore with the metadataset it was saved with.",
         )
     _check_changeable(state, saved, current, match, old, adopted)
-    moved = _move(state, adopted, match)
+    moved = _move(state, saved, adopted, match)
     _LOG.warning("%s", change.summary())
     return moved[0], moved[1], change
 
@@ -207,7 +218,7 @@ def _weights(fingerprint: dict[str, Any], n: int) -> list[str]:
     blend = fingerprint.get("blend") or ["single"]
     factors = blend[1:] if len(blend) == n + 1 else [1.0] * n
     tag = " (scheduled)" if "blend_schedule" in fingerprint else ""
-    return [f"weight {f:g}{tag}" for f in factors]
+    return [f"share {f:.3g}{tag}" for f in factors]
 
 
 def _describe(
@@ -254,12 +265,6 @@ def _check_changeable(
             "by their place in the saved mix; a changed mix cannot take them over.",
             hint="Change the mix of a loader without packing or grouped batches.",
         )
-    if any(p[-1] for p in state["streams"].values()):
-        raise ConfigError(
-            "in this state a sample's outputs (encode_sample yielded several) were split between "
-            "two batches; which dataset it came from depends on the saved mix.",
-            hint="Save at another step (where no sample is split) to change the mix.",
-        )
     for d, m in enumerate(match):
         if m is not None and saved[m]["content"] != current[d]["content"]:
             raise ConfigError(
@@ -271,14 +276,18 @@ def _check_changeable(
 
 
 def _move(
-    state: dict[str, Any], adopted: LoaderDataset, match: list[int | None]
+    state: dict[str, Any],
+    saved: list[dict[str, Any]],
+    adopted: LoaderDataset,
+    match: list[int | None],
 ) -> tuple[LoaderDataset, dict[str, Any]]:
     """The state's positions in the new order, and the dataset drawing from there."""
     streams: dict[str, list[int]] = {}
     sized = [0] * len(match) if adopted.sized_blend else []  # size totals restart at the change
     for key, position in state["streams"].items():
         start = adopted.schedule(int(key)).start(state["epoch"])
-        counts = [start[d] if m is None else position[m] for d, m in enumerate(match)]
+        done = _finish_pending(state, saved, int(key), position)
+        counts = [start[d] if m is None else done[m] for d, m in enumerate(match)]
         streams[key] = [*counts, *sized, 0]
     origins: dict[int, tuple[int, ...]] | None = None
     if adopted.blend.kind == "weighted":
@@ -294,3 +303,42 @@ def _move(
     if origins:
         out["origins"] = {str(s): list(c) for s, c in origins.items()}
     return moved, out
+
+
+def _finish_pending(
+    state: dict[str, Any], saved: list[dict[str, Any]], stream: int, position: list[int]
+) -> list[int]:
+    """The saved counts of ``stream`` with the reference it had started counted as taken.
+
+    A position ``(counts, skip > 0)`` means ``skip`` outputs of the *next* reference were used;
+    which dataset that is, the saved blend decides: it is replayed here from the fingerprint
+    (weights or schedule) and each dataset's samples in the stream. Outputs of that sample
+    beyond ``skip`` (an ``encode_sample`` that yields several) are not given after the change.
+    """
+    n = len(saved)
+    counts = list(position[:n])
+    if not position[-1]:
+        return counts
+    old = state["fingerprint"]
+    blend = old.get("blend") or ["single"]
+    config = old.get("blend_schedule")
+    spec = BlendSpec(
+        blend[0],
+        tuple(blend[1:]),
+        None if config is None else BlendWeights.from_config(config),
+    )
+    v = int(state["topology"]["virtual_workers"])
+    lengths = [
+        int(np.diff(stream_range(int(e["samples"]), stream, v, int(e["plan"][1])))[0])
+        for e in saved
+    ]
+    origin = state.get("origins", {}).get(str(stream))
+    replay = StreamSchedule(
+        [], spec, seed=int(old.get("seed_offset", 0)), stream=stream, repeat=True,
+        batch_size=int(old.get("batch_size") or 1), virtual_workers=v,
+        sized=len(position) == 2 * n + 1, origin=origin, lengths=lengths,
+    )  # fmt: skip
+    pending = replay.next_block(position[:-1], None, 1)
+    if len(pending):
+        counts[int(pending[0])] += 1
+    return counts
