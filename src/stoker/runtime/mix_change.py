@@ -35,7 +35,7 @@ from stoker.errors import ConfigError
 from stoker.pipeline.schedule import BlendSpec, StreamSchedule
 from stoker.plan.slices import stream_range
 from stoker.plan.weights import BlendWeights
-from stoker.runtime.fingerprint import RECIPE, source_bytes
+from stoker.runtime.fingerprint import RECIPE, has_recipe, source_bytes
 from stoker.runtime.state import check_fingerprint, fingerprint_diff
 
 if TYPE_CHECKING:
@@ -132,8 +132,9 @@ def reconcile(
     """``dataset`` with the saved plan keys and blend origins, the state to restore, and what
     changed (None: the same mix). Raises a :class:`ConfigError` for a refused change."""
     saved = state.get("datasets")
-    if saved is None:  # saved before stoker recorded identities: the plain fingerprint check
-        return dataset, state, None
+    if saved is None or not has_recipe(state["fingerprint"]):
+        return dataset, state, None  # saved before stoker recorded identities: the plain check
+    _check_lengths(state, len(saved))
     current = entries(dataset)
     match = _match(saved, current)
     keys = _plan_keys(dataset, saved, current, match, state["fingerprint"])
@@ -146,12 +147,23 @@ def reconcile(
     other = _plain(old, now)
     if fingerprint_diff(*other):  # not only the mix changed: the usual error lists it all
         check_fingerprint({**state, "fingerprint": other[0]}, other[1])
+    for d, m in enumerate(match):
+        if m is not None and saved[m]["content"] != current[d]["content"]:
+            check_fingerprint(state, now)  # lists the fields that differ, if any do
+            raise ConfigError(
+                f"dataset {name(current[d])} holds other shards or samples than when the state "
+                "was saved, so its saved position does not name the same samples.",
+                hint="Restore with the dataset as it was, or give it another split or subset so "
+                "it starts as a new dataset.",
+            )
     weights = _weights(old, len(saved)), _weights(now, len(current))
     change = _describe(saved, current, match, weights, state)
     if not allow:
+        fields = [k for k in set(old) | set(now) if _is_mix(k) and k != RECIPE]
+        mixed = fingerprint_diff({k: old.get(k) for k in fields}, {k: now.get(k) for k in fields})
         raise ConfigError(
             "the loader state was saved with another mix of datasets:\n  "
-            + "\n  ".join(_lines(change)),
+            + "\n  ".join([*_lines(change), "fields that differ:", *mixed]),
             hint=f"To continue each dataset at its saved position (new ones from their start), "
             f"restore with {_OPTION} (restore_state_rank / restore_state_global, or "
             "LoaderOptions); else restore with the metadataset it was saved with.",
@@ -160,6 +172,19 @@ def reconcile(
     moved = _move(state, saved, adopted, match)
     _LOG.warning("%s", change.summary())
     return moved[0], moved[1], change
+
+
+def _check_lengths(state: dict[str, Any], n: int) -> None:
+    """Positions and origins hold one count per saved dataset (a sized blend: and a total)."""
+    for field in ("streams", "origins"):
+        for key, values in state.get(field, {}).items():
+            fits = len(values) in (n + 1, 2 * n + 1) if field == "streams" else len(values) == n
+            if not fits:
+                raise ConfigError(
+                    f"loader state field {field}[{key!r}] has {len(values)} values, but the "
+                    f"state lists {n} datasets (field 'datasets').",
+                    hint="Pass the state save_state_rank() returned, unchanged.",
+                )
 
 
 def _key(entry: dict[str, Any]) -> str:
@@ -241,7 +266,7 @@ def _lines(change: MixChange) -> list[str]:
     lines = [f"{n}: saved {a}, now {b}" for n, a, b in change.kept if a != b]
     lines += [f"{n}: added ({w})" for n, w in change.added]
     lines += [f"{n}: removed (it had given {c} samples)" for n, c in change.removed]
-    return lines or ["the same datasets; their weights or schedules differ"]
+    return lines
 
 
 def _check_changeable(
@@ -265,14 +290,6 @@ def _check_changeable(
             "by their place in the saved mix; a changed mix cannot take them over.",
             hint="Change the mix of a loader without packing or grouped batches.",
         )
-    for d, m in enumerate(match):
-        if m is not None and saved[m]["content"] != current[d]["content"]:
-            raise ConfigError(
-                f"dataset {name(current[d])} holds other shards or samples than when the state "
-                "was saved, so its saved position does not name the same samples.",
-                hint="Restore with the dataset as it was, or give it another split or subset so "
-                "it starts as a new dataset.",
-            )
 
 
 def _move(
