@@ -117,3 +117,21 @@ def test_two_gloo_ranks_follow_the_schedule_and_match_one_rank(data: Path, tmp_p
     check_once(global_batches)
     alone = batches(str(data), WorkerConfig(rank=0, world_size=1, num_workers=4), GLOBAL)
     assert alone == global_batches
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stats_give_realised_vs_scheduled_share_per_window(data: Path, workers: int) -> None:
+    """``loader.stats(reset=True)`` every 100 batches: the target is the schedule's mean share
+    over those batches, and the realised share meets it."""
+    with loader(data, workers) as one:
+        it = iter(one)
+        for start in range(0, 1100, 100):
+            for _ in range(100):
+                next(it)
+            stats = one.stats(reset=True)
+            a = next(v for k, v in stats.datasets.items() if k.endswith("a.jsonl"))
+            j = np.arange(start, start + 100)
+            planned = float(np.mean(RAMP.at(j) / (RAMP.at(j) + 100)))
+            assert a.target == pytest.approx(planned, abs=1e-9), start
+            assert abs(a.share - planned) <= 0.03, (start, a.share, planned)
+            assert a.samples == round(a.share * 100 * BATCH)
