@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from stoker import WorkerConfig, get_savable_loader, get_train_dataset
+from stoker.errors import ConfigError
 from stoker.plan.weights import WeightSchedule
 from tests.contract.contract import roundtrip
 from tests.integration._blends import jsonl_blend
@@ -135,3 +136,21 @@ def test_stats_give_realised_vs_scheduled_share_per_window(data: Path, workers: 
             assert a.target == pytest.approx(planned, abs=1e-9), start
             assert abs(a.share - planned) <= 0.03, (start, a.share, planned)
             assert a.samples == round(a.share * 100 * BATCH)
+
+
+def test_restore_with_another_batch_size_is_refused_under_a_schedule(data: Path) -> None:
+    """The schedule is keyed by the batch index: a restore may not change the batch size."""
+    with loader(data, 0) as first:
+        it = iter(first)
+        for _ in range(10):
+            next(it)
+        state = first.save_state_rank()
+    dataset = get_train_dataset(
+        str(data), worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+        batch_size=2 * BATCH, shuffle_buffer_size=10, max_samples_per_sequence=20,
+        virtual_workers=VIRTUAL, task_encoder=Keys(),
+    )  # fmt: skip
+    with get_savable_loader(dataset) as second, pytest.raises(ConfigError) as info:
+        second.restore_state_rank(state)
+    assert "weight schedules follows the batch index" in str(info.value)
+    assert f"batch_size={BATCH}" in str(info.value)

@@ -134,6 +134,13 @@ def rebatch(state: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
             "dataset wrappers or grouped batches the batch size is part of the position.",
             hint=f"Restore with batch_size={saved_size}.",
         )
+    if any(k == "blend_schedule" or k.endswith(".blend_schedule") for k in current):
+        raise ConfigError(
+            f"the state was saved with batch_size={saved_size}, the loader has {size}; a blend "
+            "with weight schedules follows the batch index, which counts batches of the saved "
+            "size (another size would move the schedule).",
+            hint=f"Restore with batch_size={saved_size}.",
+        )
     counted = "consumed" if "consumed" in state else "t"
     samples = state[counted] * saved_size
     if samples % size:
