@@ -26,7 +26,7 @@ SIZES = {"a": 300, "b": 500, "c": 400, "d": 200}
 SAVED_AT, AFTER = 500, 300  # global steps before the save, and after the restore
 
 
-def entry(source: str, weight: float, indent: int = 6) -> str:
+def entry(source: str, weight: float | str, indent: int = 6) -> str:
     pad = " " * indent
     return f"{pad}- weight: {weight}\n{pad}  path: {source}.jsonl\n"
 
@@ -48,6 +48,11 @@ MIXES = {
     + entry("d", 1, 10),
     # (c) b removed
     "removed": "    blend:\n" + entry("a", 1) + entry("c", 1),
+    # b's weight scheduled: 1 until global batch 649, then 3 (a schedule under a blend)
+    "scheduled": "    blend:\n"
+    + entry("a", 1)
+    + entry("b", "{step: {0: 1, 650: 3}}")
+    + entry("c", 1),
 }
 #: The planned share of each dataset after the change.
 SHARES = {
@@ -184,6 +189,17 @@ def test_loader_options_allow_it(data: Path, base_run: Any) -> None:
         it = iter(other)
         after = [next(it) for _ in range(AFTER)]
     check_passes(base[:SAVED_AT] + after)
+
+
+def test_a_schedule_holds_from_the_change_on(data: Path, base_run: Any) -> None:
+    """Into a scheduled mix: equal shares until batch 650, then b at 3/5, with no catching up on
+    the batches before the change (where the new schedule would have given b 3/5)."""
+    base, state = base_run
+    after, _ = run(data / "scheduled.yaml", 2, AFTER, state)
+    check_passes(base[:SAVED_AT] + after)
+    cut = 650 - SAVED_AT
+    check_shares(after[:cut], {"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+    check_shares(after[cut:], {"a": 0.2, "b": 0.6, "c": 0.2})
 
 
 mp = pytest.importorskip("torch.multiprocessing")
