@@ -48,10 +48,10 @@ MIXES = {
     + entry("d", 1, 10),
     # (c) b removed
     "removed": "    blend:\n" + entry("a", 1) + entry("c", 1),
-    # b's weight scheduled: 1 until global batch 649, then 3 (a schedule under a blend)
+    # b's weight scheduled: 3 until global batch 399, 1 until 649, then 3 again
     "scheduled": "    blend:\n"
     + entry("a", 1)
-    + entry("b", "{step: {0: 1, 650: 3}}")
+    + entry("b", "{step: {0: 3, 400: 1, 650: 3}}")
     + entry("c", 1),
 }
 #: The planned share of each dataset after the change.
