@@ -240,10 +240,16 @@ def _plain(old: dict[str, Any], now: dict[str, Any]) -> tuple[dict[str, Any], di
 
 
 def _weights(fingerprint: dict[str, Any], n: int) -> list[str]:
+    """Each dataset's share in words: the blend's weight, normalised; under a schedule, its
+    share at batch 0 and the word "scheduled"."""
     blend = fingerprint.get("blend") or ["single"]
     factors = blend[1:] if len(blend) == n + 1 else [1.0] * n
-    tag = " (scheduled)" if "blend_schedule" in fingerprint else ""
-    return [f"share {f:.3g}{tag}" for f in factors]
+    config = fingerprint.get("blend_schedule")
+    if config is None:
+        return [f"share {f:.3g}" for f in factors]
+    at = BlendWeights.from_config(config).at([0])[:, 0]
+    shares = at / at.sum() if at.sum() > 0 else at
+    return [f"share {f:.3g} at batch 0, scheduled" for f in shares.tolist()]
 
 
 def _describe(
