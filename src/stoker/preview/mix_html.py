@@ -37,7 +37,7 @@ def render_mix_html(mix: PlannedMix, title: str) -> str:
         >>> import numpy as np
         >>> mix = PlannedMix(["/d/a", "/d/b"], [0, 50], 100, np.array([[1.0, 0.5], [0, 0.5]]), [50])
         >>> page = render_mix_html(mix, "plan.yaml")
-        >>> page.count('class="share"'), page.count('class="knot"')
+        >>> page.count("class='share'"), page.count("class='knot'")
         (2, 1)
     """
     names = [p.rstrip("/").rsplit("/", 1)[-1] or p for p in mix.datasets]
