@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from stoker import WorkerConfig, get_savable_loader, get_train_dataset
+from stoker.errors import ConfigError
 from stoker.plan.weights import WeightSchedule
 from tests.contract.contract import roundtrip
 from tests.integration._blends import jsonl_blend
@@ -117,3 +118,39 @@ def test_two_gloo_ranks_follow_the_schedule_and_match_one_rank(data: Path, tmp_p
     check_once(global_batches)
     alone = batches(str(data), WorkerConfig(rank=0, world_size=1, num_workers=4), GLOBAL)
     assert alone == global_batches
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stats_give_realised_vs_scheduled_share_per_window(data: Path, workers: int) -> None:
+    """``loader.stats(reset=True)`` every 100 batches: the target is the schedule's mean share
+    over those batches, and the realised share meets it."""
+    with loader(data, workers) as one:
+        it = iter(one)
+        for start in range(0, 1100, 100):
+            for _ in range(100):
+                next(it)
+            stats = one.stats(reset=True)
+            a = next(v for k, v in stats.datasets.items() if k.endswith("a.jsonl"))
+            j = np.arange(start, start + 100)
+            planned = float(np.mean(RAMP.at(j) / (RAMP.at(j) + 100)))
+            assert a.target == pytest.approx(planned, abs=1e-9), start
+            assert abs(a.share - planned) <= 0.03, (start, a.share, planned)
+            assert a.samples == round(a.share * 100 * BATCH)
+
+
+def test_restore_with_another_batch_size_is_refused_under_a_schedule(data: Path) -> None:
+    """The schedule is keyed by the batch index: a restore may not change the batch size."""
+    with loader(data, 0) as first:
+        it = iter(first)
+        for _ in range(10):
+            next(it)
+        state = first.save_state_rank()
+    dataset = get_train_dataset(
+        str(data), worker_config=WorkerConfig(rank=0, world_size=1, num_workers=0),
+        batch_size=2 * BATCH, shuffle_buffer_size=10, max_samples_per_sequence=20,
+        virtual_workers=VIRTUAL, task_encoder=Keys(),
+    )  # fmt: skip
+    with get_savable_loader(dataset) as second, pytest.raises(ConfigError) as info:
+        second.restore_state_rank(state)
+    assert "weight schedules follows the batch index" in str(info.value)
+    assert f"batch_size={BATCH}" in str(info.value)

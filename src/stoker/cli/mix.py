@@ -15,8 +15,10 @@ from stoker.cli.common import CONTEXT_SETTINGS, reports_errors
 @click.option("--windows", type=click.IntRange(min=1), default=10, show_default=True,
               help="Rows: windows of steps, each with the mean share per dataset.")  # fmt: skip
 @click.option("--split", default="train", show_default=True, help="The split to show.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write a page plotting the shares (self-contained).")  # fmt: skip
 @reports_errors
-def command(metadataset: str, steps: int, windows: int, split: str) -> None:
+def command(metadataset: str, steps: int, windows: int, split: str, html_out: str | None) -> None:
     """Print the planned share of each dataset of METADATASET over STEPS global batches.
 
     From the weights and schedules alone (nothing is read but the YAML). Rows where a schedule
@@ -24,7 +26,7 @@ def command(metadataset: str, steps: int, windows: int, split: str) -> None:
 
     \b
     Example:
-      stoker mix blend.yaml --steps 100000 --windows 20
+      stoker mix blend.yaml --steps 100000 --windows 20 --html mix.html
     """
     from stoker.metadataset.planned_mix import planned_mix
 
@@ -39,3 +41,14 @@ def command(metadataset: str, steps: int, windows: int, split: str) -> None:
         click.echo(f"{lo:>10} - {hi - 1:>10}{mark}  {row}")
     if mix.knots:
         click.echo(f"* a schedule has a point in the window (at {', '.join(map(str, mix.knots))})")
+    if html_out is not None:
+        from stoker.preview.mix_html import render_mix_html
+
+        fine = planned_mix(metadataset, steps, max(windows, _PLOT_POINTS), split)
+        with open(html_out, "w", encoding="utf-8") as f:
+            f.write(render_mix_html(fine, os.path.basename(metadataset)))
+        click.echo(f"wrote {html_out}")
+
+
+#: Windows plotted by ``--html`` (points per line).
+_PLOT_POINTS = 400

@@ -7,6 +7,7 @@ run is known before it starts. ``stoker mix`` prints it.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,9 +53,8 @@ def planned_mix(path: str, steps: int, windows: int = 10, split: str = "train") 
         tuple(((((leaf.weight or 1.0),), 0),) for leaf in plan.leaves)
     )
     edges = np.linspace(0, steps, min(windows, steps) + 1).astype(np.int64)
-    every = tree.at(np.arange(steps, dtype=np.int64))  # (D, steps): 10^6 steps in milliseconds
-    sums = np.concatenate([np.zeros((every.shape[0], 1)), np.cumsum(every, axis=1)], axis=1)
-    shares = (sums[:, edges[1:]] - sums[:, edges[:-1]]) / np.diff(edges)
+    sums = share_sums(tree, edges.tolist())
+    shares = (sums[:, 1:] - sums[:, :-1]) / np.diff(edges)
     return PlannedMix(
         datasets=[leaf.path for leaf in plan.leaves],
         starts=edges[:-1].tolist(),
@@ -62,3 +62,22 @@ def planned_mix(path: str, steps: int, windows: int = 10, split: str = "train") 
         shares=shares,
         knots=[k for k in tree.knots() if 0 < k < steps],
     )
+
+
+def share_sums(tree: BlendWeights, at: list[int]) -> Float64Array:
+    """``(D, len(at))``: each dataset's share summed over the global batches ``[0, x)`` for each
+    ``x`` of ``at`` (ascending). Between two points where a schedule changes course, outside
+    linear ramps, the share is constant: one evaluation times the length stands for the sum, so
+    the cost grows with the ramps' lengths and the windows, not with the steps."""
+    ramps = tree.ramps()
+    cuts = sorted({0, *at, *(k for k in tree.knots() if 0 < k < at[-1])})
+    acc = np.zeros(len(tree.paths))
+    sums = {0: acc.copy()}
+    for lo, hi in itertools.pairwise(cuts):
+        if any(a < hi and lo < z for a, z in ramps):
+            acc += tree.at(np.arange(lo, hi, dtype=np.int64)).sum(axis=1)
+        else:
+            acc += tree.at([lo])[:, 0] * (hi - lo)
+        sums[hi] = acc.copy()
+    out: Float64Array = np.stack([sums[x] for x in at], axis=1)
+    return out

@@ -75,14 +75,21 @@ class StreamSchedule:
         batch_size: int = 1,
         virtual_workers: int = 1,
         sized: bool = False,
+        origin: Sequence[int] | None = None,
+        lengths: Sequence[int] | None = None,
     ) -> None:
         self.plans = list(plans)
+        #: The counts where the mix last changed (a restore with ``allow_mix_change``): a
+        #: weighted blend draws from there as if it started there (no catching up on the past).
+        self.origin = None if origin is None else np.asarray(origin, dtype=np.int64)
         #: Blend by size totals (:mod:`stoker.plan.sized_blend`); weighted blends only.
         self.sized = sized and spec.kind == "weighted"
         self.batch_size = batch_size
         self.spec = spec
         self.seed, self.stream, self.repeat = seed, stream, repeat
-        self.lengths = [plan.num_samples for plan in self.plans]
+        #: Per dataset, its samples in this stream (``lengths``: given without plans, to replay
+        #: a blend's choices only, see :mod:`stoker.runtime.mix_change`).
+        self.lengths = [p.num_samples for p in self.plans] if lengths is None else list(lengths)
         self.allotments = np.asarray(allotments, dtype=np.int64)
         self.rates: StreamRates | None = None
         if spec.schedule is not None:
@@ -93,6 +100,8 @@ class StreamSchedule:
                 virtual_workers=virtual_workers,
                 stream=stream,
             )
+            if self.origin is not None:
+                self.rates.start_at(self.origin)
         if spec.kind == "weighted" and not repeat:
             raise ConfigError(
                 "a weighted blend needs repeat=True (it has no end).",
@@ -128,7 +137,7 @@ class StreamSchedule:
 
     def next_block(self, counts: Sequence[int], end: Sequence[int] | None, n: int) -> Int64Array:
         """Dataset ids of the next (up to) ``n`` references; empty when the pass is over."""
-        own = counts[: len(self.plans)]  # a sized blend's size totals follow
+        own = counts[: len(self.lengths)]  # a sized blend's size totals follow
         live = [
             size > 0 and (end is None or c < e)
             for size, c, e in zip(self.lengths, own, end or own, strict=True)
@@ -147,8 +156,9 @@ class StreamSchedule:
         if kind == "weighted":  # datasets without samples in this stream take no part
             ids = [d for d, ok in enumerate(live) if ok]
             weights = [self.spec.factors[d] for d in ids]
+            base = [0] * len(own) if self.origin is None else self.origin.tolist()
             picked = weighted_choices(
-                [counts[d] for d in ids], weights, n, seed=self.seed, stream=self.stream
+                [counts[d] - base[d] for d in ids], weights, n, seed=self.seed, stream=self.stream
             )
             return np.asarray(ids, dtype=np.int64)[picked]
         if end is None:
@@ -160,7 +170,7 @@ class StreamSchedule:
 
     def _sized_next(self, values: Sequence[int], live: Sequence[bool]) -> Int64Array:
         """The one next dataset id of a sized blend; ``values`` = counts, then size totals."""
-        n = len(self.plans)
+        n = len(self.lengths)
         if self.rates is not None:
             batch = sum(values[:n]) // self.batch_size
             q = self.rates.shares(batch, batch + 1)[:, 0].tolist()

@@ -65,6 +65,19 @@ class StreamRates:
         #: This stream's first batch at or after each knot and ramp end of the schedules.
         self._ramps = [(self._batch_of(a), self._batch_of(z)) for a, z in weights.ramps()]
         self._cuts = sorted({self._batch_of(x) for x in weights.knots()})
+        #: Per dataset, added to the targets ``(k + u) Q``: 0, or where the mix last changed
+        #: (:meth:`start_at`).
+        self.offset = np.zeros(len(self.live), np.int64)
+
+    def start_at(self, counts: Sequence[int] | npt.NDArray[np.integer]) -> None:
+        """Draw as if the blend started at ``counts`` (a changed mix): sample ``counts[d]`` of
+        ``d`` is due right after that position, not when the new weights would have had it due
+        since batch 0 (which would draw a dataset's backlog in a burst)."""
+        c = np.asarray(counts, dtype=np.int64)
+        s = int(c.sum())
+        b = s // self.batch_size
+        at = self.sums_at(b) + self.shares(b, b + 1)[:, 0] * (s - b * self.batch_size)
+        self.offset = at - c * Q
 
     def _batch_of(self, j: int) -> int:
         """This stream's first batch whose global index is ``>= j``."""
@@ -167,7 +180,7 @@ def _merge(
             lo, hi = int(c[d]), int(c[d] + width[d])
             x = (
                 np.arange(lo, hi, dtype=np.float64) + jitter(bg, seed, rates.stream, d, lo, hi)
-            ) * Q
+            ) * Q + float(rates.offset[d])
             if x[0] < cum[d, 0]:
                 early = True  # due before the window starts: start it earlier
                 break

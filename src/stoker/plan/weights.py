@@ -205,6 +205,27 @@ class BlendWeights:
         """A JSON-safe form (for fingerprints)."""
         return [[[[weight_config(w) for w in sib], i] for sib, i in path] for path in self.paths]
 
+    @classmethod
+    def from_config(cls, config: list[list[Any]]) -> BlendWeights:
+        """The tree :meth:`to_config` wrote (a saved state's blend, rebuilt).
+
+        Example:
+            >>> tree = BlendWeights.from_config([[[[1, ["step", [[0, 1], [5, 0]]]], 1]]])
+            >>> BlendWeights.from_config(tree.to_config()) == tree
+            True
+        """
+
+        def weight(value: Any) -> Weight:
+            if isinstance(value, list):
+                return WeightSchedule.from_points(value[0], dict(value[1]))
+            return float(value)
+
+        return cls(
+            tuple(
+                tuple((tuple(weight(w) for w in sib), int(i)) for sib, i in path) for path in config
+            )
+        )
+
 
 def weight_config(weight: Weight) -> Any:
     """A weight in JSON-safe form: the number, or ``[kind, [[index, weight], ...]]``."""

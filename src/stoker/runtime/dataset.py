@@ -59,6 +59,12 @@ class LoaderDataset:
     #: ``virtual_workers`` is the default for this topology, not the caller's choice: a restore
     #: adopts the value the state was saved with (it is fixed at the first run).
     virtual_workers_defaulted: bool = False
+    #: Per source, the ``(dataset id, rotation)`` its stream plans are keyed by (None: its index
+    #: and its place in the blend). A restore into a changed mix keeps each dataset's own, so it
+    #: continues in the same order (:mod:`stoker.runtime.mix_change`).
+    plan_keys: tuple[tuple[int, int], ...] | None = None
+    #: Per stream, the counts where the mix last changed: the blend draws from there.
+    blend_origins: dict[int, tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
@@ -105,12 +111,13 @@ class LoaderDataset:
         """The reference plan of one stream over one of the data sources."""
         ordered = not self.training
         source = self.sources[dataset]
+        dataset_id, rotation = self.plan_key(dataset)
         return StreamPlan(
             source.counts,
             stream,
             self.virtual_workers,
             seed=self.worker_config.seed_offset,
-            dataset_id=dataset,
+            dataset_id=dataset_id,
             max_samples_per_sequence=self.max_samples_per_sequence,
             parallel_shard_iters=1 if ordered else self.parallel_shard_iters,
             shuffle_buffer_size=0
@@ -123,8 +130,15 @@ class LoaderDataset:
             ),
             ordered=ordered,
             excluded=source.excluded,
-            rotation=int(rotations([s.total for s in self.sources], self.virtual_workers)[dataset]),
+            rotation=rotation,
         )
+
+    def plan_key(self, dataset: int) -> tuple[int, int]:
+        """The ``(dataset id, rotation)`` that key source ``dataset``'s stream plans."""
+        if self.plan_keys is not None:
+            return self.plan_keys[dataset]
+        totals = [s.total for s in self.sources]
+        return dataset, int(rotations(totals, self.virtual_workers)[dataset])
 
     def schedule(self, stream: int) -> StreamSchedule:
         """The blend of all sources for one stream."""
@@ -143,6 +157,7 @@ class LoaderDataset:
             batch_size=self.batch_size or 1,
             virtual_workers=self.virtual_workers,
             sized=self.sized_blend,
+            origin=(self.blend_origins or {}).get(stream),
         )
 
     def stream_spec(self, stream: int) -> StreamSpec:
@@ -180,6 +195,13 @@ class LoaderDataset:
         """The configuration a saved loader state is only valid for: the recipe's fields and a
         hash of the whole normalised recipe (:mod:`stoker.runtime.fingerprint`)."""
         return dataset_fingerprint(self)
+
+    def mix_entries(self) -> list[dict[str, Any]]:
+        """Per source its identity, plan key and content hash (``state["datasets"]``, see
+        :mod:`stoker.runtime.mix_change`)."""
+        from stoker.runtime.mix_change import entries
+
+        return entries(self)
 
     def open_streams(self, streams: Sequence[int], resume: Resume) -> DatasetStreams:
         """The batches of ``streams`` in this process (a dataloader worker's share)."""

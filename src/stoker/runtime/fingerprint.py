@@ -59,11 +59,13 @@ def dataset_fingerprint(dataset: LoaderDataset) -> dict[str, Any]:
     }
     if dataset.blend.schedule is not None:  # only then: other recipes keep their hashes
         fields["blend_schedule"] = dataset.blend.schedule.to_config()
+    if dataset.plan_keys is not None:  # only after a changed mix (stoker.runtime.mix_change)
+        fields["plan_keys"] = [list(key) for key in dataset.plan_keys]
     for d, source in enumerate(sources):
         fields.update(_source_fields(d, source))
         if source.group is not None:  # only then: other recipes keep their hashes
             fields[f"sources[{d}].group"] = source.group
-    fields[RECIPE] = recipe_hash(fields, (_source_bytes(s) for s in sources))
+    fields[RECIPE] = recipe_hash(fields, (source_bytes(s) for s in sources))
     return fields
 
 
@@ -78,7 +80,7 @@ def _source_fields(d: int, source: DataSource) -> dict[str, Any]:
     return out
 
 
-def _source_bytes(source: DataSource) -> bytes:
+def source_bytes(source: DataSource) -> bytes:
     """Everything about ``source`` that decides which sample is at which position."""
     head = json.dumps(
         [source.path, source.split_part, list(source.shards), source.jsonl],

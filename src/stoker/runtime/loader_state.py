@@ -11,21 +11,26 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.pipeline.refs import Buffers, Position
+from stoker.runtime import mix_change
 from stoker.runtime import state as state_module
 from stoker.runtime.state_schema import check_positions
 from stoker.runtime.streams import Loadable
+from stoker.storage.options import LoaderOptions
 
 
 class LoaderState:
     """Save/restore for :class:`~stoker.runtime.loader.Loader` (a mixin: it owns the attributes)."""
 
     dataset: Loadable
+    options: LoaderOptions
     streams: list[int]
     positions: dict[int, Position]
     buffers: dict[int, Buffers]
     #: Per stream, the references each source gave in the passes before this one.
     passed: dict[int, dict[str, int]]
     exhausted: set[int]
+    #: What the last restore into a changed mix did (None: none did).
+    mix_change: mix_change.MixChange | None = None
     t: int
     yielded: int
     epoch: int
@@ -91,6 +96,8 @@ class LoaderState:
 
         Costs no round trip to the workers: every batch carried its stream's position.
         """
+        identities = getattr(self.dataset, "mix_entries", None)
+        origins = getattr(self.dataset, "blend_origins", None) or {}
         return state_module.make_state(
             fingerprint=self.dataset.fingerprint(),
             topology=self.dataset.topology(),
@@ -102,18 +109,27 @@ class LoaderState:
             streams={s: p.to_list() for s, p in self.positions.items()},
             buffers=self.buffers,
             passed=self.passed,
+            datasets=identities() if identities is not None else None,
+            origins={s: c for s, c in origins.items() if s in self.streams},
         )
 
-    def restore_state_rank(self, state: dict[str, Any] | None) -> None:
+    def restore_state_rank(
+        self, state: dict[str, Any] | None, *, allow_mix_change: bool | None = None
+    ) -> None:
         """Continue from ``state`` (saved by this rank, same world size; the number of workers
         may differ where it divides the state's virtual workers; the batch size may differ
         where it divides the samples consumed, see :func:`stoker.runtime.state.rebatch`).
-        ``None`` (no state saved yet) leaves the loader at its start, as in Energon."""
+        ``None`` (no state saved yet) leaves the loader at its start, as in Energon.
+
+        ``allow_mix_change`` (default: ``LoaderOptions.allow_mix_change``): restore a state
+        saved under another mix of datasets; each continues at its position, new ones start
+        (:mod:`stoker.runtime.mix_change`)."""
         if state is None:
             return
         state = state_module.check_state(state)
         self._adopt_virtual_workers(state)
         state = state_module.rebatch(state, self.dataset.fingerprint())
+        state = self._reconcile_mix(state, allow_mix_change)
         state_module.check_fingerprint(state, self.dataset.fingerprint())
         check_positions(state, self.dataset.position_size())
         saved, current = state["topology"], self.dataset.topology()
@@ -141,12 +157,17 @@ class LoaderState:
         return gathered
 
     def restore_state_global(
-        self, states: list[dict[str, Any]] | None, *, src_rank: int | None = None
+        self,
+        states: list[dict[str, Any]] | None,
+        *,
+        src_rank: int | None = None,
+        allow_mix_change: bool | None = None,
     ) -> None:
         """Continue from the states of all ranks, on this or another topology.
 
         Each rank passes the full list, or only ``src_rank`` does and it is broadcast. Without
         ``torch.distributed``, the full list restores this rank's share without communication.
+        ``allow_mix_change``: as in :meth:`restore_state_rank`.
         """
         if src_rank is not None:
             import torch.distributed as dist
@@ -161,6 +182,7 @@ class LoaderState:
         merged = state_module.merge(states)
         self._adopt_virtual_workers(merged)
         merged = state_module.rebatch(merged, self.dataset.fingerprint())
+        merged = self._reconcile_mix(merged, allow_mix_change)
         state_module.check_fingerprint(merged, self.dataset.fingerprint())
         check_positions(merged, self.dataset.position_size())
         self._apply(state_module.for_rank(merged, self.dataset.topology()))
@@ -195,6 +217,25 @@ class LoaderState:
             self._stop()
             self.dataset = adopted
             self.streams = adopted.topology().rank_streams().tolist()
+
+    def _reconcile_mix(self, state: dict[str, Any], allow: bool | None) -> dict[str, Any]:
+        """Match the state's datasets to this loader's by identity (a changed mix only where
+        allowed): the loader's dataset adopts their plan keys and blend origins."""
+        if not hasattr(self.dataset, "mix_entries"):
+            return state
+        if allow is None:
+            allow = self.options.allow_mix_change
+        dataset, state, change = mix_change.reconcile(
+            state,
+            self.dataset,  # type: ignore[arg-type]
+            allow=allow,
+        )
+        if change is not None:
+            self.mix_change = change
+        if dataset is not self.dataset:
+            self._stop()
+            self.dataset = dataset
+        return state
 
     def _apply(self, state: dict[str, Any]) -> None:
         self._stop()

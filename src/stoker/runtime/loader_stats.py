@@ -14,6 +14,8 @@ class LoaderMeasures:
     """``stats()`` / ``global_stats()`` over the loader's :class:`StatsCollector`."""
 
     dataset: Any
+    #: Batches this rank has handed out (the loader's counter, restored with its state).
+    t: int
     _stats: StatsCollector
     #: The ``log_stats_every`` line logger (None: off); ticked by the loader per batch.
     _stats_log: StatsLog | None = None
@@ -27,7 +29,8 @@ class LoaderMeasures:
         Added up in this process from what the workers send with their batches (no extra
         message): batches and samples handed out and their rate, the fraction of time the loop
         waited in ``next()``, seconds per worker stage and the ``bottleneck`` stage, skips by
-        reason and dataset, realised blend shares vs their targets, storage requests, bytes,
+        reason and dataset, realised blend shares vs their targets (under weight schedules: the
+        scheduled share over the same global batches), storage requests, bytes,
         retries and read-ahead hits, shared-memory slots and worker memory. Workers report at
         most every 0.25 s, so stage times may lag a little behind the counts.
 
@@ -40,7 +43,20 @@ class LoaderMeasures:
             (0.31, 'decode')
         """
         datasets = self.samples_per_dataset()
-        return self._stats.snapshot(datasets, target_shares(self.dataset), reset=reset)
+        targets = target_shares(self.dataset, self._window_batches())
+        return self._stats.snapshot(datasets, targets, reset=reset)
+
+    def _window_batches(self) -> Any:
+        """Global batch indices of the batches handed out since the start or the last reset
+        (at most 4096 of them, evenly spread): rank ``r``'s ``t``-th batch is ``t * W + r``."""
+        import numpy as np
+
+        first = max(self.t - self._stats.batches, 0)
+        if self.t <= first:
+            return None
+        topology = self.dataset.topology()
+        t = np.unique(np.linspace(first, self.t - 1, min(self.t - first, 4096)).astype(np.int64))
+        return t * topology.world_size + topology.rank
 
     def log_stats_every(self, every: float | None) -> None:
         """Log one line of this loader's figures every ``every`` seconds on the ``stoker``

@@ -134,6 +134,13 @@ def rebatch(state: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
             "dataset wrappers or grouped batches the batch size is part of the position.",
             hint=f"Restore with batch_size={saved_size}.",
         )
+    if any(k == "blend_schedule" or k.endswith(".blend_schedule") for k in current):
+        raise ConfigError(
+            f"the state was saved with batch_size={saved_size}, the loader has {size}; a blend "
+            "with weight schedules follows the batch index, which counts batches of the saved "
+            "size (another size would move the schedule).",
+            hint=f"Restore with batch_size={saved_size}.",
+        )
     counted = "consumed" if "consumed" in state else "t"
     samples = state[counted] * saved_size
     if samples % size:
@@ -155,6 +162,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
     streams: dict[str, list[int]] = {}
     buffers: dict[str, Any] = {}
     passed: dict[str, Any] = {}
+    origins: dict[str, Any] = {}
     exhausted: set[int] = set()
     for state in states:
         for key in ("fingerprint", "epoch", "t"):
@@ -166,6 +174,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
         streams.update(state["streams"])
         buffers.update(state.get("buffers", {}))
         passed.update(state.get("passed", {}))
+        origins.update(state.get("origins", {}))
         exhausted.update(state["exhausted"])
     world = first["topology"]["world_size"]
     ranks = sorted(s["topology"]["rank"] for s in states)
@@ -182,6 +191,7 @@ def merge(states: list[dict[str, Any]]) -> dict[str, Any]:
         "streams": streams,
         "buffers": buffers,
         "passed": passed,
+        **({"origins": origins} if origins else {}),
         "exhausted": sorted(exhausted),
     }
 
@@ -216,6 +226,7 @@ def for_rank(merged: dict[str, Any], topology: Topology) -> dict[str, Any]:
         "streams": {k: v for k, v in merged["streams"].items() if k in own},
         "buffers": {k: v for k, v in merged.get("buffers", {}).items() if k in own},
         "passed": {k: v for k, v in merged.get("passed", {}).items() if k in own},
+        **_own_origins(merged, own),
         "exhausted": [s for s in merged["exhausted"] if str(s) in own],
     }
 
@@ -229,6 +240,12 @@ def redistribute(
     return [
         for_rank(merged, Topology(v, world_size, rank, num_workers)) for rank in range(world_size)
     ]
+
+
+def _own_origins(merged: dict[str, Any], own: set[str]) -> dict[str, Any]:
+    """``{"origins": ...}`` of the streams ``own`` (empty without a changed mix)."""
+    origins = {k: v for k, v in merged.get("origins", {}).items() if k in own}
+    return {"origins": origins} if "origins" in merged else {}
 
 
 def _topology_dict(topology: Topology) -> dict[str, int]:
@@ -252,6 +269,8 @@ def make_state(
     streams: dict[int, list[int]],
     buffers: dict[int, Any] | None = None,
     passed: dict[int, dict[str, int]] | None = None,
+    datasets: list[dict[str, Any]] | None = None,
+    origins: dict[int, tuple[int, ...]] | None = None,
 ) -> dict[str, Any]:
     held = {str(s): dict(c) for s, c in sorted((passed or {}).items()) if any(c.values())}
     return {
@@ -266,4 +285,6 @@ def make_state(
         "streams": {str(s): list(p) for s, p in sorted(streams.items())},
         "buffers": {str(s): b for s, b in sorted((buffers or {}).items()) if b},
         **({"passed": held} if held else {}),
+        **({"datasets": datasets} if datasets is not None else {}),
+        **({"origins": {str(s): list(c) for s, c in sorted(origins.items())}} if origins else {}),
     }

@@ -104,6 +104,35 @@ def _exhausted_and_buffers(state: dict[str, Any], v: int) -> None:
             _int(n, f"passed[{key!r}][{name!r}]")
 
 
+def _mix(state: dict[str, Any], v: int) -> None:
+    """``datasets`` (identities, see :mod:`stoker.runtime.mix_change`) and ``origins`` (per
+    stream, the counts where the mix changed); both absent from older states."""
+    if "datasets" in state:
+        datasets = state["datasets"]
+        if not isinstance(datasets, list):
+            raise _bad("datasets", datasets, "a list of datasets")
+        for i, entry in enumerate(datasets):
+            field = f"datasets[{i}]"
+            entry = _dict(entry, field)
+            for key in ("path", "split", "content"):
+                if not isinstance(entry.get(key), str):
+                    raise _bad(f"{field}.{key}", entry.get(key), "a str")
+            _int(entry.get("samples"), f"{field}.samples")
+            for key, length in (("plan", 2), ("subset", 2)):
+                value = entry.get(key, [0, 0])
+                if not isinstance(value, list) or len(value) != length:
+                    raise _bad(f"{field}.{key}", value, f"a list of {length} ints")
+                for j, x in enumerate(value):
+                    _int(x, f"{field}.{key}[{j}]")
+            _dict(entry.get("subflavors", {}), f"{field}.subflavors")
+    for key, counts in _dict(state.get("origins", {}), "origins").items():
+        _stream_key(key, "origins", v)
+        if not isinstance(counts, list):
+            raise _bad(f"origins[{key!r}]", counts, "a list of ints (a count per dataset)")
+        for i, value in enumerate(counts):
+            _int(value, f"origins[{key!r}][{i}]")
+
+
 def validate_state(state: dict[str, Any]) -> None:
     """Raise a :class:`ConfigError` naming the first bad field of a (version-checked) state."""
     _dict(_get(state, "fingerprint", "fingerprint"), "fingerprint")
@@ -115,6 +144,7 @@ def validate_state(state: dict[str, Any]) -> None:
         raise _bad("finished", finished, "True or False")
     _streams(state, v)  # after epoch and t: an empty streams dict depends on them
     _exhausted_and_buffers(state, v)
+    _mix(state, v)
 
 
 def check_positions(state: dict[str, Any], size: int) -> None:

@@ -35,6 +35,8 @@ class DatasetShare:
     samples: int = 0
     share: float = 0.0
     #: The share its weight asks for (None where the loader has no target: a plain dataset).
+    #: Under weight schedules: the mean scheduled share over the same window as ``share`` (the
+    #: global batches this rank handed out since the start or the last reset).
     target: float | None = None
 
 
@@ -139,11 +141,12 @@ def shares(taken: dict[str, int], targets: dict[str, float] | None) -> dict[str,
     }
 
 
-def target_shares(dataset: Any) -> dict[str, float] | None:
+def target_shares(dataset: Any, batches: Any = None) -> dict[str, float] | None:
     """The share of references each source should give: a weighted blend's normalised
     weights, an epochized blend's repetitions times source length, a ``MixBatchDataset``'s
     weights (per sub-batch) times its datasets' batch sizes and their own shares (None where
-    there is no target)."""
+    there is no target). A blend with weight schedules: the mean of its shares over the global
+    batch indices ``batches`` (an array; None or empty: at batch 0)."""
     weights = getattr(dataset, "weights", None)
     parts = getattr(dataset, "datasets", None)
     if weights is not None and parts is not None:  # a MixBatchDataset: weights per sub-batch
@@ -164,6 +167,9 @@ def target_shares(dataset: Any) -> dict[str, float] | None:
     if blend is None or sources is None or blend.kind not in ("weighted", "epochized"):
         return None
     factors = list(blend.factors)
+    schedule = getattr(blend, "schedule", None)
+    if schedule is not None and batches is not None and len(batches):
+        factors = schedule.at(batches).mean(axis=1).tolist()
     if blend.kind == "epochized":
         factors = [f * s.total for f, s in zip(factors, sources, strict=True)]
     total = sum(factors)

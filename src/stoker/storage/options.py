@@ -97,6 +97,9 @@ class LoaderOptions:
         trust_pickles: Unpickle ``.pickle``/``.pyd`` parts fully, running whatever code they
             name (``STOKER_TRUST_PICKLES``, off: only plain data and numpy arrays are
             unpickled, anything else is refused; docs/security.md). Only for data you trust.
+        allow_mix_change: Let a restore continue a state saved under another mix of datasets
+            (weights, schedules, datasets added or removed; docs/schedules.md); off: such a
+            restore is refused, listing what differs. No environment variable.
 
     Example:
         >>> import dataclasses
@@ -116,6 +119,7 @@ class LoaderOptions:
     stats: bool = _env_field("stats")
     max_storage_skip_share: float = 0.01
     trust_pickles: bool = _env_field("trust_pickles")
+    allow_mix_change: bool = False
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -164,6 +168,7 @@ _CHECKS = {
     "stats": lambda value: "" if isinstance(value, bool) else "True or False",
     "max_storage_skip_share": lambda value: _number()(value) or ("" if value <= 1 else "<= 1"),
     "trust_pickles": lambda value: "" if isinstance(value, bool) else "True or False",
+    "allow_mix_change": lambda value: "" if isinstance(value, bool) else "True or False",
 }
 
 _BUILT_IN: dict[str, Any] = {
