@@ -36,16 +36,16 @@ from stoker.pipeline import read as read_module
 from stoker.pipeline import stage_clock
 from stoker.pipeline.batching import restore_key_of
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.local_blocks import LocalBlocks
-from stoker.pipeline.read import _coalesce, sorted_unique
+from stoker.pipeline.coalesce import coalesce, sorted_unique
+from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
 from stoker.runtime import build as build_module
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.line_runs import scanned_lines
 from stoker.runtime.plain_runs import plain_outputs
 from stoker.runtime.stream import encoded_key
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from tests.conftest import ManualClock, make_val_texts
 
 YAMLS = {
@@ -303,7 +303,7 @@ def test_coalescing_in_numpy_equals_the_plain_loop() -> None:
                 merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
             else:
                 merged.append((start, end))
-        assert _coalesce(starts, ends) == merged
+        assert coalesce(starts, ends) == merged
 
 
 def test_sorted_unique_is_np_unique() -> None:

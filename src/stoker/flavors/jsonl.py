@@ -40,7 +40,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         subset: Any = None,
         part_filter: Any = None,
     ) -> None:
-        from stoker.sources.source import load_source
+        from stoker.sources.load import load_source
 
         self.path = as_epath(path)
         self.paths = [self.path]

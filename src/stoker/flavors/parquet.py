@@ -51,7 +51,7 @@ class DefaultParquetDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         max_samples_per_sequence: int | None = None,
         subset: Any = None,
     ) -> None:
-        from stoker.sources.source import load_source
+        from stoker.sources.load import load_source
 
         if decode_map is not None:
             raise ConfigError(

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stoker.storage.retry import BadResponse
+from stoker.storage.s3_http import keepalive_for, verify_for
 
 #: How long a presigned URL is valid; it is renewed at half that age.
 URL_SECONDS = 3600
@@ -210,8 +211,6 @@ class Transport:
             get_cert_path,
         )
         from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
-
-        from stoker.storage.s3_client import keepalive_for, verify_for
 
         config = client.meta.config
         verify = verify_for(client)
