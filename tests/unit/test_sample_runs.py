@@ -35,9 +35,9 @@ from stoker.model.source_info import source_info
 from stoker.pipeline import read as read_module
 from stoker.pipeline import stage_clock
 from stoker.pipeline.batching import restore_key_of
+from stoker.pipeline.coalesce import coalesce, sorted_unique
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.local_blocks import LocalBlocks
-from stoker.pipeline.coalesce import coalesce, sorted_unique
 from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
 from stoker.runtime import build as build_module

@@ -54,10 +54,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
             subset=subset,
             part_filter=part_filter,
         )
-        self._source = load_source(str(self.path))
-        if subset is not None:
-            self._source = self._source.restrict(*subset.resolve(self._source.total))
-        self._len = self._source.total if part_filter is None or part_filter("json") else 0
+        self._keep_source(load_source(str(self.path)), "json")
 
     def __len__(self) -> int:
         return self._len
