@@ -30,7 +30,7 @@ Block = tuple[int, int, bytes]
 def line_sample(line: bytes, shard: str, index: int, start: int) -> RawSample:
     """The raw sample of line ``index`` of ``shard`` (``line``: stripped), which starts at byte
     ``start``."""
-    return new_raw(RawSample, (str(index), {"json": line}, shard, index, start))  # type: ignore[no-any-return]
+    return new_raw(RawSample, (str(index), {"json": line}, shard, index, start))
 
 
 def line_samples(
@@ -40,7 +40,7 @@ def line_samples(
     parts = [{"json": line} for line in lines]
     # repeat() has no end: the lists (of one length) end the zip.
     fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
-    return map(new_raw, repeat(RawSample), fields)  # type: ignore[arg-type]
+    return map(new_raw, repeat(RawSample), fields)
 
 
 def cut_lines(
