@@ -220,3 +220,13 @@ def _find_circle(graph: dict[str, set[str]]) -> list[str] | None:
 )
 def test_circle_finder(graph: dict[str, set[str]], expected: list[str] | None) -> None:
     assert _find_circle(graph) == expected
+
+
+def test_function_level_imports_are_in_the_circle_check() -> None:
+    """The second circle check sees edges the first does not (imports inside functions)."""
+    top, every = _import_graph(False), _import_graph(True)
+    extra = {(a, b) for a, targets in every.items() for b in targets} - {
+        (a, b) for a, targets in top.items() for b in targets
+    }
+    assert extra, "no function-level import reached the circle check"
+    assert _find_circle({**every, "stoker.x": {"stoker.y"}, "stoker.y": {"stoker.x"}})
