@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,21 +22,19 @@ import numpy.typing as npt
 from stoker.errors import CorruptShardError, FormatError, StorageError
 from stoker.format.tar_index import load_offsets, local_offsets, tar_index_name
 from stoker.format.tar_members import RawSample as RawSample
-from stoker.format.tar_members import new_raw, parse_sample, parse_simple
+from stoker.format.tar_members import parse_sample, parse_simple
 from stoker.pipeline.coalesce import coalesce, coalesce_lists, sorted_unique
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher, ShardSamples
+from stoker.pipeline.read_lines import JsonlRuns, line_sample
 from stoker.pipeline.read_lines import LineRaws as LineRaws
-from stoker.pipeline.read_lines import line_sample, read_lines
+from stoker.pipeline.read_remote import RemoteRuns
+from stoker.pipeline.read_tar import LIST_WHOLE, LocalTarRuns
 from stoker.storage import Store
 
 _MAX_OPEN = 256
 #: A shard's hinted samples up to this many are looked up in plain lists (numpy beyond).
 _FEW = 32
-#: A shard index of up to this many offsets is made a list whole to look up a few samples in it
-#: (cheaper than numpy for small shards); of a larger one, just the offsets needed are taken
-#: (listing 10^4 offsets costs ~0.1 ms, and a run or hint may use a handful of them).
-_LIST_WHOLE = 1024
 #: Local index files of at least this many bytes (32k samples) are memory-mapped, not read:
 #: the processes that read one share its pages, which the kernel may drop and read again.
 _MAP_BYTES = 1 << 18
@@ -86,14 +83,19 @@ def _weight(offsets: npt.NDArray[np.uint64]) -> int:
     return int(offsets.nbytes) if offsets.flags.writeable else 0
 
 
-class ShardReader:
-    """Reads samples of tar shards (or lines of JSONL files) by (shard position, index)."""
+class ShardReader(LocalTarRuns, RemoteRuns, JsonlRuns):
+    """Reads samples of tar shards (or lines of JSONL files) by (shard position, index).
+
+    :meth:`read` reads one sample; :meth:`read_run` many, by kind: runs of local tar shards
+    (:class:`~stoker.pipeline.read_tar.LocalTarRuns`), of remote shards
+    (:class:`~stoker.pipeline.read_remote.RemoteRuns`) and of JSONL lines
+    (:class:`~stoker.pipeline.read_lines.JsonlRuns`)."""
 
     def __init__(self, store: Store, shards: Sequence[str], *, jsonl: bool = False) -> None:
         self.store = store
         self.shards = list(shards)
         self.jsonl = jsonl
-        self._offsets = _OffsetsCache()
+        self._offsets: _OffsetsCache = _OffsetsCache()
         self._fds: _LRU = _LRU(_MAX_OPEN)
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
@@ -209,85 +211,6 @@ class ShardReader:
             return out, e
         return out, None
 
-    def _remote_run(
-        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
-    ) -> None:
-        """Samples of remote shards into ``out``: the first as :meth:`read` reads it (waiting
-        for its request, retrying and reporting as for one sample), then the next ones whose
-        bytes the read-ahead has received already, up to the first that is not: the run ends
-        there, so a run never waits for a sample ahead of its turn, nor reports its failure
-        (each is read when needed, as one by one)."""
-        if not shard_ids:
-            return
-        out.append(self.read(shard_ids[0], indices[0]))
-        ahead = self._ahead
-        if ahead is None or len(shard_ids) == 1:
-            return
-        shards, cached = self.shards, self._offsets
-        wanted: list[tuple[str, int, int]] = []
-        for shard_id, index in zip(shard_ids[1:], indices[1:], strict=True):
-            shard = shards[shard_id]
-            offsets = cached.get(shard)
-            if offsets is None or not 0 <= index < len(offsets) - 1:
-                break  # read() reports it (or reads the index) when its turn comes
-            start, end = offsets[index : index + 2].tolist()
-            wanted.append((shard, start, end))
-        held = ahead.take_held(wanted)
-        sample, append = self._sample, out.append
-        # zip ends with ``held``: the samples received so far.
-        for (shard, start, end), index, data in zip(wanted, indices[1:], held, strict=False):
-            append(sample(data, shard, index, start, end))
-
-    def _members(
-        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
-    ) -> None:
-        """Read tar samples into ``out``: plain ones held in read-ahead blocks in this loop,
-        others by :meth:`read` (which reads and reports as for one)."""
-        shards, cached, take = self.shards, self._offsets, self._blocks.take
-        append, read = out.append, self.read
-        # the offsets of this run's shards: lists of small indexes, else numpy (_LIST_WHOLE)
-        listed: dict[str, Any] = {}
-        for shard_id, index in zip(shard_ids, indices, strict=True):
-            shard = shards[shard_id]
-            spans = listed.get(shard)
-            if spans is None:
-                offsets: Any = cached.get(shard)
-                if offsets is not None:
-                    whole = len(offsets) <= _LIST_WHOLE
-                    spans = listed[shard] = offsets.tolist() if whole else offsets
-            if spans is not None and 0 <= index < len(spans) - 1:
-                if type(spans) is list:
-                    start, end = spans[index], spans[index + 1]
-                else:
-                    start, end = spans[index : index + 2].tolist()
-                data = take(shard, start, end)
-                if data is not None and len(data) == end - start:
-                    simple = parse_simple(data)
-                    if simple is not None:
-                        append(new_raw(RawSample, (simple[0], simple[1], shard, index, start)))
-                        continue
-            append(read(shard_id, index))
-
-    def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> LineRaws | None:
-        """The JSONL lines ``indices`` of one file, cut in one go, where :meth:`read_run` would
-        read them all from read-ahead blocks (None otherwise: :meth:`read_run` then reads them,
-        or reports what fails)."""
-        if not self.jsonl or not shard_ids or min(shard_ids) != max(shard_ids):
-            return None
-        shard = self.shards[shard_ids[0]]
-        offsets = self._offsets.get(shard)
-        return None if offsets is None else LineRaws.cut(offsets, indices, shard, self._blocks)
-
-    def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
-        """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
-        read whole (else :meth:`read` takes over and reports); how many were read."""
-        shard = self.shards[shard_id]
-        offsets = self._offsets.get(shard)
-        if offsets is None:
-            offsets = self.offsets(shard_id)
-        read = partial(self._read, shard_id)
-        return read_lines(offsets, indices, shard, self._blocks, read, out)
-
     def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
         """Hint that these samples are read next, in this order (each read once per hint).
 
@@ -316,7 +239,7 @@ class ShardReader:
                     in_order = indices[order].tolist()
                 count = len(offsets) - 1
                 few = sorted({i for i in in_order[lo:hi] if 0 <= i < count})
-                if count < _LIST_WHOLE:
+                if count < LIST_WHOLE:
                     spans = offsets.tolist()
                     starts, ends = [spans[i] for i in few], [spans[i + 1] for i in few]
                 else:

@@ -13,9 +13,11 @@ Example:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from itertools import repeat
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -135,3 +137,45 @@ class LineRaws(Sequence[RawSample]):
         if isinstance(at, slice):
             return [self[i] for i in range(*at.indices(len(self.lines)))]
         return line_sample(self.lines[at], self.shard, self.indices[at], self.starts[at])
+
+
+class JsonlRuns:
+    """:meth:`~stoker.pipeline.read.ShardReader.read_run` of the lines of one local JSONL file,
+    and :meth:`line_run` (a part of :class:`~stoker.pipeline.read.ShardReader`)."""
+
+    shards: list[str]
+    _offsets: OrderedDict[str, npt.NDArray[np.uint64]]
+    _blocks: LocalBlocks
+    jsonl: bool
+
+    if TYPE_CHECKING:  # ShardReader's
+
+        def read(self, shard_id: int, index: int) -> RawSample: ...
+
+        def _sample(
+            self, data: bytes, shard: str, index: int, start: int, end: int
+        ) -> RawSample: ...
+
+        def _read(self, shard_id: int, start: int, end: int) -> bytes: ...
+
+        def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]: ...
+
+    def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> LineRaws | None:
+        """The JSONL lines ``indices`` of one file, cut in one go, where :meth:`read_run` would
+        read them all from read-ahead blocks (None otherwise: :meth:`read_run` then reads them,
+        or reports what fails)."""
+        if not self.jsonl or not shard_ids or min(shard_ids) != max(shard_ids):
+            return None
+        shard = self.shards[shard_ids[0]]
+        offsets = self._offsets.get(shard)
+        return None if offsets is None else LineRaws.cut(offsets, indices, shard, self._blocks)
+
+    def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
+        """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
+        read whole (else :meth:`read` takes over and reports); how many were read."""
+        shard = self.shards[shard_id]
+        offsets = self._offsets.get(shard)
+        if offsets is None:
+            offsets = self.offsets(shard_id)
+        read = partial(self._read, shard_id)
+        return read_lines(offsets, indices, shard, self._blocks, read, out)
