@@ -13,17 +13,17 @@ Example:
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import repeat
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
 from stoker.format.tar_members import RawSample, new_raw
 from stoker.pipeline.local_blocks import LocalBlocks
+from stoker.pipeline.reader_parts import ReaderParts
 
 #: A read-ahead block: (its first byte, its end, its bytes).
 Block = tuple[int, int, bytes]
@@ -139,26 +139,9 @@ class LineRaws(Sequence[RawSample]):
         return line_sample(self.lines[at], self.shard, self.indices[at], self.starts[at])
 
 
-class JsonlRuns:
+class JsonlRuns(ReaderParts):
     """:meth:`~stoker.pipeline.read.ShardReader.read_run` of the lines of one local JSONL file,
     and :meth:`line_run` (a part of :class:`~stoker.pipeline.read.ShardReader`)."""
-
-    shards: list[str]
-    _offsets: OrderedDict[str, npt.NDArray[np.uint64]]
-    _blocks: LocalBlocks
-    jsonl: bool
-
-    if TYPE_CHECKING:  # ShardReader's
-
-        def read(self, shard_id: int, index: int) -> RawSample: ...
-
-        def _sample(
-            self, data: bytes, shard: str, index: int, start: int, end: int
-        ) -> RawSample: ...
-
-        def _read(self, shard_id: int, start: int, end: int) -> bytes: ...
-
-        def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]: ...
 
     def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> LineRaws | None:
         """The JSONL lines ``indices`` of one file, cut in one go, where :meth:`read_run` would

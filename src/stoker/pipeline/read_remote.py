@@ -3,36 +3,15 @@ read-ahead has received already, never waiting for one ahead of its turn."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import numpy as np
-import numpy.typing as npt
 
 from stoker.format.tar_members import RawSample
-from stoker.pipeline.prefetch import Prefetcher
+from stoker.pipeline.reader_parts import ReaderParts
 
 
-class RemoteRuns:
+class RemoteRuns(ReaderParts):
     """:meth:`~stoker.pipeline.read.ShardReader.read_run` of remote shards (a part of
     :class:`~stoker.pipeline.read.ShardReader`)."""
-
-    shards: list[str]
-    _offsets: OrderedDict[str, npt.NDArray[np.uint64]]
-    _ahead: Prefetcher | None
-
-    if TYPE_CHECKING:  # ShardReader's
-
-        def read(self, shard_id: int, index: int) -> RawSample: ...
-
-        def _sample(
-            self, data: bytes, shard: str, index: int, start: int, end: int
-        ) -> RawSample: ...
-
-        def _read(self, shard_id: int, start: int, end: int) -> bytes: ...
-
-        def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]: ...
 
     def _remote_run(
         self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]

@@ -3,15 +3,11 @@ one loop (:func:`~stoker.format.tar_members.parse_simple`), any other read as on
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any
 
 from stoker.format.tar_members import RawSample, new_raw, parse_simple
-from stoker.pipeline.local_blocks import LocalBlocks
+from stoker.pipeline.reader_parts import ReaderParts
 
 #: A shard index of up to this many offsets is made a list whole to look up a few samples in it
 #: (cheaper than numpy for small shards); of a larger one, just the offsets needed are taken
@@ -19,25 +15,9 @@ from stoker.pipeline.local_blocks import LocalBlocks
 LIST_WHOLE = 1024
 
 
-class LocalTarRuns:
+class LocalTarRuns(ReaderParts):
     """:meth:`~stoker.pipeline.read.ShardReader.read_run` of local tar shards (a part of
     :class:`~stoker.pipeline.read.ShardReader`)."""
-
-    shards: list[str]
-    _offsets: OrderedDict[str, npt.NDArray[np.uint64]]
-    _blocks: LocalBlocks
-
-    if TYPE_CHECKING:  # ShardReader's
-
-        def read(self, shard_id: int, index: int) -> RawSample: ...
-
-        def _sample(
-            self, data: bytes, shard: str, index: int, start: int, end: int
-        ) -> RawSample: ...
-
-        def _read(self, shard_id: int, start: int, end: int) -> bytes: ...
-
-        def offsets(self, shard_id: int) -> npt.NDArray[np.uint64]: ...
 
     def _members(
         self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
