@@ -20,138 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from stoker.api import (
-        get_loader,
-        get_savable_loader,
-        get_train_dataset,
-        get_val_dataset,
-        get_val_datasets,
-    )
-    from stoker.errors import (
-        ConfigError,
-        FatalSampleError,
-        FormatError,
-        MissingSampleIndexError,
-        MissingSamplesTableError,
-        PrepareLockedError,
-        SampleError,
-        StokerError,
-        StorageError,
-    )
-    from stoker.flavors import (
-        BaseCoreDatasetFactory,
-        BaseWebdatasetFactory,
-        BinIdxDatasetFactory,
-        CaptioningWebdataset,
-        CrudeJsonlDatasetFactory,
-        CrudeWebdataset,
-        DefaultBinIdxDatasetFactory,
-        DefaultCrudeJsonlDatasetFactory,
-        DefaultDecoderWebdatasetFactory,
-        DefaultGenericWebdatasetFactory,
-        ImageClassificationWebdataset,
-        ImageWebdataset,
-        InterleavedWebdataset,
-        JoinedWebdatasetFactory,
-        MultiChoiceVQAWebdataset,
-        OCRWebdataset,
-        SimilarityInterleavedWebdataset,
-        StandardWebdatasetFactory,
-        TextWebdataset,
-        VidQAWebdataset,
-        VQAOCRWebdataset,
-        VQAWebdataset,
-        get_dataset_from_config,
-    )
-    from stoker.flavors.metadataset_tools import (
-        TraversedDatasetReference,
-        prepare_metadataset,
-        traverse_metadataset,
-    )
-    from stoker.format.prepare import PrepareReport, prepare_dataset
-    from stoker.media.av_data import AVData
-    from stoker.media.av_decoder import AVDecoder
-    from stoker.media.limits import AVLimits
-    from stoker.media.lookup import get_media_metadata
-    from stoker.media.metadata import AVMetadata, ImageMetadata
-    from stoker.media.uniform import get_clips_uniform, get_single_frames_uniform
-    from stoker.metadataset import Metadataset
-    from stoker.model.batch import Batch
-    from stoker.model.cache_pool import (
-        CachePool,
-        DirectLazy,
-        FileStoreDecoder,
-        Lazy,
-        MockLazy,
-        NoCachePool,
-    )
-    from stoker.model.cooking import Cooker, basic_sample_keys, cooker
-    from stoker.model.dataclass_helpers import edataclass
-    from stoker.model.logical_workers import LogicalWorkerAssignment
-    from stoker.model.samples import (
-        CaptioningSample,
-        CrudeSample,
-        ImageClassificationSample,
-        ImageSample,
-        InterleavedSample,
-        MultiChoiceVQASample,
-        OCRSample,
-        Sample,
-        SimilarityInterleavedSample,
-        SourceInfo,
-        TextSample,
-        VidQASample,
-        VQAOCRSample,
-        VQASample,
-    )
-    from stoker.model.task import (
-        AugmentTaskEncoder,
-        DefaultTaskEncoder,
-        IgnoreSample,
-        TaskEncoder,
-        get_stateless,
-        stateless,
-    )
-    from stoker.model.worker_config import WorkerConfig
-    from stoker.pipeline.batch import batch_list, batch_pad_stack, batch_stack, generic_batch
-    from stoker.pipeline.bins import first_fit_decreasing
-    from stoker.pipeline.concat import concat_pad, generic_concat, homogeneous_concat_mix
-    from stoker.pipeline.decode import SampleDecoder, register_decoder
-    from stoker.pipeline.errors import ErrorPolicy, SkipSample, log_exception, reraise_exception
-    from stoker.pipeline.pack_output import PackedSamplesOutput
-    from stoker.pipeline.pack_partial import PartialSample
-    from stoker.pipeline.seeds import get_skip_safe, skip_safe
-    from stoker.pipeline.token_packer import TokenBudgetPacker, token_window
-    from stoker.plan.weights import WeightSchedule
-    from stoker.runtime.dataset import LoaderDataset
-    from stoker.runtime.loader import Loader
-    from stoker.runtime.mix_batch import MixBatchDataset
-    from stoker.runtime.savable_loader import BasicDataLoader, SavableDataLoader
-    from stoker.sources.aux import DecodeFileStore, FileStore, PrimaryFileStore, SystemFileStore
-    from stoker.sources.blender import Blender, load_dataset
-    from stoker.sources.file_cache_pool import FileCacheLazy, FileStoreCachePool
-    from stoker.storage.epath import DEFAULT_PROFILE_NAME, EPath
-    from stoker.storage.options import LoaderOptions
-    from stoker.wrappers import (
-        BatchDataset,
-        BlendDataset,
-        ConcatDataset,
-        EpochizeDataset,
-        FilterDataset,
-        GcDataset,
-        GroupBatchDataset,
-        IterMapDataset,
-        LimitDataset,
-        LogSampleDataset,
-        MapDataset,
-        PackingDataset,
-        RepeatDataset,
-        ShuffleBufferDataset,
-        WatchdogDataset,
-    )
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -199,8 +68,8 @@ _EXPORTS: dict[str, str] = {
     "WatchdogDataset": "stoker.wrappers",
     "BasicDataLoader": "stoker.runtime.savable_loader",
     "SavableDataLoader": "stoker.runtime.savable_loader",
-    "reraise_exception": "stoker.pipeline.errors",
-    "log_exception": "stoker.pipeline.errors",
+    "reraise_exception": "stoker.pipeline.sample_failure",
+    "log_exception": "stoker.pipeline.sample_failure",
     "edataclass": "stoker.model.dataclass_helpers",
     "AugmentTaskEncoder": "stoker.model.task",
     "AVDecoder": "stoker.media.av_decoder",
@@ -208,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "AVMetadata": "stoker.media.metadata",
     "Blender": "stoker.sources.blender",
     "WeightSchedule": "stoker.plan.weights",
-    "load_dataset": "stoker.sources.blender",
+    "load_dataset": "stoker.flavors.load",
     "prepare_metadataset": "stoker.flavors.metadataset_tools",
     "traverse_metadataset": "stoker.flavors.metadataset_tools",
     "TraversedDatasetReference": "stoker.flavors.metadataset_tools",
@@ -232,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "DecodeFileStore": "stoker.sources.aux",
     "DefaultTaskEncoder": "stoker.model.task",
     "EPath": "stoker.storage.epath",
-    "ErrorPolicy": "stoker.pipeline.errors",
+    "ErrorPolicy": "stoker.pipeline.skip_policy",
     "FileStore": "stoker.sources.aux",
     "FatalSampleError": "stoker.errors",
     "FormatError": "stoker.errors",
@@ -248,17 +117,15 @@ _EXPORTS: dict[str, str] = {
     "NoCachePool": "stoker.model.cache_pool",
     "OCRSample": "stoker.model.samples",
     "LoaderOptions": "stoker.storage.options",
-    "PrepareReport": "stoker.format.prepare",
+    "PrepareReport": "stoker.format.pending",
     "PrimaryFileStore": "stoker.sources.aux",
     "Sample": "stoker.model.samples",
     "SampleDecoder": "stoker.pipeline.decode",
     "SampleError": "stoker.errors",
     "SimilarityInterleavedSample": "stoker.model.samples",
-    "SkipSample": "stoker.pipeline.errors",
+    "SkipSample": "stoker.pipeline.sample_failure",
     "PackedSamplesOutput": "stoker.pipeline.pack_output",
     "PartialSample": "stoker.pipeline.pack_partial",
-    "TokenBudgetPacker": "stoker.pipeline.token_packer",
-    "token_window": "stoker.pipeline.token_packer",
     "SourceInfo": "stoker.model.samples",
     "StokerError": "stoker.errors",
     "StorageError": "stoker.errors",
@@ -269,9 +136,6 @@ _EXPORTS: dict[str, str] = {
     "VQASample": "stoker.model.samples",
     "VidQASample": "stoker.model.samples",
     "WorkerConfig": "stoker.model.worker_config",
-    "LogicalWorkerAssignment": "stoker.model.logical_workers",
-    "skip_safe": "stoker.pipeline.seeds",
-    "get_skip_safe": "stoker.pipeline.seeds",
     "basic_sample_keys": "stoker.model.cooking",
     "batch_list": "stoker.pipeline.batch",
     "batch_pad_stack": "stoker.pipeline.batch",
@@ -294,6 +158,11 @@ _EXPORTS: dict[str, str] = {
     "prepare_dataset": "stoker.format.prepare",
     "register_decoder": "stoker.pipeline.decode",
     "stateless": "stoker.model.task",
+    "LogicalWorkerAssignment": "stoker.model.logical_workers",
+    "TokenBudgetPacker": "stoker.pipeline.token_packer",
+    "get_skip_safe": "stoker.pipeline.seeds",
+    "skip_safe": "stoker.pipeline.seeds",
+    "token_window": "stoker.pipeline.token_packer",
 }
 _ALIASES = {
     "SavableDataset": "LoaderDataset",
@@ -323,147 +192,8 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [
-    "DEFAULT_PROFILE_NAME",
-    "AVData",
-    "AVDecoder",
-    "AVLimits",
-    "AVMetadata",
-    "AugmentTaskEncoder",
-    "BaseCoreDatasetFactory",
-    "BaseWebdatasetFactory",
-    "BasicDataLoader",
-    "Batch",
-    "BatchDataset",
-    "BinIdxDatasetFactory",
-    "BlendDataset",
-    "Blender",
-    "CachePool",
-    "CaptioningSample",
-    "CaptioningWebdataset",
-    "ConcatDataset",
-    "ConfigError",
-    "Cooker",
-    "CrudeJsonlDatasetFactory",
-    "CrudeSample",
-    "CrudeWebdataset",
-    "DecodeFileStore",
-    "DefaultBinIdxDatasetFactory",
-    "DefaultCrudeJsonlDatasetFactory",
-    "DefaultDecoderWebdatasetFactory",
-    "DefaultGenericWebdatasetFactory",
-    "DefaultTaskEncoder",
-    "DirectLazy",
-    "EPath",
-    "EpochizeDataset",
-    "ErrorPolicy",
-    "FatalSampleError",
-    "FileCacheLazy",
-    "FileStore",
-    "FileStoreCachePool",
-    "FileStoreDecoder",
-    "FilterDataset",
-    "FormatError",
-    "GcDataset",
-    "GroupBatchDataset",
-    "IgnoreSample",
-    "ImageClassificationSample",
-    "ImageClassificationWebdataset",
-    "ImageMetadata",
-    "ImageSample",
-    "ImageWebdataset",
-    "InterleavedSample",
-    "InterleavedWebdataset",
-    "IterMapDataset",
-    "JoinedWebdatasetFactory",
-    "Lazy",
-    "LimitDataset",
-    "Loader",
-    "LoaderDataset",
-    "LoaderOptions",
-    "LogSampleDataset",
-    "LogicalWorkerAssignment",
-    "MapDataset",
-    "Metadataset",
-    "MetadatasetV2",
-    "MissingSampleIndexError",
-    "MissingSamplesTableError",
-    "MixBatchDataset",
-    "MockLazy",
-    "MultiChoiceVQASample",
-    "MultiChoiceVQAWebdataset",
-    "NoCachePool",
-    "OCRSample",
-    "OCRWebdataset",
-    "PackedSamplesOutput",
-    "PackingDataset",
-    "PartialSample",
-    "PrepareLockedError",
-    "PrepareReport",
-    "PrimaryFileStore",
-    "RepeatDataset",
-    "Sample",
-    "SampleDecoder",
-    "SampleError",
-    "SavableDataLoader",
-    "SavableDataset",
-    "ShuffleBufferDataset",
-    "SimilarityInterleavedSample",
-    "SimilarityInterleavedWebdataset",
-    "SkipSample",
-    "SourceInfo",
-    "StandardWebdatasetFactory",
-    "StokerError",
-    "StorageError",
-    "SystemFileStore",
-    "TaskEncoder",
-    "TextSample",
-    "TextWebdataset",
-    "TokenBudgetPacker",
-    "TraversedDatasetReference",
-    "VQAOCRSample",
-    "VQAOCRWebdataset",
-    "VQASample",
-    "VQAWebdataset",
-    "VidQASample",
-    "VidQAWebdataset",
-    "WatchdogDataset",
-    "WeightSchedule",
-    "WorkerConfig",
-    "__version__",
-    "basic_sample_keys",
-    "batch_list",
-    "batch_pad_stack",
-    "batch_stack",
-    "concat_pad",
-    "cooker",
-    "edataclass",
-    "first_fit_decreasing",
-    "generic_batch",
-    "generic_concat",
-    "get_clips_uniform",
-    "get_dataset_from_config",
-    "get_loader",
-    "get_media_metadata",
-    "get_savable_loader",
-    "get_single_frames_uniform",
-    "get_skip_safe",
-    "get_stateless",
-    "get_train_dataset",
-    "get_val_dataset",
-    "get_val_datasets",
-    "homogeneous_concat_mix",
-    "load_dataset",
-    "log_exception",
-    "prepare_dataset",
-    "prepare_metadataset",
-    "register_decoder",
-    "reraise_exception",
-    "skip_safe",
-    "stateless",
-    "token_window",
-    "traverse_metadataset",
-]
+# Every public name: those of _EXPORTS, their Energon aliases, and __version__.
+__all__ = sorted([*_EXPORTS, *_ALIASES, "__version__"])
 
 # A process started by a program run under `python -m stoker.energon_alias` (or one that called
 # stoker.energon_alias.install()) serves `megatron.energon` from stoker too, e.g. spawned workers.

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from stoker import WorkerConfig, get_loader, get_val_dataset
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from stoker.storage.s3 import STATS
 from tests.integration._tokens import reference, write_tokens
 from tests.integration.test_s3 import bucket, s3_env, upload  # noqa: F401  (fixtures)

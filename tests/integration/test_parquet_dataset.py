@@ -15,7 +15,7 @@ import torch
 
 from stoker import CaptioningSample, WorkerConfig, get_savable_loader, get_train_dataset
 from stoker.errors import ConfigError
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 
 datasets = pytest.importorskip("datasets")
 Image = pytest.importorskip("PIL.Image")

@@ -10,7 +10,7 @@ import pytest
 
 from stoker import WorkerConfig, get_loader, get_train_dataset
 from stoker.format.dataset_config import DatasetConfig, parse_field_map
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from stoker.storage.s3 import STATS
 from tests.integration.test_parquet_dataset import FILES, ROWS_PER_FILE, write_parquet
 from tests.integration.test_s3 import bucket, s3_env, upload  # noqa: F401  (fixtures)

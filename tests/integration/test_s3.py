@@ -26,7 +26,7 @@ from stoker import get_loader, get_val_dataset
 from stoker.errors import ConfigError, StorageError
 from stoker.format.jsonl import prepare_jsonl
 from stoker.pipeline import read as read_module
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from stoker.storage import open_store
 from stoker.storage.s3 import STATS
 from tests.integration._remote import (

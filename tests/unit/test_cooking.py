@@ -30,7 +30,7 @@ from stoker.sources.aux import (
     SystemFileStore,
     WebdatasetFileStore,
 )
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from tests.conftest import write_shard
 
 

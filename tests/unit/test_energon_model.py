@@ -35,8 +35,8 @@ from stoker import (
 from stoker.model.task import sample_hooks, uses_grouping
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import BatchMaker, restore_key_of
-from stoker.pipeline.errors import ErrorTracker
 from stoker.pipeline.hook_index import BatchSlots, batch_slots
+from stoker.pipeline.skip_policy import ErrorTracker
 
 SRC = SourceInfo(dataset_path="/d", index=3, shard_name="s.tar", file_names=("k.txt",))
 

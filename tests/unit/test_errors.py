@@ -20,8 +20,9 @@ from stoker.errors import (
     StorageError,
     TransientStorageError,
 )
-from stoker.pipeline.errors import ErrorPolicy, ErrorTracker, scope_of
 from stoker.pipeline.hooks import iter_hook
+from stoker.pipeline.sample_failure import scope_of
+from stoker.pipeline.skip_policy import ErrorPolicy, ErrorTracker
 from stoker.pipeline.skips import CORRUPT_SHARD, STORAGE
 
 
@@ -123,7 +124,7 @@ def test_a_fatal_sample_error_stops_a_skipping_run_with_its_own_type() -> None:
 
 def test_storage_down_for_three_shards_in_a_row_stops_the_run() -> None:
     from stoker.errors import StorageError, TransientStorageError
-    from stoker.pipeline.errors import STORAGE_SHARDS_IN_A_ROW, ErrorPolicy, ErrorTracker
+    from stoker.pipeline.skip_policy import STORAGE_SHARDS_IN_A_ROW, ErrorPolicy, ErrorTracker
 
     tracker = ErrorTracker(ErrorPolicy(mode="skip"))
 

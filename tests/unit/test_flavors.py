@@ -9,8 +9,8 @@ import pytest
 
 from stoker import CrudeWebdataset, Sample, StandardWebdatasetFactory, TextSample
 from stoker.errors import ConfigError
-from stoker.flavors.allow import resolve_class
 from stoker.format.dataset_config import module_allowed, parse_dataset_config
+from stoker.sources.allow import resolve_class
 from stoker.sources.field_map import build_sample
 
 TEXT = {"__module__": "megatron.energon", "__class__": "TextSample"}

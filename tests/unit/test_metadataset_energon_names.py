@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stoker import EPath
+from stoker.flavors.load import load_dataset
 from stoker.metadataset.nodes import AuxRef, BlendNode
-from stoker.sources.blender import load_dataset
 
 
 def test_blend_entries_and_aux_sources_by_energons_names(tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from stoker.pipeline.batching import BatchMaker, FixedBatcher
-from stoker.pipeline.errors import ErrorPolicy, ErrorTracker
 from stoker.pipeline.group import Grouper
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.mix import MixSpec, MixStream, SubState
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
 from stoker.pipeline.refs import Position, Ref, RefSource
+from stoker.pipeline.skip_policy import ErrorPolicy, ErrorTracker
 
 
 class Ints(RefSource):

@@ -33,19 +33,19 @@ from stoker.format.jsonl import prepare_jsonl
 from stoker.model.samples import CrudeSample
 from stoker.model.source_info import source_info
 from stoker.pipeline import read as read_module
-from stoker.pipeline import stage_clock
+from stoker.pipeline import read_tar, stage_clock
 from stoker.pipeline.batching import restore_key_of
+from stoker.pipeline.coalesce import coalesce, sorted_unique
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.local_blocks import LocalBlocks
-from stoker.pipeline.read import _coalesce, sorted_unique
+from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
 from stoker.runtime import build as build_module
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.line_runs import scanned_lines
 from stoker.runtime.plain_runs import plain_outputs
 from stoker.runtime.stream import encoded_key
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from tests.conftest import ManualClock, make_val_texts
 
 YAMLS = {
@@ -303,7 +303,7 @@ def test_coalescing_in_numpy_equals_the_plain_loop() -> None:
                 merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
             else:
                 merged.append((start, end))
-        assert _coalesce(starts, ends) == merged
+        assert coalesce(starts, ends) == merged
 
 
 def test_sorted_unique_is_np_unique() -> None:
@@ -335,7 +335,7 @@ def test_prefetch_of_few_samples_per_shard_reads_the_blocks_of_the_numpy_path(
 def test_offsets_of_large_indexes_taken_one_by_one_read_what_whole_lists_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A shard index larger than _LIST_WHOLE is not made a list whole per run or hint (that cost
+    # A shard index larger than LIST_WHOLE is not made a list whole per run or hint (that cost
     # ~0.1 ms per run for 10^4-sample shards): its few offsets are taken from numpy instead.
     root = make_val_texts(tmp_path / "d", shards=3, per_shard=9, dataset_yaml=YAMLS["crude"])
     source = load_source(str(root), split_part="val")
@@ -343,7 +343,8 @@ def test_offsets_of_large_indexes_taken_one_by_one_read_what_whole_lists_read(
     shard_ids, indices = rng.integers(0, 3, 30), rng.integers(0, 9, 30)
     seen: dict[int, Any] = {}
     for whole in (1024, 0):  # every index listed whole, then none
-        monkeypatch.setattr(read_module, "_LIST_WHOLE", whole)
+        monkeypatch.setattr(read_module, "LIST_WHOLE", whole)  # hints
+        monkeypatch.setattr(read_tar, "LIST_WHOLE", whole)  # runs
         reader = source.reader()
         reader.prefetch(shard_ids, indices)
         hints = list(reader._blocks._hints)

@@ -37,7 +37,7 @@ from stoker.pipeline.read import ShardReader
 from stoker.runtime import stream as stream_module
 from stoker.runtime.plain_runs import same_runs
 from stoker.runtime.worker_procs import WORKER_GC_THRESHOLD
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from tests.conftest import make_val_texts
 
 

@@ -25,7 +25,7 @@ from stoker.format.jsonl import prepare_jsonl
 from stoker.format.lint import lint_dataset
 from stoker.format.tar import BLOCK, TarScan
 from stoker.format.tar_index import encode_offsets, load_offsets, map_offsets
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 from tests.conftest import text_samples, write_shard
 
 TEXT = make_dataset_yaml("TextSample", {"text": "txt"})

@@ -13,7 +13,8 @@ from stoker.errors import FormatError
 from stoker.format.prepare import prepare_dataset
 from stoker.format.tar import split_name
 from stoker.format.tar_index import load_offsets
-from stoker.pipeline.read import RawSample, ShardReader, _parse_sample, _parse_simple
+from stoker.format.tar_members import RawSample, parse_sample, parse_simple
+from stoker.pipeline.read import ShardReader
 from stoker.storage import open_store
 from tests.conftest import write_shard
 
@@ -49,9 +50,9 @@ def test_every_tar_format_reads_the_same_samples(tmp_path: Path, fmt: int) -> No
     offsets = load_offsets((shard.parent / "a.tar.idx").read_bytes(), "idx").tolist()
     for i, raw in enumerate(raws):  # the one-pass reader agrees with the full scanner
         chunk = blob[offsets[i] : offsets[i + 1]]
-        full = _parse_sample(chunk, "a.tar", "a.tar", i, offsets[i])
+        full = parse_sample(chunk, "a.tar", "a.tar", i, offsets[i])
         assert raw == full
-        simple = _parse_simple(chunk)
+        simple = parse_simple(chunk)
         assert simple is None or simple == (full.key, full.parts)
         if raw.key == LONG and fmt != tarfile.USTAR_FORMAT:
             assert simple is None  # extended headers: the full scanner
@@ -69,19 +70,19 @@ def one_member_ustar() -> bytes:
 
 def test_a_damaged_header_fails_as_the_full_scanner_says() -> None:
     good = one_member_ustar()
-    assert _parse_simple(good) == ("k", {"txt": b"abc"})
+    assert parse_simple(good) == ("k", {"txt": b"abc"})
     bad = good[:10] + b"?" + good[11:]  # the checksum no longer matches
-    assert _parse_simple(bad) is None
+    assert parse_simple(bad) is None
     with pytest.raises(FormatError, match="header is invalid"):
-        _parse_sample(bad, "s.tar", "s.tar", 0, 0)
+        parse_sample(bad, "s.tar", "s.tar", 0, 0)
     twice = good + good  # the same part twice: WebDataset refuses it
-    assert _parse_simple(twice) is None
+    assert parse_simple(twice) is None
     with pytest.raises(FormatError, match="occurs twice"):
-        _parse_sample(twice, "s.tar", "s.tar", 0, 0)
-    assert _parse_simple(good[:514]) is None  # cut inside the data
+        parse_sample(twice, "s.tar", "s.tar", 0, 0)
+    assert parse_simple(good[:514]) is None  # cut inside the data
     with pytest.raises(FormatError, match="truncated"):
-        _parse_sample(good[:514], "s.tar", "s.tar", 0, 0)
-    assert _parse_simple(b"") is None
+        parse_sample(good[:514], "s.tar", "s.tar", 0, 0)
+    assert parse_simple(b"") is None
 
 
 def test_the_inline_checks_take_and_refuse_what_checksum_ok_and_split_name_do() -> None:
@@ -91,9 +92,9 @@ def test_the_inline_checks_take_and_refuse_what_checksum_ok_and_split_name_do() 
     signed = sum(b - 256 if b > 127 else b for b in header)
     good[148:156] = b"%06o\0 " % signed  # the signed sum, as some old tar programs wrote it
     chunk = bytes(good)
-    full = _parse_sample(chunk, "s.tar", "s.tar", 0, 0)
-    assert _parse_simple(chunk) == (full.key, full.parts)
+    full = parse_sample(chunk, "s.tar", "s.tar", 0, 0)
+    assert parse_simple(chunk) == (full.key, full.parts)
     meta = bytearray(one_member_ustar())  # a meta member (no sample): the full scanner
     meta[0:11] = b"__d__/k.txt"
     meta[148:156] = b"%06o\0 " % (sum(bytes(meta[:148]) + b" " * 8 + bytes(meta[156:512])))
-    assert split_name("__d__/k.txt") is None and _parse_simple(bytes(meta)) is None
+    assert split_name("__d__/k.txt") is None and parse_simple(bytes(meta)) is None

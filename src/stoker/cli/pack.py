@@ -14,7 +14,7 @@ from stoker.format.distributed import init_distributed
 from stoker.format.pack import PackReport, pack
 
 if TYPE_CHECKING:
-    from stoker.format.prepare import PrepareReport
+    from stoker.format.pending import PrepareReport
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmgt])(i?)b?|b)?\s*$", re.IGNORECASE)
 _SKIPPED_SHOWN = 5

@@ -1,33 +1,27 @@
-"""``stoker prepare``: Energon's verb and flags, interactive or not."""
+"""``stoker prepare``: Energon's verb and flags, interactive or not.
+
+This module reads the flags and asks what is missing; :mod:`stoker.cli.prepare_run` indexes a
+folder of shards, :mod:`stoker.cli.prepare_kinds` prepares the other kinds of PATH."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-from collections.abc import Callable
-from functools import partial
-from typing import Any
 
 import click
 
 from stoker.cli import wizard
-from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_errors
-from stoker.cli.prepare_media import media_options, print_media_report
+from stoker.cli.common import CONTEXT_SETTINGS, reports_errors
+from stoker.cli.prepare_kinds import prepare_other_kind
+from stoker.cli.prepare_media import media_options
+from stoker.cli.prepare_run import PrepareOptions, index_and_publish, print_report, run_prepare
 from stoker.errors import AlreadyPreparedError, ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.distributed import distributed_world, on_main_rank
-from stoker.format.jsonl import prepare_jsonl
 from stoker.format.meta import DEFAULT_DATASET_YAML, is_prepared
-from stoker.format.parquet import is_parquet_dataset, prepare_parquet
-from stoker.format.prepare import PendingPrepare, PrepareReport, index_shards
-from stoker.format.prepare_distributed import scan_distributed
+from stoker.format.pending import PrepareReport
 from stoker.format.prepare_lock import PrepareLock
-from stoker.format.prepare_work import PrepareWork
 from stoker.format.splits import compile_split_patterns, parse_split_ratio
 from stoker.media.extract import MediaFilter
-from stoker.metadataset import is_metadataset
-from stoker.sources.joins import JoinReport, prepare_joins
 from stoker.storage import open_store
 
 
@@ -135,21 +129,11 @@ def command(
       torchrun --nnodes 8 --nproc-per-node 8 ... -m stoker.cli prepare ./shards \\
           --distributed --split-ratio 8,1,1       # 64 ranks share the shards
     """
-    if is_metadataset(path):
-        reports = prepare_joins(
-            path, progress=progress and not as_json, allowed_modules=allow_module
-        )
-        _print_joins(path, reports, as_json)
-        return
-    if path.endswith(".jsonl"):
-        samples, size = prepare_jsonl(path, progress=progress and not as_json)
-        if as_json:
-            echo_json({"path": path, "samples": samples, "bytes": size})
-        else:
-            click.echo(f"Done. Found {samples} samples ({human_bytes(size)}) in {path}.")
-        return
-    if is_parquet_dataset(open_store(path)):
-        _prepare_parquet(path, sample_type, field_map, dataset_yaml_name, as_json)
+    other = prepare_other_kind(
+        path, progress and not as_json, as_json, allow_module, sample_type, field_map,
+        dataset_yaml_name,
+    )  # fmt: skip
+    if other:
         return
     media = _media_filter(by_extension, by_glob, by_header)
     if media is not None and no_sample_index:
@@ -190,7 +174,7 @@ def command(
             "--fix-duplicates rewrites shards in place and runs in one process.",
             hint="Run `stoker prepare PATH --fix-duplicates` once without --distributed first.",
         )
-    options = _Options(
+    options = PrepareOptions(
         path,
         exclude,
         tar_index_only,
@@ -203,7 +187,7 @@ def command(
     )
 
     def run() -> PrepareReport:
-        return _index_and_publish(
+        return index_and_publish(
             options, as_json, ratio, split_patterns, shuffle_tars, dataset_yaml,
             dataset_yaml_name, sample_type_asked,
         )  # fmt: skip
@@ -213,153 +197,9 @@ def command(
     with contextlib.closing(lock):
         if not distributed:
             lock.acquire()
-        report = _run(options, lock, run, fix_duplicates, distributed, as_json)
+        report = run_prepare(options, lock, run, fix_duplicates, distributed, as_json)
     if report is not None:
-        _print_report(report, as_json)
-
-
-def _run(
-    options: _Options,
-    lock: PrepareLock,
-    run: Callable[[], PrepareReport],
-    fix_duplicates: bool,
-    distributed: bool,
-    as_json: bool,
-) -> PrepareReport | None:
-    """Index and publish (after renaming duplicate keys if asked) under the held ``lock``; the
-    report (None on ranks other than 0)."""
-    path, media = options.path, options.media
-    if fix_duplicates and (options.overwrite or not is_prepared(open_store(path))):
-        _fix_duplicates(path, options.exclude, as_json)
-    if not distributed:
-        return run()
-    with distributed_world() as world:
-        resumed = scan_distributed(
-            path,
-            world,
-            exclude=options.exclude,
-            tar_index_only=options.tar_index_only,
-            overwrite=options.overwrite,
-            num_workers=options.num_workers,
-            progress=options.progress,
-            also=None if media is None else partial(_media_step, media),
-            sample_index=options.sample_index,
-            lock=lock,
-        )
-        report = on_main_rank(world, run)
-    report.resumed_shards = resumed
-    return report if world.is_main else None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Options:
-    path: str
-    exclude: str | None
-    tar_index_only: bool
-    num_workers: int | None
-    progress: bool
-    overwrite: bool
-    media: MediaFilter | None
-    sample_index: bool
-    tmp_dir: str | None
-
-
-def _index_and_publish(
-    options: _Options,
-    as_json: bool,
-    ratio: list[tuple[str, float]] | None,
-    split_patterns: list[tuple[str, str]],
-    shuffle_tars: bool,
-    dataset_yaml: dict[str, Any] | None,
-    dataset_yaml_name: str,
-    sample_type_asked: str | None,
-) -> PrepareReport:
-    pending = index_shards(
-        options.path,
-        exclude=options.exclude,
-        tar_index_only=options.tar_index_only,
-        num_workers=options.num_workers,
-        progress=options.progress,
-        overwrite=options.overwrite,
-        sample_index=options.sample_index,
-        tmp_dir=options.tmp_dir,
-    )
-    with pending:
-        if not as_json:
-            _describe(pending)
-        extra: dict[str, bytes] = {}
-        if sample_type_asked is not None:
-            with wizard.asking(pending):
-                dataset_yaml, extra = wizard.ask_dataset_yaml(pending, sample_type_asked)
-        if options.media is not None:  # probing media is slow: after the last question
-            from stoker.media.prepare import media_into_pending
-
-            media_report = media_into_pending(
-                pending, options.media, options.num_workers, progress=options.progress
-            )
-            if not as_json:
-                print_media_report(media_report, as_json=False)
-        return pending.publish(
-            split_ratio=ratio,
-            split_parts=split_patterns or None,
-            shuffle_seed=42 if shuffle_tars else None,
-            dataset_yaml=dataset_yaml,
-            dataset_yaml_name=dataset_yaml_name,
-            extra_meta_files=extra,
-        )
-
-
-def _prepare_parquet(
-    path: str, sample_type: str | None, field_map: str | None, yaml_name: str, as_json: bool
-) -> None:
-    """A Parquet folder: check its files, write the dataset.yaml of --sample-type if given."""
-    if field_map is not None and sample_type is None:
-        raise ConfigError("--field-map needs --sample-type.")
-    dataset_yaml = make_dataset_yaml(sample_type, field_map) if sample_type else None
-    report = prepare_parquet(path, dataset_yaml, yaml_name)
-    if as_json:
-        echo_json(report)
-        return
-    splits = ", ".join(f"{name} {rows} rows" for name, rows in report.splits.items())
-    click.echo(f"Parquet dataset {path}: {report.files} files, {splits}.")
-    if report.dataset_yaml:
-        click.echo(f"Wrote {report.dataset_yaml}.")
-    click.echo("Done")
-
-
-def _media_step(media: MediaFilter, work: PrepareWork) -> Callable[[str], object]:
-    from stoker.media.prepare import scan_media_resumable
-
-    return partial(scan_media_resumable, work, media)
-
-
-def _fix_duplicates(path: str, exclude: str | None, as_json: bool) -> None:
-    from stoker.format.fix_duplicates import fix_duplicate_keys
-
-    report = fix_duplicate_keys(path, exclude)
-    if as_json:
-        return
-    if report.renamed_shards:
-        click.echo(
-            f"{report.duplicate_keys} sample keys occurred in more than one shard (e.g. "
-            f"{report.examples[0]}); renamed the members of {report.renamed_shards} shards to "
-            "<shard>/<name>."
-        )
-    else:
-        click.echo("No duplicate keys found, continuing.")
-
-
-def _print_joins(path: str, reports: list[JoinReport], as_json: bool) -> None:
-    if as_json:
-        echo_json([dataclasses.asdict(r) for r in reports])
-        return
-    if not reports:
-        click.echo(f"{path} has no joins; nothing to prepare.")
-    for r in reports:
-        state = "up to date" if r.up_to_date else f"built in {r.seconds:.2f} s"
-        matched = ", ".join(f"{n}/{r.samples}" for n in r.matched)
-        click.echo(f"  {r.split:<8} join of {len(r.datasets)} datasets: {state}, matched {matched}")
-        click.echo(f"           {r.path or '(in memory: the metadataset is not a local file)'}")
+        print_report(report, as_json)
 
 
 def _media_filter(by_extension: bool, by_glob: str | None, by_header: bool) -> MediaFilter | None:
@@ -385,32 +225,3 @@ def _confirm_overwrite(path: str) -> bool:
     if click.confirm("The dataset is already prepared. Prepare it again?", default=False):
         return True
     raise AlreadyPreparedError("the dataset is already prepared; nothing was changed.", path=path)
-
-
-def _describe(pending: PendingPrepare) -> None:
-    shards = pending.shards
-    click.echo(
-        f"Indexed {len(shards)} shards, {sum(pending.counts.values())} samples, "
-        f"{human_bytes(pending.bytes)} ({shards[0]} ... {shards[-1]})."
-    )
-    click.echo(f"Parts found: {', '.join(sorted(pending.part_names)) or 'none'}.")
-
-
-def _print_report(report: PrepareReport, as_json: bool) -> None:
-    if as_json:
-        echo_json(report)
-        return
-    if report.tar_index_only:
-        click.echo(f"Rebuilt the tar indexes of {report.shards} shards in {report.seconds:.1f} s.")
-        return
-    rate = report.bytes / max(report.seconds, 1e-9) / 1e9
-    click.echo(f"Prepared {report.path} in {report.seconds:.2f} s ({rate:.2f} GB/s).")
-    if report.resumed_shards:
-        click.echo(f"Resumed {report.resumed_shards} shards indexed by an interrupted run.")
-    for split in report.splits:
-        click.echo(f"  {split.name:<8} {split.shards:>7} shards {split.samples:>12} samples")
-    if report.dataset_yaml:
-        click.echo(f"Wrote {report.dataset_yaml}.")
-    else:
-        click.echo("No dataset.yaml written; add one (or run again with --sample-type).")
-    click.echo("Done")

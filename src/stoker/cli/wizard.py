@@ -17,7 +17,7 @@ import click
 
 from stoker.errors import ConfigError
 from stoker.format.dataset_config import parse_field_spec
-from stoker.format.prepare import PendingPrepare
+from stoker.format.pending import PendingPrepare
 from stoker.format.sample_types import BUILTIN_MODULES, CRUDE_CLASS, SAMPLE_TYPES, FieldSpec
 from stoker.format.splits import parse_split_ratio
 from stoker.storage import open_store

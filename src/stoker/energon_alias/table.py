@@ -211,7 +211,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "errors": {
         "FatalSampleError": "stoker.errors:FatalSampleError",
         "SampleException": "stoker.errors:SampleException",
-        "SYSTEM_EXCEPTIONS": "stoker.pipeline.errors:SYSTEM_EXCEPTIONS",
+        "SYSTEM_EXCEPTIONS": "stoker.pipeline.sample_failure:SYSTEM_EXCEPTIONS",
     },
     "metadataset.loader_interface": {
         "DatasetBlendMode": "stoker:DatasetBlendMode|stoker.metadataset:DatasetBlendMode",

@@ -10,37 +10,9 @@ unbatched :class:`~stoker.LoaderDataset` to iterate with :func:`stoker.get_loade
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from stoker.flavors.base import BaseCoreDatasetFactory
-    from stoker.flavors.binidx import BinIdxDatasetFactory, DefaultBinIdxDatasetFactory
-    from stoker.flavors.config import get_dataset_from_config
-    from stoker.flavors.generic import (
-        DEFAULT_DECODER,
-        DefaultDecoderWebdatasetFactory,
-        DefaultGenericWebdatasetFactory,
-        StandardWebdatasetFactory,
-    )
-    from stoker.flavors.joined import JoinedWebdatasetFactory
-    from stoker.flavors.jsonl import CrudeJsonlDatasetFactory, DefaultCrudeJsonlDatasetFactory
-    from stoker.flavors.typed import (
-        CaptioningWebdataset,
-        CrudeWebdataset,
-        ImageClassificationWebdataset,
-        ImageWebdataset,
-        InterleavedWebdataset,
-        MultiChoiceVQAWebdataset,
-        OCRWebdataset,
-        SimilarityInterleavedWebdataset,
-        TextWebdataset,
-        VidQAWebdataset,
-        VQAOCRWebdataset,
-        VQAWebdataset,
-    )
-    from stoker.flavors.webdataset import BaseWebdatasetFactory, EmptyDatasetError, ShardInfo
-
-# Resolved on first use: loading a dataset checks its classes here (allow.py) without importing
+# Resolved on first use: loading a dataset checks its classes (sources/allow.py) without importing
 # the factories and their decoders (torch) unless the dataset names one.
 _MODULES = {
     "BaseCoreDatasetFactory": "base",
@@ -85,31 +57,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "DEFAULT_DECODER",
-    "BaseCoreDatasetFactory",
-    "BaseWebdatasetFactory",
-    "BinIdxDatasetFactory",
-    "CaptioningWebdataset",
-    "CrudeJsonlDatasetFactory",
-    "CrudeWebdataset",
-    "DefaultBinIdxDatasetFactory",
-    "DefaultCrudeJsonlDatasetFactory",
-    "DefaultDecoderWebdatasetFactory",
-    "DefaultGenericWebdatasetFactory",
-    "EmptyDatasetError",
-    "ImageClassificationWebdataset",
-    "ImageWebdataset",
-    "InterleavedWebdataset",
-    "JoinedWebdatasetFactory",
-    "MultiChoiceVQAWebdataset",
-    "OCRWebdataset",
-    "ShardInfo",
-    "SimilarityInterleavedWebdataset",
-    "StandardWebdatasetFactory",
-    "TextWebdataset",
-    "VQAOCRWebdataset",
-    "VQAWebdataset",
-    "VidQAWebdataset",
-    "get_dataset_from_config",
-]
+__all__ = sorted(_MODULES)

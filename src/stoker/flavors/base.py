@@ -56,6 +56,8 @@ class BaseCoreDatasetFactory(Generic[T_sample], ABC):
     paths: list[Any]
     subflavors: dict[str, Any]
     _init_call: tuple[tuple[Any, ...], dict[str, Any]]
+    _source: DataSource
+    _len: int
 
     def __new__(cls, *args: Any, **kwargs: Any) -> BaseCoreDatasetFactory[T_sample]:
         self = super().__new__(cls)
@@ -100,6 +102,15 @@ class BaseCoreDatasetFactory(Generic[T_sample], ABC):
         self.parallel_shard_iters = parallel_shard_iters
         self.max_samples_per_sequence = max_samples_per_sequence
         self.subset = subset
+
+    def _keep_source(self, source: DataSource, part: str | None = None) -> None:
+        """Keep ``source``, restricted to the kept ``subset``, and its length: 0 where the part
+        filter drops ``part``, the one part of each sample (of a token or JSONL file)."""
+        if self.subset is not None:
+            source = source.restrict(*self.subset.resolve(source.total))
+        self._source = source
+        keep = part is None or self.part_filter is None or self.part_filter(part)
+        self._len = source.total if keep else 0
 
     def _loader_dataset(self, source: DataSource, decoder: Any) -> LoaderDataset:
         """:func:`loader_dataset` of ``source`` with the options kept by the constructor."""

@@ -61,10 +61,7 @@ class BinIdxDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
             subset=subset,
             part_filter=part_filter,
         )
-        self._source = binidx_source(bin_path, "train", {})
-        if subset is not None:
-            self._source = self._source.restrict(*subset.resolve(self._source.total))
-        self._len = self._source.total if part_filter is None or part_filter("tokens") else 0
+        self._keep_source(binidx_source(bin_path, "train", {}), "tokens")
 
     def __len__(self) -> int:
         return self._len

@@ -16,7 +16,6 @@ import dataclasses
 from typing import Any, TypeVar
 
 from stoker.errors import ConfigError
-from stoker.flavors.allow import check_sample_type, make_factory
 from stoker.flavors.base import BaseCoreDatasetFactory, as_epath
 from stoker.flavors.binidx import DefaultBinIdxDatasetFactory
 from stoker.flavors.generic import StandardWebdatasetFactory
@@ -26,8 +25,10 @@ from stoker.format.dataset_config import DatasetConfig
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.model.samples import CrudeSample
 from stoker.model.worker_config import WorkerConfig
+from stoker.sources.allow import check_sample_type, make_factory
 from stoker.sources.binidx import token_dataset
-from stoker.sources.source import DataSource, load_source
+from stoker.sources.load import load_source
+from stoker.sources.source import DataSource
 
 T_sample = TypeVar("T_sample")
 

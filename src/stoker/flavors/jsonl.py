@@ -40,7 +40,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         subset: Any = None,
         part_filter: Any = None,
     ) -> None:
-        from stoker.sources.source import load_source
+        from stoker.sources.load import load_source
 
         self.path = as_epath(path)
         self.paths = [self.path]
@@ -54,10 +54,7 @@ class CrudeJsonlDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
             subset=subset,
             part_filter=part_filter,
         )
-        self._source = load_source(str(self.path))
-        if subset is not None:
-            self._source = self._source.restrict(*subset.resolve(self._source.total))
-        self._len = self._source.total if part_filter is None or part_filter("json") else 0
+        self._keep_source(load_source(str(self.path)), "json")
 
     def __len__(self) -> int:
         return self._len

@@ -51,7 +51,7 @@ class DefaultParquetDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         max_samples_per_sequence: int | None = None,
         subset: Any = None,
     ) -> None:
-        from stoker.sources.source import load_source
+        from stoker.sources.load import load_source
 
         if decode_map is not None:
             raise ConfigError(
@@ -72,15 +72,14 @@ class DefaultParquetDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
             subset=subset,
         )
         self._decoder = decoder
-        self._source = load_source(str(self.path), split_part=split_part)
-        if not self._source.parquet:
+        source = load_source(str(self.path), split_part=split_part)
+        if not source.parquet:
             raise ConfigError(
                 "DefaultParquetDatasetFactory needs a folder of .parquet files.",
                 path=str(self.path),
                 hint="Pass a folder holding .parquet files (and no .nv-meta/.info.json).",
             )
-        if subset is not None:
-            self._source = self._source.restrict(*subset.resolve(self._source.total))
+        self._keep_source(source)
 
     def __len__(self) -> int:
         return self._source.total

@@ -70,7 +70,7 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         split_config: str | None = None,
         part_filter: Callable[[str], bool] | None = None,
     ) -> None:
-        from stoker.sources.source import load_split
+        from stoker.sources.load import load_split
 
         if self.__sample_type__ is None:
             raise ConfigError(

@@ -15,7 +15,7 @@ Forms accepted (as Energon writes them)::
 
 ``split_config: split2.yaml`` names the split file to use (it wins over the caller's, as in
 Energon). Classes from modules other than stoker's are resolved and checked against the
-allow-list when the dataset is loaded (:mod:`stoker.flavors.allow`).
+allow-list when the dataset is loaded (:mod:`stoker.sources.allow`).
 
 A ``field_map`` value is one or more alternatives separated by commas, each a part name with
 optional item access: ``json[caption]``, ``json[boxes][0]``, ``jpg,png``.

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from stoker.errors import StokerError
-from stoker.format.prepare_work import WORK_DIR, PrepareWork
+from stoker.format.prepare_work import TMP_MARK, WORK_DIR, PrepareWork
 from stoker.format.shard_scan import ShardIndex
 from stoker.format.sqlite_index import CHUNK_PRAGMAS, create_row_tables, insert_shard_rows
 from stoker.format.tar_index import encode_offsets
@@ -41,7 +41,6 @@ from stoker.format.tar_index import encode_offsets
 MAX_CHUNKS = 1024
 #: Bumped whenever a chunk file's layout changes: older chunk files are then not used.
 CHUNK_VERSION = 1
-_TMP_MARK = ".stoker-tmp-"  # as stoker.format.prepare.TMP_MARK
 _SHARDS_DDL = (
     "CREATE TABLE stoker_shards (shard_id INTEGER, name TEXT, samples INTEGER, size INTEGER, "
     "fingerprint TEXT, part_names TEXT, resumed INTEGER, digest BLOB, tar_idx BLOB)"
@@ -148,7 +147,7 @@ class ChunkBuilder:
 
     def _build(self, chunk: Chunk, name: str) -> BuiltChunk:
         store = self.work.store
-        tmp = f"{name}{_TMP_MARK}{uuid.uuid4().hex[:12]}"
+        tmp = f"{name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
         local = store.local_path(tmp)
         if local is not None:
             os.makedirs(os.path.dirname(local), exist_ok=True)

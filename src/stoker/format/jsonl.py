@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing
 from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import FormatError
-from stoker.format.prepare import TMP_MARK
+from stoker.format.pending import TMP_MARK
 from stoker.format.progress import Progress
 from stoker.format.tar_index import encode_offsets
 from stoker.storage import open_store, split_location
@@ -142,11 +141,14 @@ def prepare_jsonl(path: str, *, progress: bool = False) -> tuple[int, int]:
     store = open_store(parent)
     if not store.exists(name):
         raise FormatError("JSONL file not found.", path=path, hint="Check the path.")
-    bar = Progress(-(-store.size(name) // MIB), "Indexing lines", unit="MiB", enabled=progress)
+    mib = -(-store.size(name) // MIB)
     tmp = f"{jsonl_index_name(name)}{TMP_MARK}{os.getpid()}"
     local = store.local_path(tmp)
     try:
-        with store.open(name) as f, closing(bar):
+        with (
+            store.open(name) as f,
+            Progress(mib, "Indexing lines", unit="MiB", enabled=progress) as bar,
+        ):
             if local is not None:  # written as found: the index is never held whole either
                 with open(local, "wb") as out:
                     samples, size = _index_lines(_pieces(f, bar), path, lambda o: out.write(_le(o)))

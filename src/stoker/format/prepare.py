@@ -13,83 +13,39 @@ same shards give the same bytes.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import re
-import sys
-import tempfile
-import time
-import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-import yaml
-
-from stoker.errors import AlreadyPreparedError, ConfigError, FormatError, StokerError
+from stoker.errors import AlreadyPreparedError, ConfigError, FormatError
 from stoker.format.dataset_config import parse_dataset_config
-from stoker.format.fingerprints import FINGERPRINTS, encode_fingerprints
 from stoker.format.index_chunks import (
     ChunkBuilder,
-    ShardSummary,
     open_chunk,
     plan_chunks,
     read_summaries,
 )
 from stoker.format.meta import (
     DEFAULT_DATASET_YAML,
-    DEFAULT_SPLIT_CONFIG,
-    INDEX_SQLITE,
-    INDEX_UUID,
-    INFO_JSON,
     META_DIR,
-    DatasetInfo,
-    SplitConfig,
     is_prepared,
     read_info,
 )
 from stoker.format.parallel import ordered_map
+from stoker.format.pending import TMP_MARK as TMP_MARK
+from stoker.format.pending import PendingPrepare as PendingPrepare
+from stoker.format.pending import PrepareReport as PrepareReport
+from stoker.format.pending import SplitSummary as SplitSummary
 from stoker.format.prepare_lock import PrepareLock
-from stoker.format.prepare_work import PrepareWork
-from stoker.format.progress import Progress, format_seconds
-from stoker.format.shard_scan import MAX_PARTS_REPORTED
+from stoker.format.progress import Progress, StepClock, silent_step
 from stoker.format.splits import SPLIT_NAMES as SPLIT_NAMES
 from stoker.format.splits import parse_split_ratio as parse_split_ratio
 from stoker.format.splits import split_by_patterns as split_by_patterns
 from stoker.format.splits import split_by_ratio as split_by_ratio
-from stoker.format.sqlite_index import DuplicateKeyError, SqliteIndexWriter
-from stoker.format.tar_index import tar_index_name
+from stoker.format.sqlite_index import DuplicateKeyError
 from stoker.storage import Store, open_store
 
-TMP_MARK = ".stoker-tmp-"
-T = TypeVar("T")
 SHARD_SUFFIXES = (".tar", ".tgz")
-
-
-@dataclass(frozen=True)
-class SplitSummary:
-    name: str
-    shards: int
-    samples: int
-
-
-@dataclass
-class PrepareReport:
-    """What ``prepare`` did, for the CLI to print (or ``--json``)."""
-
-    path: str
-    shards: int
-    samples: int
-    bytes: int
-    seconds: float
-    part_names: list[str]
-    splits: list[SplitSummary] = field(default_factory=list)
-    tar_index_only: bool = False
-    dataset_yaml: str | None = None
-    #: Shards whose index an earlier, interrupted run had kept (not read again).
-    resumed_shards: int = 0
 
 
 def find_shards(store: Store, exclude: str | None = None) -> list[str]:
@@ -115,196 +71,6 @@ def find_shards(store: Store, exclude: str | None = None) -> list[str]:
             raise ConfigError(f"invalid --exclude regex {exclude!r}: {e}.") from None
         names = [name for name in names if not pattern.search(name)]
     return names
-
-
-class PendingPrepare:
-    """Shards indexed into temporary files, not yet published; a context manager.
-
-    Leaving the ``with`` block without :meth:`publish` removes every temporary file.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        shards: list[str],
-        tar_index_only: bool,
-        sample_index: bool = True,
-        lock: PrepareLock | None = None,
-    ) -> None:
-        self.store = store
-        #: Held until :meth:`discard` (which :meth:`publish`'s ``with`` block ends with).
-        self.lock = lock
-        self.shards = shards
-        self.tar_index_only = tar_index_only
-        #: Whether ``index.sqlite`` is built (``--no-sample-index`` turns it off).
-        self.sample_index = sample_index
-        self.counts: dict[str, int] = {}
-        self.bytes = 0
-        self.part_names: set[str] = set()
-        self.fingerprints: dict[str, str] = {}
-        self.resumed = 0
-        self._token = uuid.uuid4().hex[:12]
-        self._tmp: dict[str, str] = {}  # final name -> temporary name
-        #: ``.tar.idx`` files written under temporary names: those of the first N shards (named
-        #: by :meth:`tar_index_tmp`, not kept in ``_tmp``: 10^6 shards would cost ~200 MB).
-        self._tar_indexes_written = 0
-        self._start = time.perf_counter()
-        self._sqlite_tmp: str | None = None
-        self.work = PrepareWork(store)
-        #: Hash of every shard's name, keys and offsets in order: the seed of ``index.uuid``.
-        self.digest = hashlib.sha256()
-        #: Seconds spent waiting for the user (the wizard's questions): not in the report's time.
-        self.user_seconds = 0.0
-        meta_dir = store.local_path(META_DIR)
-        self._new_meta_dir = meta_dir if meta_dir and not os.path.isdir(meta_dir) else None
-        #: Set when the user gave up (at a question): the work folder goes too.
-        self.abandoned = False
-        #: Seconds of each merge step (``wait`` for chunk files, ``rows``, ``shards``:
-        #: ``.tar.idx`` files and summaries, ``indexes``), for benchmarks.
-        self.timings: dict[str, float] = dict.fromkeys(("wait", "rows", "shards", "indexes"), 0.0)
-
-    def tmp_name(self, final: str) -> str:
-        tmp = f"{final}{TMP_MARK}{self._token}"
-        self._tmp[final] = tmp
-        return tmp
-
-    def tar_index_tmp(self, shard: str) -> str:
-        """The temporary name of the ``.tar.idx`` file of ``shard``."""
-        return f"{tar_index_name(shard)}{TMP_MARK}{self._token}"
-
-    def _written_tar_indexes(self) -> Iterator[tuple[str, str]]:
-        for shard in self.shards[: self._tar_indexes_written]:
-            yield tar_index_name(shard), self.tar_index_tmp(shard)
-
-    def index_db_path(self) -> str:
-        """The local path of the ``index.sqlite`` being built (e.g. to add media metadata)."""
-        if not self.sample_index:
-            raise ConfigError(
-                "media metadata is stored in index.sqlite, which --no-sample-index leaves out.",
-                path=self.store.url(INDEX_SQLITE),
-                hint="Leave out --no-sample-index, or the --media-metadata-by-* flag.",
-            )
-        if self._sqlite_tmp is not None:
-            return self._sqlite_tmp
-        path = self.store.local_path(self.tmp_name(INDEX_SQLITE))
-        if path is None:
-            raise StokerError("internal: the index of a remote dataset has no local copy.")
-        return path
-
-    def __enter__(self) -> PendingPrepare:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.discard()
-
-    def discard(self) -> None:
-        """Remove all temporary files (nothing of the dataset changes)."""
-        for _, tmp in self._written_tar_indexes():
-            self.store.remove(tmp)
-        self._tar_indexes_written = 0
-        for tmp in self._tmp.values():
-            self.store.remove(tmp)
-        self._tmp.clear()
-        if self._sqlite_tmp is not None and os.path.exists(self._sqlite_tmp):
-            os.remove(self._sqlite_tmp)
-        if self.abandoned:
-            self.work.remove()
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
-        new_dir = self._new_meta_dir
-        if new_dir is not None and os.path.isdir(new_dir) and not os.listdir(new_dir):
-            os.rmdir(new_dir)  # made for the temporary files only: leave the dataset as it was
-
-    def publish(
-        self,
-        *,
-        split_ratio: Sequence[tuple[str, float]] | None = None,
-        split_parts: Sequence[tuple[str, str]] | None = None,
-        shuffle_seed: int | None = None,
-        dataset_yaml: dict[str, Any] | None = None,
-        dataset_yaml_name: str = DEFAULT_DATASET_YAML,
-        split_config_name: str = DEFAULT_SPLIT_CONFIG,
-        extra_meta_files: dict[str, bytes] | None = None,
-    ) -> PrepareReport:
-        """Write the meta files and move everything into place; ``.info.json`` last.
-
-        ``extra_meta_files`` (name -> content) are published into ``.nv-meta`` too, e.g. a
-        ``sample_loader.py`` template.
-        """
-        report = PrepareReport(
-            path=self.store.root,
-            shards=len(self.shards),
-            samples=sum(self.counts.values()),
-            bytes=self.bytes,
-            seconds=0.0,
-            part_names=sorted(self.part_names),
-            tar_index_only=self.tar_index_only,
-            resumed_shards=self.resumed,
-        )
-        if not self.tar_index_only:
-            if split_parts:
-                splits = split_by_patterns(self.shards, split_parts)
-            else:
-                splits = split_by_ratio(self.shards, split_ratio or [("train", 1.0)], shuffle_seed)
-            report.splits = [
-                SplitSummary(n, len(s), sum(self.counts[x] for x in s)) for n, s in splits.items()
-            ]
-            self.store.write_bytes(
-                self.tmp_name(f"{META_DIR}/{split_config_name}"),
-                SplitConfig(splits).to_yaml().encode(),
-            )
-            if dataset_yaml is not None:
-                self._check_dataset_yaml(dataset_yaml)
-                text = yaml.safe_dump(dataset_yaml, sort_keys=False)
-                self.store.write_bytes(
-                    self.tmp_name(f"{META_DIR}/{dataset_yaml_name}"), text.encode()
-                )
-                report.dataset_yaml = f"{META_DIR}/{dataset_yaml_name}"
-            for name, content in (extra_meta_files or {}).items():
-                self.store.write_bytes(self.tmp_name(f"{META_DIR}/{name}"), content)
-            info = DatasetInfo({name: self.counts[name] for name in self.shards})
-            self.store.write_bytes(self.tmp_name(INFO_JSON), info.to_json().encode())
-        if self._sqlite_tmp is not None:  # built locally for a remote store: upload it
-            with open(self._sqlite_tmp, "rb") as f:
-                self.store.write_bytes(self.tmp_name(INDEX_SQLITE), f.read())
-        if not self.sample_index:  # an index of earlier shards would be wrong: remove it
-            self.store.remove(INDEX_SQLITE)
-        index_uuid = str(uuid.UUID(bytes=self.digest.digest()[:16], version=4))
-        self.store.write_bytes(self.tmp_name(INDEX_UUID), index_uuid.encode())
-        prints = encode_fingerprints(self.fingerprints, index_uuid)
-        self.store.write_bytes(self.tmp_name(FINGERPRINTS), prints)
-        for final, tmp in self._written_tar_indexes():
-            self.store.publish(tmp, final)
-        self._tar_indexes_written = 0
-        ordered = sorted(self._tmp, key=lambda final: final == INFO_JSON)
-        for final in ordered:
-            self.store.publish(self._tmp[final], final)
-        self._tmp.clear()
-        self.work.remove()
-        report.seconds = time.perf_counter() - self._start - self.user_seconds
-        return report
-
-    def _check_dataset_yaml(self, raw: dict[str, Any]) -> None:
-        config = parse_dataset_config(raw, f"{self.store.url(META_DIR)}/dataset.yaml")
-        for alternatives in config.missing_fields(self.part_names).values():
-            self.check_parts(alternatives)
-
-    def check_parts(self, alternatives: list[str]) -> None:
-        """Raise unless at least one of the alternative parts occurs in the samples."""
-        if len(self.part_names) >= MAX_PARTS_REPORTED:
-            return  # too many distinct parts to tell what is missing
-        if not set(alternatives) & self.part_names:
-            raise ConfigError(
-                f"the field map names part(s) {', '.join(alternatives)}, which no sample has.",
-                path=self.store.url(META_DIR),
-                hint=f"Parts found in the shards: {', '.join(sorted(self.part_names))}.",
-            )
 
 
 def index_shards(
@@ -461,144 +227,40 @@ def remove_stale_tmp(store: Store) -> None:
             store.remove(name)
 
 
-def _open_writer(pending: PendingPrepare, tmp_dir: str | None = None) -> SqliteIndexWriter | None:
-    if not pending.sample_index:
-        return None
-    local_db = pending.store.local_path(INDEX_SQLITE)
-    if local_db is None:
-        if tmp_dir is not None:
-            os.makedirs(tmp_dir, exist_ok=True)
-        fd, local_db = tempfile.mkstemp(suffix=".sqlite", prefix="stoker-index-", dir=tmp_dir)
-        os.close(fd)
-        pending._sqlite_tmp = local_db
-    else:
-        local_db = pending.index_db_path()
-    os.makedirs(os.path.dirname(local_db), exist_ok=True)
-    return SqliteIndexWriter(local_db)
-
-
 def _index_into(
     pending: PendingPrepare, num_workers: int | None, progress: bool, tmp_dir: str | None = None
 ) -> None:
     """Build every chunk file in worker processes (or find it built), then merge them in order."""
-    writer = _open_writer(pending, tmp_dir)
-    bar = Progress(len(pending.shards), "Indexing shards", enabled=progress)
-    bar_open = True
+    writer = pending.open_index_writer(tmp_dir)
     chunks = plan_chunks(pending.shards)
     builder = ChunkBuilder(pending.work, pending.sample_index, tmp_dir)
-    clock = _Clock(pending.timings)
+    clock = StepClock(pending.timings)
     try:
-        for built in clock.timed("wait", ordered_map(builder, chunks, num_workers, len(chunks))):
-            with open_chunk(pending.work, built) as path:
-                if writer is not None:
-                    with clock("rows"):
-                        writer.add_chunk(path)
+        with Progress(len(pending.shards), "Indexing shards", enabled=progress) as bar:
+            built_chunks = ordered_map(builder, chunks, num_workers, len(chunks))
+            for built in clock.timed("wait", built_chunks):
+                with open_chunk(pending.work, built) as path:
+                    if writer is not None:
+                        with clock("rows"):
+                            writer.add_chunk(path)
+                    with clock("shards"):
+                        summaries = read_summaries(path)
                 with clock("shards"):
-                    summaries = read_summaries(path)
-            with clock("shards"):
-                resumed = built.resumed == len(built.chunk.names)
-                for shard in summaries:
-                    _merge_shard(pending, shard, resumed)
-            bar.update(len(summaries), samples=built.samples)
-        bar.close()
-        bar_open = False
+                    resumed = built.resumed == len(built.chunk.names)
+                    for shard in summaries:
+                        pending.add_shard(shard, resumed)
+                bar.update(len(summaries), samples=built.samples)
         if writer is not None:
+            samples = sum(pending.counts.values())
+            note = f"Building the indexes of index.sqlite ({samples} samples; sorts on one process"
             try:
-                with clock("indexes"), index_build_note(sum(pending.counts.values()), progress):
+                with clock("indexes"), silent_step(f"{note}, no progress until done)", progress):
                     writer.close()
             except DuplicateKeyError as e:
-                raise _duplicate_error(pending, e) from None
+                raise pending.duplicate_error(e) from None
     except BaseException:
         if writer is not None:
             writer.abort()
         raise
-    finally:
-        if bar_open:
-            bar.close()
     if pending.tar_index_only:
-        _check_counts_unchanged(pending)
-
-
-@contextlib.contextmanager
-def index_build_note(samples: int, progress: bool) -> Iterator[None]:
-    """Plain lines around the index sorts, the longest silent step of a large prepare (~30
-    minutes at 10^9 samples): when it started, for how many rows, and when it ended."""
-    start = time.monotonic()
-    if progress:
-        print(
-            f"Building the indexes of index.sqlite ({samples} samples; sorts on one process, "
-            "no progress until done)",
-            file=sys.stderr,
-            flush=True,
-        )
-    yield
-    if progress:
-        took = format_seconds(time.monotonic() - start)
-        print(f"Building the indexes of index.sqlite - done in {took}", file=sys.stderr, flush=True)
-
-
-class _Clock:
-    """Adds the seconds of ``with clock(step)`` blocks (and of waits for ``timed`` items) up."""
-
-    def __init__(self, seconds: dict[str, float]) -> None:
-        self.seconds = seconds
-        self._step = ""
-        self._start = 0.0
-
-    def __call__(self, step: str) -> _Clock:
-        self._step = step
-        return self
-
-    def __enter__(self) -> None:
-        self._start = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds[self._step] += time.perf_counter() - self._start
-
-    def timed(self, step: str, items: Iterator[T]) -> Iterator[T]:
-        while True:
-            start = time.perf_counter()
-            item = next(items, None)
-            self.seconds[step] += time.perf_counter() - start
-            if item is None:
-                return
-            yield item
-
-
-def _merge_shard(pending: PendingPrepare, shard: ShardSummary, chunk_resumed: bool) -> None:
-    if pending.shards[pending._tar_indexes_written] != shard.name:
-        raise StokerError(f"internal: shard {shard.name!r} merged out of order.")
-    pending.store.write_bytes(pending.tar_index_tmp(shard.name), shard.tar_idx)
-    pending._tar_indexes_written += 1
-    pending.digest.update(shard.digest)
-    pending.counts[shard.name] = shard.samples
-    pending.fingerprints[shard.name] = shard.fingerprint
-    pending.bytes += shard.size
-    pending.part_names.update(shard.part_names)
-    pending.resumed += chunk_resumed or shard.resumed
-
-
-def _duplicate_error(pending: PendingPrepare, e: DuplicateKeyError) -> StokerError:
-    first, second = pending.shards[e.first_shard_id], pending.shards[e.second_shard_id]
-    where = f"shard {first!r} and shard {second!r}" if first != second else f"shard {first!r}"
-    return FormatError(
-        f"duplicate sample key: it occurs in {where}; sample keys must be unique in a dataset.",
-        path=pending.store.url(second),
-        key=e.key,
-        hint="Run `stoker prepare` with --fix-duplicates (renames each shard's members to "
-        "<shard>/<name> in place), re-shard the data with `stoker pack`, which makes keys "
-        "unique, or put each shard's files in a folder named after the shard.",
-    )
-
-
-def _check_counts_unchanged(pending: PendingPrepare) -> None:
-    info = read_info(pending.store)
-    for name, count in pending.counts.items():
-        if info.shard_counts.get(name) != count:
-            raise FormatError(
-                f"the shard now has {count} samples but .info.json says "
-                f"{info.shard_counts.get(name)}.",
-                path=pending.store.url(name),
-                hint="The shards changed since the dataset was prepared; run a full "
-                "`stoker prepare --force-overwrite`.",
-            )
+        pending.check_counts_unchanged()

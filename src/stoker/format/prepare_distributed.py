@@ -30,7 +30,8 @@ from stoker.format.distributed import (
 )
 from stoker.format.index_chunks import ChunkBuilder, discard_copy, plan_chunks
 from stoker.format.parallel import ordered_map
-from stoker.format.prepare import PrepareReport, prepare_dataset, remove_stale_tmp, select_shards
+from stoker.format.pending import PrepareReport
+from stoker.format.prepare import prepare_dataset, remove_stale_tmp, select_shards
 from stoker.format.prepare_lock import PrepareLock
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress, summary_line
@@ -77,19 +78,18 @@ def scan_distributed(
 
     def scan() -> tuple[int, int]:
         samples = resumed = 0
-        bar = Progress(len(mine), "Indexing shards", world=world, enabled=progress)
         builder = ChunkBuilder(work, sample_index)
-        for built in ordered_map(builder, chunks, num_workers, len(chunks)):
-            discard_copy(built)  # rank 0 reads it from the store
-            samples += built.samples
-            resumed += built.resumed
-            bar.update(len(built.chunk.names), samples=built.samples)
-        bar.close()
+        with Progress(len(mine), "Indexing shards", world=world, enabled=progress) as bar:
+            for built in ordered_map(builder, chunks, num_workers, len(chunks)):
+                discard_copy(built)  # rank 0 reads it from the store
+                samples += built.samples
+                resumed += built.resumed
+                bar.update(len(built.chunk.names), samples=built.samples)
         if also is not None:
-            bar = Progress(len(mine), "Probing media of shards", world=world, enabled=progress)
-            for _ in ordered_map(also(work), mine, num_workers, len(mine)):
-                bar.update()
-            bar.close()
+            probing = Progress(len(mine), "Probing media of shards", world=world, enabled=progress)
+            with probing:
+                for _ in ordered_map(also(work), mine, num_workers, len(mine)):
+                    probing.update()
         return samples, resumed
 
     start = time.perf_counter()

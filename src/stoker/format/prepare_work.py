@@ -36,7 +36,8 @@ WORK_DIR = f"{META_DIR}/.stoker-work"
 LOCK_NAME = f"{WORK_DIR}/prepare.lock"
 #: Bumped whenever the layout of a result file changes: older results are then ignored.
 RESULT_VERSION = 1
-_TMP_MARK = ".stoker-tmp-"  # as stoker.format.prepare.TMP_MARK (which imports this module)
+#: In the name of every temporary file of a prepare (``<final name><mark><token>``).
+TMP_MARK = ".stoker-tmp-"
 
 
 class PrepareWork:
@@ -148,7 +149,7 @@ class PrepareWork:
         buf = io.BytesIO()
         arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **arrays}
         np.savez(buf, **arrays)  # type: ignore[arg-type]
-        tmp = f"{name}{_TMP_MARK}{uuid.uuid4().hex[:12]}"
+        tmp = f"{name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
         self.store.write_bytes(tmp, buf.getvalue())
         self.store.publish(tmp, name)
 

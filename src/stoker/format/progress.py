@@ -4,17 +4,17 @@ Where stderr is not a terminal (a cluster job's log file), progress is a line ev
 ``STOKER_PROGRESS_INTERVAL`` seconds (default 30) with the rank, counts, rate and ETA, and never
 a carriage return or escape code.
 
-:class:`Progress` counts done items (shards, files, samples; with a rank label under
-``--distributed``); :func:`track` wraps an iterable in one.
+:class:`Progress`, a context manager, counts done items (shards, files, samples; with a rank
+label under ``--distributed``); :func:`track` wraps an iterable in one; :func:`silent_step`
+brackets a long step that cannot count (a line when it starts, one when it ends).
 
 Example:
-    >>> bar = Progress(10, "Indexing shards", enabled=False)
-    >>> bar.update(samples=100)
-    >>> bar.close()
-    >>> with closing(Progress(3, "Packing", unit="sample", enabled=False)) as counter:
-    ...     counter.update(3)
+    >>> with Progress(10, "Indexing shards", enabled=False) as bar:
+    ...     bar.update(samples=100)
     >>> list(track("ab", desc="Joining", unit="join", enabled=False))
     ['a', 'b']
+    >>> with silent_step("Sorting the index", enabled=False):
+    ...     pass
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -84,7 +84,14 @@ class Progress:
             f"{rate:.1f} {self.unit}/s, ETA {format_seconds(left)}"
         )
 
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """End the bar, or print the last line with the time taken (once)."""
         if self._bar is not None:
             self._bar.close()
         elif self.enabled:
@@ -99,10 +106,52 @@ def track(
     """Yields ``items``, counting each in a :class:`Progress` (``total``: ``len(items)`` if any)."""
     if total is None and isinstance(items, Sequence):
         total = len(items)
-    with closing(Progress(total, desc, unit=unit, enabled=enabled)) as bar:
+    with Progress(total, desc, unit=unit, enabled=enabled) as bar:
         for item in items:
             yield item
             bar.update()
+
+
+@contextmanager
+def silent_step(desc: str, enabled: bool) -> Iterator[None]:
+    """Plain lines around a long step that reports no progress (e.g. the index sorts of a large
+    prepare, ~30 minutes at 10^9 samples): when it started, and when it ended."""
+    start = time.monotonic()
+    if enabled:
+        print(desc, file=sys.stderr, flush=True)
+    yield
+    if enabled:
+        took = format_seconds(time.monotonic() - start)
+        print(f"{desc.partition(' (')[0]} - done in {took}", file=sys.stderr, flush=True)
+
+
+class StepClock:
+    """Adds up the seconds of ``with clock(step)`` blocks (and of waits for ``timed`` items)."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self._step = ""
+        self._start = 0.0
+
+    def __call__(self, step: str) -> StepClock:
+        self._step = step
+        return self
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds[self._step] += time.perf_counter() - self._start
+
+    def timed(self, step: str, items: Iterator[T]) -> Iterator[T]:
+        """Yields ``items``, adding the time spent waiting for each to ``step``."""
+        while True:
+            start = time.perf_counter()
+            item = next(items, None)
+            self.seconds[step] += time.perf_counter() - start
+            if item is None:
+                return
+            yield item
 
 
 def summary_line(per_rank: Sequence[tuple[int, int, float]], total_shards: int) -> str:

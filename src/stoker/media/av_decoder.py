@@ -4,7 +4,7 @@ The decoder holds the encoded bytes only (it pickles, so it crosses worker proce
 decodes when asked: the first call indexes the packets (one demuxing pass, nothing decoded),
 later calls seek to the keyframe before each clip and decode only what the clip needs. Every
 call opens its own container with codec threads off (fork-safe) and closes it before
-returning. Failures are :class:`~stoker.pipeline.errors.SampleError`, which the loader's
+returning. Failures are :class:`~stoker.errors.SampleError`, which the loader's
 error policy skips and reports.
 
 Example:

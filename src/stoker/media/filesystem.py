@@ -25,11 +25,11 @@ from stoker.errors import ConfigError, MissingDependencyError
 from stoker.format.media_metadata import MediaMetadataWriter
 from stoker.format.meta import INDEX_SQLITE, META_DIR
 from stoker.format.parallel import ordered_map
-from stoker.format.prepare import TMP_MARK
+from stoker.format.pending import TMP_MARK
 from stoker.format.progress import Progress
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
+from stoker.media.media_report import MAX_FAILURES_LISTED, MediaReport
 from stoker.media.metadata import serialize_media_metadata
-from stoker.media.prepare import MAX_FAILURES_LISTED, MediaReport
 from stoker.storage import Store, open_store
 
 
@@ -91,18 +91,18 @@ def prepare_folder_media(
         fd, local = tempfile.mkstemp(prefix="stoker-media-", suffix=".sqlite")
         os.close(fd)
     writer = MediaMetadataWriter(local)
-    bar = Progress(len(names), "Probing media", unit="file", enabled=progress)
     try:
         probes = ordered_map(partial(probe_file, store, media), names, num_workers, len(names))
-        for name, result in zip(names, probes, strict=True):
-            if isinstance(result, tuple):
-                writer.add([result])
-                report.files += 1
-            elif isinstance(result, str):
-                report.failed += 1
-                if len(report.failures) < MAX_FAILURES_LISTED:
-                    report.failures.append((name, result))
-            bar.update()
+        with Progress(len(names), "Probing media", unit="file", enabled=progress) as bar:
+            for name, result in zip(names, probes, strict=True):
+                if isinstance(result, tuple):
+                    writer.add([result])
+                    report.files += 1
+                elif isinstance(result, str):
+                    report.failed += 1
+                    if len(report.failures) < MAX_FAILURES_LISTED:
+                        report.failures.append((name, result))
+                bar.update()
         writer.commit(strategy=media.strategy, patterns=",".join(media.patterns))
         if store.local_path(tmp) is None:
             with open(local, "rb") as f:
@@ -112,7 +112,6 @@ def prepare_folder_media(
         writer.abort()
         raise
     finally:
-        bar.close()
         for leftover in {local, tmp}:
             if os.path.isabs(leftover):
                 if os.path.exists(leftover):

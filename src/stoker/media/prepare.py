@@ -26,16 +26,16 @@ from stoker.errors import ConfigError, MissingDependencyError
 from stoker.format.media_metadata import MediaMetadataWriter, MediaRow
 from stoker.format.meta import INDEX_SQLITE, is_prepared, read_info
 from stoker.format.parallel import ordered_map
-from stoker.format.prepare import TMP_MARK, PendingPrepare
+from stoker.format.pending import TMP_MARK, PendingPrepare
 from stoker.format.prepare_work import PrepareWork
 from stoker.format.progress import Progress
 from stoker.format.tar import TarScan, split_name
 from stoker.media.extract import HEADER_BYTES, MediaFilter, probe
+from stoker.media.filesystem import prepare_folder_media
+from stoker.media.media_report import MAX_FAILURES_LISTED as MAX_FAILURES_LISTED
+from stoker.media.media_report import MediaReport
 from stoker.media.metadata import serialize_media_metadata
 from stoker.storage import Store, open_store
-
-#: How many unreadable files a report lists by name (all are counted).
-MAX_FAILURES_LISTED = 20
 
 
 @dataclass
@@ -44,19 +44,6 @@ class ShardMedia:
 
     rows: list[MediaRow] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
-class MediaReport:
-    """What ``prepare-media`` did, for the CLI to print (or ``--json``)."""
-
-    path: str
-    strategy: str
-    shards: int = 0
-    files: int = 0
-    failed: int = 0
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 def scan_shard_media(store: Store, media: MediaFilter, shard: str) -> ShardMedia:
@@ -118,26 +105,24 @@ def write_media(
     report = MediaReport(path=store.root, strategy=media.strategy, shards=len(shards))
     start = time.perf_counter()
     writer = MediaMetadataWriter(db_path)
-    bar = Progress(len(shards), "Probing media of shards", enabled=progress)
+    scan = (
+        partial(scan_shard_media, store, media)
+        if work is None
+        else partial(scan_media_resumable, work, media)
+    )
     try:
-        scan = (
-            partial(scan_shard_media, store, media)
-            if work is None
-            else partial(scan_media_resumable, work, media)
-        )
-        for shard in ordered_map(scan, shards, num_workers, len(shards)):
-            writer.add(shard.rows)
-            report.files += len(shard.rows)
-            report.failed += len(shard.failed)
-            room = MAX_FAILURES_LISTED - len(report.failures)
-            report.failures += shard.failed[: max(room, 0)]
-            bar.update()
+        with Progress(len(shards), "Probing media of shards", enabled=progress) as bar:
+            for shard in ordered_map(scan, shards, num_workers, len(shards)):
+                writer.add(shard.rows)
+                report.files += len(shard.rows)
+                report.failed += len(shard.failed)
+                room = MAX_FAILURES_LISTED - len(report.failures)
+                report.failures += shard.failed[: max(room, 0)]
+                bar.update()
         writer.commit(strategy=media.strategy, patterns=",".join(media.patterns))
     except BaseException:
         writer.abort()
         raise
-    finally:
-        bar.close()
     report.seconds = time.perf_counter() - start
     return report
 
@@ -158,8 +143,6 @@ def prepare_media(
         )
     store = open_store(path)
     if not is_prepared(store):
-        from stoker.media.filesystem import prepare_folder_media
-
         return prepare_folder_media(path, media, num_workers=num_workers, progress=progress)
     shards = list(read_info(store).shard_counts)
     source = store.cached_local_path(INDEX_SQLITE)
@@ -202,8 +185,6 @@ def prepare_filesystem_dataset(
         >>> prepare_filesystem_dataset("/data/raw", media, progress=False)  # doctest: +SKIP
         120
     """
-    from stoker.media.filesystem import prepare_folder_media
-
     report = prepare_folder_media(
         str(root_path), media_filter, num_workers=workers, progress=progress
     )

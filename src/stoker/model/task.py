@@ -24,13 +24,10 @@ from stoker.model.samples import Sample
 from stoker.pipeline import hook_index
 from stoker.pipeline.batch import batch_samples, generic_batch
 from stoker.pipeline.decode import SampleDecoder
-from stoker.pipeline.errors import (
-    ErrorPolicy,
-    ErrorTracker,
-    SkipSample,
-)
 from stoker.pipeline.hooks import convert, iter_encoded, iter_hook
+from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.seeds import get_stateless, sample_seed, stateless
+from stoker.pipeline.skip_policy import ErrorPolicy, ErrorTracker
 
 T_sample = TypeVar("T_sample")
 T_encoded_sample = TypeVar("T_encoded_sample")

@@ -8,7 +8,7 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.model.logical_workers import LogicalWorkers
-from stoker.pipeline.errors import ErrorHandler, log_exception, reraise_exception
+from stoker.pipeline.sample_failure import ErrorHandler, log_exception, reraise_exception
 
 #: The default of ``rank`` and ``world_size``: taken from ``torch.distributed`` (else 0 of 1).
 AUTO = -1

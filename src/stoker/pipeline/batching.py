@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
 from stoker.pipeline import hook_index
-from stoker.pipeline.errors import ErrorTracker, SkipSample
 from stoker.pipeline.node import Node, NodeState
+from stoker.pipeline.sample_failure import SkipSample
+from stoker.pipeline.skip_policy import ErrorTracker
 from stoker.pipeline.stage_clock import BATCH, CLOCK, ENCODE_BATCH
 
 if TYPE_CHECKING:

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import ConfigError, StokerError
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker
-from stoker.pipeline.errors import ErrorTracker, SkipSample
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.refs import Ref, RefSource
+from stoker.pipeline.sample_failure import SkipSample
+from stoker.pipeline.skip_policy import ErrorTracker
 from stoker.pipeline.stage_clock import CLOCK, GROUP
 
 if TYPE_CHECKING:

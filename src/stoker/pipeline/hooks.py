@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from stoker.errors import SampleError, StokerError
-from stoker.pipeline.errors import ErrorTracker, SkipSample, wrap_failure
+from stoker.pipeline.sample_failure import SkipSample, wrap_failure
+from stoker.pipeline.skip_policy import ErrorTracker
 
 
 def convert(value: Any, target: type[Any] | None) -> Any:

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, StokerError
-from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.refs import Buffers, Position
+from stoker.pipeline.sample_failure import SkipSample
 from stoker.plan import weighted_choices
 from stoker.plan.scheduled_blend import StreamRates, scheduled_choices
 from stoker.plan.weights import BlendWeights, Weight, WeightSchedule, weights_at

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 from stoker.errors import StokerError
 from stoker.pipeline import hook_index
 from stoker.pipeline.batching import restore_key_of, set_restore_key
-from stoker.pipeline.errors import ErrorTracker, SkipSample, describe_sample
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
@@ -47,6 +46,8 @@ from stoker.pipeline.pack_output import NOT_PUSHED_BACK, slots_left, split_selec
 from stoker.pipeline.pack_partial import PartialSample, base_of, member_key, slices_of, wrap
 from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
+from stoker.pipeline.sample_failure import SkipSample, describe_sample
+from stoker.pipeline.skip_policy import ErrorTracker
 from stoker.pipeline.stage_clock import CLOCK, PACK
 
 if TYPE_CHECKING:

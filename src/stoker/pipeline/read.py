@@ -14,35 +14,27 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from itertools import repeat
-from typing import Any, NamedTuple, overload
-from zlib import adler32
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import CorruptShardError, FormatError, StorageError
-from stoker.format.tar import (
-    BLOCK,
-    SKIP_META_RE,
-    SPLIT_NAME_RE,
-    TarScan,
-    checksum_ok,
-    split_name,
-)
 from stoker.format.tar_index import load_offsets, local_offsets, tar_index_name
+from stoker.format.tar_members import RawSample as RawSample
+from stoker.format.tar_members import parse_sample, parse_simple
+from stoker.pipeline.coalesce import coalesce, coalesce_lists, sorted_unique
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher, ShardSamples
+from stoker.pipeline.read_lines import JsonlRuns, line_sample
+from stoker.pipeline.read_lines import LineRaws as LineRaws
+from stoker.pipeline.read_remote import RemoteRuns
+from stoker.pipeline.read_tar import LIST_WHOLE, LocalTarRuns
 from stoker.storage import Store
 
 _MAX_OPEN = 256
-_COALESCE_GAP = 1 << 16
 #: A shard's hinted samples up to this many are looked up in plain lists (numpy beyond).
 _FEW = 32
-#: A shard index of up to this many offsets is made a list whole to look up a few samples in it
-#: (cheaper than numpy for small shards); of a larger one, just the offsets needed are taken
-#: (listing 10^4 offsets costs ~0.1 ms, and a run or hint may use a handful of them).
-_LIST_WHOLE = 1024
 #: Local index files of at least this many bytes (32k samples) are memory-mapped, not read:
 #: the processes that read one share its pages, which the kernel may drop and read again.
 _MAP_BYTES = 1 << 18
@@ -52,86 +44,6 @@ _MAP_BYTES = 1 << 18
 _OFFSETS_BYTES = 32 << 20
 #: Shard indexes a reader keeps at most (read or mapped).
 _OFFSETS_COUNT = 4096
-
-
-class RawSample(NamedTuple):
-    """The undecoded parts of one sample and where they came from (a named tuple: one is made
-    per sample)."""
-
-    key: str
-    parts: dict[str, bytes]
-    shard: str
-    index: int  # type: ignore[assignment]  # the field hides tuple.index, as intended
-    offset: int
-
-    @property
-    def file_names(self) -> tuple[str, ...]:
-        key = self.key
-        return tuple([f"{key}.{part}" for part in self.parts])
-
-
-#: ``RawSample(...)`` without its Python-level ``__new__`` (a named tuple's), for many samples.
-_new_tuple = tuple.__new__
-
-
-def _held_lines(
-    held: list[tuple[int, int, bytes]],
-    first: npt.NDArray[np.int64],
-    last: npt.NDArray[np.int64],
-    indices: Sequence[int],
-    shard: str,
-    out: list[RawSample],
-) -> None:
-    """The raw samples of JSONL lines ``indices`` (bytes ``first[i]`` to ``last[i]`` of the
-    file, each held whole in read-ahead block ``held[i]``) onto ``out``: as
-    :meth:`ShardReader._lines` makes them one by one, with the per-line work in C loops."""
-    lines, starts = _cut_lines(held, first, last)
-    parts = [{"json": line} for line in lines]
-    # repeat() has no end: the lists (of one length) end the zip.
-    fields = zip(map(str, indices), parts, repeat(shard), indices, starts, strict=False)
-    out.extend(map(_new_tuple, repeat(RawSample), fields))
-
-
-def _cut_lines(
-    held: list[tuple[int, int, bytes]], first: npt.NDArray[np.int64], last: npt.NDArray[np.int64]
-) -> tuple[list[bytes], list[int]]:
-    """The stripped bytes of the lines ``first[i]`` to ``last[i]`` (each held whole in block
-    ``held[i]``) and their starts."""
-    starts = first.tolist()
-    # A line's final newline is cut off with the slice: strip() then copies it no more.
-    lines = [
-        data[a - at : b - at - 1] if b > a and data[b - at - 1] == 10 else data[a - at : b - at]
-        for (at, _, data), a, b in zip(held, starts, last.tolist(), strict=True)
-    ]
-    return list(map(bytes.strip, lines)), starts
-
-
-class LineRaws(Sequence[RawSample]):
-    """The raw samples of JSONL lines cut in one go (:meth:`ShardReader.line_run`), each made
-    only when asked for (as :meth:`ShardReader.read` makes it): a run's raw samples serve
-    only to report a failure or to go one by one, rarely."""
-
-    __slots__ = ("indices", "lines", "shard", "starts")
-
-    def __init__(
-        self, lines: list[bytes], indices: Sequence[int], starts: list[int], shard: str
-    ) -> None:
-        self.lines, self.indices, self.starts, self.shard = lines, indices, starts, shard
-
-    def __len__(self) -> int:
-        return len(self.lines)
-
-    @overload
-    def __getitem__(self, at: int) -> RawSample: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
-
-    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
-        if isinstance(at, slice):
-            return [self[i] for i in range(*at.indices(len(self.lines)))]
-        index = self.indices[at]
-        return RawSample(str(index), {"json": self.lines[at]}, self.shard, index, self.starts[at])
 
 
 class _LRU(OrderedDict[str, object]):
@@ -171,14 +83,19 @@ def _weight(offsets: npt.NDArray[np.uint64]) -> int:
     return int(offsets.nbytes) if offsets.flags.writeable else 0
 
 
-class ShardReader:
-    """Reads samples of tar shards (or lines of JSONL files) by (shard position, index)."""
+class ShardReader(LocalTarRuns, RemoteRuns, JsonlRuns):
+    """Reads samples of tar shards (or lines of JSONL files) by (shard position, index).
+
+    :meth:`read` reads one sample; :meth:`read_run` many, by kind: runs of local tar shards
+    (:class:`~stoker.pipeline.read_tar.LocalTarRuns`), of remote shards
+    (:class:`~stoker.pipeline.read_remote.RemoteRuns`) and of JSONL lines
+    (:class:`~stoker.pipeline.read_lines.JsonlRuns`)."""
 
     def __init__(self, store: Store, shards: Sequence[str], *, jsonl: bool = False) -> None:
         self.store = store
         self.shards = list(shards)
         self.jsonl = jsonl
-        self._offsets = _OffsetsCache()
+        self._offsets: _OffsetsCache = _OffsetsCache()
         self._fds: _LRU = _LRU(_MAX_OPEN)
         self._ahead: Prefetcher | None = None  # remote read-ahead, made on first use
         self._blocks = LocalBlocks()  # small local samples read ahead in coalesced blocks
@@ -258,11 +175,11 @@ class ShardReader:
                 hint="The shard was truncated or replaced; run `stoker lint` on the dataset.",
             )
         if self.jsonl:
-            return RawSample(str(index), {"json": data.strip()}, shard, index, start)
-        simple = _parse_simple(data)
+            return line_sample(data.strip(), shard, index, start)
+        simple = parse_simple(data)
         if simple is not None:
             return RawSample(simple[0], simple[1], shard, index, start)
-        return _parse_sample(data, self.store.url(shard), shard, index, start)
+        return parse_sample(data, self.store.url(shard), shard, index, start)
 
     def read_run(
         self, shard_ids: Sequence[int], indices: Sequence[int]
@@ -294,119 +211,6 @@ class ShardReader:
             return out, e
         return out, None
 
-    def _remote_run(
-        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
-    ) -> None:
-        """Samples of remote shards into ``out``: the first as :meth:`read` reads it (waiting
-        for its request, retrying and reporting as for one sample), then the next ones whose
-        bytes the read-ahead has received already, up to the first that is not: the run ends
-        there, so a run never waits for a sample ahead of its turn, nor reports its failure
-        (each is read when needed, as one by one)."""
-        if not shard_ids:
-            return
-        out.append(self.read(shard_ids[0], indices[0]))
-        ahead = self._ahead
-        if ahead is None or len(shard_ids) == 1:
-            return
-        shards, cached = self.shards, self._offsets
-        wanted: list[tuple[str, int, int]] = []
-        for shard_id, index in zip(shard_ids[1:], indices[1:], strict=True):
-            shard = shards[shard_id]
-            offsets = cached.get(shard)
-            if offsets is None or not 0 <= index < len(offsets) - 1:
-                break  # read() reports it (or reads the index) when its turn comes
-            start, end = offsets[index : index + 2].tolist()
-            wanted.append((shard, start, end))
-        held = ahead.take_held(wanted)
-        sample, append = self._sample, out.append
-        # zip ends with ``held``: the samples received so far.
-        for (shard, start, end), index, data in zip(wanted, indices[1:], held, strict=False):
-            append(sample(data, shard, index, start, end))
-
-    def _members(
-        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
-    ) -> None:
-        """Read tar samples into ``out``: plain ones held in read-ahead blocks in this loop,
-        others by :meth:`read` (which reads and reports as for one)."""
-        shards, cached, take = self.shards, self._offsets, self._blocks.take
-        append, read = out.append, self.read
-        # the offsets of this run's shards: lists of small indexes, else numpy (_LIST_WHOLE)
-        listed: dict[str, Any] = {}
-        for shard_id, index in zip(shard_ids, indices, strict=True):
-            shard = shards[shard_id]
-            spans = listed.get(shard)
-            if spans is None:
-                offsets: Any = cached.get(shard)
-                if offsets is not None:
-                    whole = len(offsets) <= _LIST_WHOLE
-                    spans = listed[shard] = offsets.tolist() if whole else offsets
-            if spans is not None and 0 <= index < len(spans) - 1:
-                if type(spans) is list:
-                    start, end = spans[index], spans[index + 1]
-                else:
-                    start, end = spans[index : index + 2].tolist()
-                data = take(shard, start, end)
-                if data is not None and len(data) == end - start:
-                    simple = _parse_simple(data)
-                    if simple is not None:
-                        append(_new_tuple(RawSample, (simple[0], simple[1], shard, index, start)))
-                        continue
-            append(read(shard_id, index))
-
-    def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> LineRaws | None:
-        """The JSONL lines ``indices`` of one file, cut in one go, where :meth:`read_run` would
-        read them all from read-ahead blocks (None otherwise: :meth:`read_run` then reads them,
-        or reports what fails)."""
-        if not self.jsonl or not shard_ids or min(shard_ids) != max(shard_ids):
-            return None
-        shard = self.shards[shard_ids[0]]
-        offsets = self._offsets.get(shard)
-        if offsets is None:
-            return None
-        picked = np.asarray(indices, dtype=np.int64)
-        count = len(offsets) - 1
-        if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
-            return None
-        first = offsets[picked].astype(np.int64)
-        last = offsets[picked + 1].astype(np.int64)
-        held = self._blocks.locate(shard, first, last)
-        if None in held:
-            return None
-        lines, starts = _cut_lines(held, first, last)  # type: ignore[arg-type]
-        return LineRaws(lines, indices, starts, shard)
-
-    def _lines(self, shard_id: int, indices: Sequence[int], out: list[RawSample]) -> int:
-        """Read JSONL lines ``indices`` of one file into ``out`` while they are in its index and
-        read whole (else :meth:`read` takes over and reports); how many were read."""
-        shard = self.shards[shard_id]
-        offsets = self._offsets.get(shard)
-        if offsets is None:
-            offsets = self.offsets(shard_id)
-        picked = np.asarray(indices, dtype=np.int64)
-        count = len(offsets) - 1
-        if len(picked) == 0 or int(picked.min()) < 0 or int(picked.max()) >= count:
-            return 0
-        first = offsets[picked].astype(np.int64)
-        last = offsets[picked + 1].astype(np.int64)
-        held = self._blocks.locate(shard, first, last)
-        if None not in held:  # all read ahead: cut in one go
-            _held_lines(held, first, last, indices, shard, out)  # type: ignore[arg-type]
-            return len(held)
-        read, append = self._read, out.append
-        done = 0
-        for index, start, end, block in zip(
-            indices, first.tolist(), last.tolist(), held, strict=True
-        ):
-            if block is None:
-                data = read(shard_id, start, end)
-            else:
-                data = block[2][start - block[0] : end - block[0]]
-            if len(data) != end - start:
-                break
-            append(_new_tuple(RawSample, (str(index), {"json": data.strip()}, shard, index, start)))
-            done += 1
-        return done
-
     def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
         """Hint that these samples are read next, in this order (each read once per hint).
 
@@ -435,20 +239,20 @@ class ShardReader:
                     in_order = indices[order].tolist()
                 count = len(offsets) - 1
                 few = sorted({i for i in in_order[lo:hi] if 0 <= i < count})
-                if count < _LIST_WHOLE:
+                if count < LIST_WHOLE:
                     spans = offsets.tolist()
                     starts, ends = [spans[i] for i in few], [spans[i + 1] for i in few]
                 else:
                     starts = offsets[few].tolist()
                     ends = offsets[[i + 1 for i in few]].tolist()
-                local_ranges[name] = (local, _coalesce_lists(starts, ends))
+                local_ranges[name] = (local, coalesce_lists(starts, ends))
                 continue
             places = order[lo:hi]
             picked = indices[places]
             keep = (picked >= 0) & (picked < len(offsets) - 1)
             if local is not None:
                 picked = sorted_unique(picked[keep])
-                local_ranges[name] = (local, _coalesce(offsets[picked], offsets[picked + 1]))
+                local_ranges[name] = (local, coalesce(offsets[picked], offsets[picked + 1]))
                 continue
             if keep.any():
                 picked = picked[keep]
@@ -500,154 +304,3 @@ class ShardReader:
         self._fds.clear()
         if self._ahead is not None:
             self._ahead.close()
-
-
-def sorted_unique(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """``np.unique(values)`` of a 1-D integer array (each value once, ascending), by a sort:
-    numpy's hash-based ``unique`` cost ~7x more on a block's few thousand sample indices.
-
-    Example:
-        >>> sorted_unique(np.array([5, 1, 5, 3, 1])).tolist()
-        [1, 3, 5]
-    """
-    out = np.sort(values)
-    if out.size > 1:
-        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
-    return out
-
-
-def _coalesce(
-    starts: npt.NDArray[np.uint64], ends: npt.NDArray[np.uint64]
-) -> list[tuple[int, int]]:
-    """Merge sorted byte ranges that are closer than ``_COALESCE_GAP``.
-
-    Example:
-        >>> starts = np.array([0, 10, 1 << 20], np.uint64)
-        >>> _coalesce(starts, starts + np.array([10, 10, 5], np.uint64))
-        [(0, 20), (1048576, 1048581)]
-    """
-    if len(starts) < 64:  # few: a plain loop costs less than numpy's calls
-        return _coalesce_lists(starts.tolist(), ends.tolist())
-    first = starts.astype(np.int64)
-    last = np.maximum.accumulate(ends.astype(np.int64))  # the end of everything so far
-    # A range starts where the gap after everything before it is wider than _COALESCE_GAP.
-    cut = np.flatnonzero(first[1:] - last[:-1] > _COALESCE_GAP) + 1
-    begins = np.concatenate(([0], cut))
-    finals = np.concatenate((cut - 1, [len(first) - 1]))
-    return list(zip(first[begins].tolist(), last[finals].tolist(), strict=True))
-
-
-def _coalesce_lists(starts: list[int], ends: list[int]) -> list[tuple[int, int]]:
-    """:func:`_coalesce` of a few ranges given as lists, in a plain loop.
-
-    Example:
-        >>> _coalesce_lists([0, 10, 1 << 20], [10, 20, (1 << 20) + 5])
-        [(0, 20), (1048576, 1048581)]
-    """
-    ranges: list[tuple[int, int]] = []
-    for start, end in zip(starts, ends, strict=True):
-        if ranges and start - ranges[-1][1] <= _COALESCE_GAP:
-            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
-        else:
-            ranges.append((start, end))
-    return ranges
-
-
-#: split_name's two patterns (read once per tar member of a small sample).
-_skip_meta, _split_match = SKIP_META_RE.match, SPLIT_NAME_RE.match
-
-#: Header type flags of regular files (``0``, NUL for old tars, ``7``).
-_REGULAR = frozenset(b"0\x007")
-
-
-def _parse_simple(data: bytes) -> tuple[str, dict[str, bytes]] | None:
-    """The key and parts of a sample that is only plain members (regular files with names of
-    up to 100 bytes, sizes in octal, valid checksums, one key, no pax or long-name headers, no
-    meta members), the common case, in one pass; None for anything else (:func:`_parse_sample`
-    reads it then, and reports what is wrong).
-
-    Example:
-        >>> import io, tarfile
-        >>> out = io.BytesIO()
-        >>> with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        ...     info = tarfile.TarInfo("k1.txt"); info.size = 2
-        ...     tar.addfile(info, io.BytesIO(b"hi"))
-        >>> _parse_simple(out.getvalue()[:1024])
-        ('k1', {'txt': b'hi'})
-    """
-    key: str | None = None
-    parts: dict[str, bytes] = {}
-    pos, end = 0, len(data)
-    while pos < end:
-        header = data[pos : pos + BLOCK]
-        if len(header) < BLOCK or header[156] not in _REGULAR or header[124] & 0x80:
-            return None
-        if header[345] and header[257:262] == b"ustar":  # a name prefix: the full reader
-            return None
-        # checksum_ok, inline for its common case (the unsigned sum; it decides the others)
-        stored = header[148:156]
-        try:
-            unsigned = int(stored.split(b"\0", 1)[0].strip(), 8) == (
-                (adler32(header[:256]) & 0xFFFF) + (adler32(header[256:]) & 0xFFFF)
-                - 2 - sum(stored) + 256
-            )  # fmt: skip
-        except ValueError:
-            return None
-        if not unsigned and not checksum_ok(header):
-            return None
-        try:
-            size = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
-        except ValueError:
-            return None
-        # split_name, inline
-        name = header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-        match = None if _skip_meta(name) else _split_match(name)
-        if match is None:
-            return None
-        split = match.groups()
-        if split[1] in parts or (key is not None and split[0] != key):
-            return None
-        key = split[0]
-        start = pos + BLOCK
-        if start + size > end:
-            return None
-        parts[split[1]] = data[start : start + size]
-        pos = start + (size + BLOCK - 1) // BLOCK * BLOCK
-    return None if key is None else (key, parts)
-
-
-def _parse_sample(data: bytes, where: str, shard: str, index: int, offset: int) -> RawSample:
-    key: str | None = None
-    parts: dict[str, bytes] = {}
-    scan = TarScan(lambda off, n: data[off : off + n], len(data), where)
-    try:
-        for member in scan:
-            split = split_name(member.name)
-            if split is None:
-                continue
-            if key is None:
-                key = split[0]
-            elif split[0] != key:
-                break
-            if split[1] in parts:  # WebDataset raises too: the second copy would hide the first
-                raise FormatError(
-                    f"part {split[1]!r} occurs twice in sample {index} of the shard.",
-                    path=where,
-                    key=key,
-                    offset=member.offset,
-                    hint="Each file of a sample needs its own name; re-shard the data with "
-                    "`stoker pack` and prepare it again.",
-                )
-            parts[split[1]] = data[member.data_offset : member.data_offset + member.size]
-    except FormatError as e:
-        raise FormatError(
-            e.problem, path=where, key=e.key, offset=offset + (e.offset or 0), hint=e.hint
-        ) from None
-    if key is None:
-        raise CorruptShardError(
-            f"sample {index} has no members at the indexed offset.",
-            path=where,
-            offset=offset,
-            hint="The .tar.idx does not match the shard; run `stoker prepare --tar-index-only`.",
-        )
-    return RawSample(key, parts, shard, index, offset)

@@ -1,9 +1,9 @@
 """What the loader skipped: counts by reason and by source dataset, with a few example keys.
 
 Plain data (dicts of ``str`` and ``int``), so that it travels from the dataloader workers to the
-main process with the batches they send anyway, merges by adding, and prints as JSON. A worker's
-:class:`~stoker.pipeline.errors.ErrorTracker` collects what it skipped since its last batch; the
-loader adds those up (:meth:`stoker.runtime.loader.Loader.skipped`).
+main process with the batches they send anyway, merges by adding, and prints as JSON. A
+worker's :class:`~stoker.pipeline.skip_policy.ErrorTracker` collects what it skipped since its
+last batch; the loader adds those up (:meth:`stoker.runtime.loader.Loader.skipped`).
 
 A *reason* names the stage and what happened, e.g. ``"encode_batch: ValueError"``,
 ``"encode_sample: SkipSample"`` (skipped on purpose), :data:`STORAGE`, :data:`CORRUPT_SHARD`.

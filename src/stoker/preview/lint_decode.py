@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +31,8 @@ from stoker.media.av_decoder import AVDecoder
 from stoker.pipeline.decode import SampleDecoder
 from stoker.preview.verify import Problem, build_or_problem
 from stoker.runtime.build import SampleBuilder
-from stoker.sources.source import DataSource, load_source
+from stoker.sources.load import load_source
+from stoker.sources.source import DataSource
 from stoker.storage import open_store
 
 
@@ -71,7 +71,7 @@ def decode_samples(
     """
     report = DecodeReport()
     tasks = _tasks(path, split_parts, split_config, dataset_config, trust_sample_loader, report)
-    with closing(Progress(len(tasks), "Decoding samples", enabled=progress)) as bar:
+    with Progress(len(tasks), "Decoding samples", enabled=progress) as bar:
         for checked, failed, findings in ordered_map(_decode_shard, tasks, num_workers, len(tasks)):
             report.checked += checked
             report.failed += failed

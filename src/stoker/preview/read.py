@@ -22,7 +22,8 @@ from stoker.preview.header import header_info
 from stoker.preview.report import FieldSummary, PreviewReport, PreviewSample
 from stoker.preview.summary import summarize
 from stoker.runtime.build import SampleBuilder
-from stoker.sources.source import DataSource, EmptyDatasetError, load_source
+from stoker.sources.load import load_source
+from stoker.sources.source import DataSource, EmptyDatasetError
 
 #: The split part holds no samples (``preview --split-parts`` skips it, as Energon does).
 EmptySplitError = EmptyDatasetError

@@ -16,7 +16,7 @@ from stoker.pipeline.read import RawSample
 from stoker.plan import global_to_shard
 from stoker.preview.read import kept_refs
 from stoker.runtime.build import SampleBuilder
-from stoker.sources.source import load_source
+from stoker.sources.load import load_source
 
 #: References planned and read at a time.
 _BLOCK = 1024

@@ -33,6 +33,7 @@ def keeps_encode_batch(task_encoder: Any) -> bool:
 
 def floats_travel_as_uint8(dataset: Any) -> bool:
     """Whether the workers of a loader over ``dataset`` may send float image batches as uint8."""
-    from stoker.runtime.dataset import LoaderDataset
-
-    return type(dataset) is LoaderDataset and keeps_encode_batch(dataset.task_encoder)
+    # By name: the dataset module imports the loader, which imports this one.
+    kind = type(dataset)
+    plain = (kind.__module__, kind.__qualname__) == ("stoker.runtime.dataset", "LoaderDataset")
+    return plain and keeps_encode_batch(dataset.task_encoder)

@@ -21,8 +21,8 @@ from stoker.pipeline import hook_index
 from stoker.pipeline.stage_clock import CLOCK, COOK
 
 if TYPE_CHECKING:
-    from stoker.pipeline.errors import ErrorTracker
     from stoker.pipeline.read import RawSample
+    from stoker.pipeline.skip_policy import ErrorTracker
     from stoker.runtime.build import Kitchen
 
 

@@ -1,4 +1,4 @@
-"""``Blender`` and ``load_dataset``: metadatasets in Python instead of YAML."""
+"""``Blender``: a metadataset in Python instead of YAML."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stoker.errors import ConfigError
-from stoker.metadataset import Metadataset, is_metadataset
 from stoker.pipeline.schedule import BlendSpec
 from stoker.plan.weights import BlendWeights, WeightSchedule, parse_weight, weights_at
 from stoker.storage.epath import EPath
@@ -64,35 +63,3 @@ class Blender:
 def location(path: str | os.PathLike[str] | EPath) -> str:
     """A path given as ``str``, ``pathlib.Path`` or :class:`~stoker.EPath`, as a string."""
     return path if isinstance(path, str) else str(path)
-
-
-def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
-    """Check ``path`` and return what ``get_*_dataset`` accept: a parsed metadataset (with
-    Energon's ``get_datasets``, see
-    :class:`~stoker.flavors.metadataset_tools.LoadedMetadataset`) or the path.
-
-    Example:
-        >>> mds = load_dataset("/data/blend.yaml")  # doctest: +SKIP
-        >>> sorted(mds.splits)  # doctest: +SKIP
-        ['train', 'val']
-    """
-    path = location(path)
-    if is_metadataset(path):
-        from stoker.flavors.metadataset_tools import (
-            loaded_metadataset,  # reads datasets: a layer above
-        )
-
-        return loaded_metadataset(path)
-    from stoker.errors import StokerError
-    from stoker.format.meta import read_info
-    from stoker.sources.binidx import token_dataset
-    from stoker.storage import open_store
-
-    if path.endswith((".jsonl", ".parquet")) or token_dataset(path, prefix=False) is not None:
-        return path
-    try:
-        read_info(open_store(path))  # a clear error if the folder is not prepared
-    except StokerError:
-        if token_dataset(path) is None:  # nor a .bin/.idx prefix
-            raise
-    return path

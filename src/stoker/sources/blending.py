@@ -14,7 +14,8 @@ from stoker.pipeline.schedule import BlendSpec
 from stoker.sources.aux import check_aux
 from stoker.sources.blender import Blender
 from stoker.sources.joins import load_join_source
-from stoker.sources.source import DataSource, load_source
+from stoker.sources.load import load_source
+from stoker.sources.source import DataSource
 
 
 def load_sources(

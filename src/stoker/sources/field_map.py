@@ -18,6 +18,7 @@ from stoker.errors import ConfigError, SampleError
 from stoker.format.dataset_config import DatasetConfig, FieldAccess
 from stoker.format.meta import META_DIR
 from stoker.model.samples import SAMPLE_CLASSES, CrudeSample, Sample, SourceInfo
+from stoker.sources.allow import make_factory
 from stoker.storage import Store, open_store
 from stoker.storage.options import TRUST_SAMPLE_LOADER_ENV, env_trusts_sample_loader
 
@@ -229,11 +230,9 @@ def _load_function(store: str | Store, spec: str, default: str, allow_code: bool
 def factory_sample_loader(source: Any, decoder: Any) -> Callable[[dict[str, Any]], Any]:
     """A worker's sample loader for a source loaded by a dataset factory class.
 
-    The factory is made once per worker (see :func:`stoker.flavors.allow.make_factory`); it
+    The factory is made once per worker (see :func:`stoker.sources.allow.make_factory`); it
     receives the sample's raw parts and metadata, filters and decodes them itself.
     """
-    from stoker.flavors.allow import make_factory  # the flavors build on this layer
-
     factory = make_factory(source, decoder)
     part_filter = getattr(factory, "part_filter", None)
 

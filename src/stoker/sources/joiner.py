@@ -25,8 +25,8 @@ from stoker.errors import ConfigError, SampleError, StokerError
 from stoker.format.sample_types import BUILTIN_MODULES
 from stoker.metadataset.nodes import ObjectRef
 from stoker.model.samples import SAMPLE_CLASSES
-from stoker.pipeline.errors import SkipSample
 from stoker.pipeline.read import RawSample, ShardReader
+from stoker.pipeline.sample_failure import SkipSample
 
 if TYPE_CHECKING:
     from stoker.sources.joins import JoinSpec

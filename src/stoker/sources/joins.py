@@ -34,8 +34,10 @@ from stoker.format.progress import track
 from stoker.metadataset import flatten, load_metadataset
 from stoker.metadataset.flatten import Leaf
 from stoker.metadataset.nodes import JoinNode, ObjectRef
+from stoker.sources.allow import check_joiner
 from stoker.sources.joiner import resolve_joiner
-from stoker.sources.source import DataSource, load_source
+from stoker.sources.load import load_source
+from stoker.sources.source import DataSource
 from stoker.storage import open_store
 
 log = logging.getLogger(__name__)
@@ -228,8 +230,6 @@ def _apply_nonmatch(
     excluded = np.union1d(primary.excluded, np.flatnonzero(skipped)).astype(np.int64)
     if resolve:  # fail early, here (preparing the index needs no joiner, as in Energon)
         if node.joiner is not None:
-            from stoker.flavors.allow import check_joiner  # the flavors import this module
-
             check_joiner(
                 node.joiner.module,
                 node.joiner.name,

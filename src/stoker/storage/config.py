@@ -31,9 +31,9 @@ import yaml
 
 from stoker.errors import ConfigError
 from stoker.storage.options import STORAGE_RETRY_SECONDS_ENV, current, env_storage_retry_seconds
+from stoker.storage.retry import CONFIG_ENV as CONFIG_ENV
 from stoker.storage.retry import RetryBudget
 
-CONFIG_ENV = "STOKER_STORAGE_CONFIG"
 #: Seconds of the default retry budget (where no ``retry: {max_seconds: ...}`` is configured).
 RETRY_SECONDS_ENV = STORAGE_RETRY_SECONDS_ENV
 

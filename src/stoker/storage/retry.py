@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from stoker.errors import ConfigError, TransientStorageError
+from stoker.storage.options import STORAGE_RETRY_SECONDS_ENV
+
+#: The environment variable naming the storage config file (see :mod:`stoker.storage.config`).
+CONFIG_ENV = "STOKER_STORAGE_CONFIG"
 
 T = TypeVar("T")
 #: Transient failures this process retried, over every store (read by the loader's stats).
@@ -255,8 +259,6 @@ def _exhausted(
 ) -> TransientStorageError:
     """The error that ends a request whose retry budget is spent (its scope lets the loader's
     error policy skip the sample)."""
-    from stoker.storage.config import CONFIG_ENV, RETRY_SECONDS_ENV  # it imports this module
-
     got = f", {received} bytes received before" if received else ""
     return TransientStorageError(
         f"{what} failed after {tries} attempt(s) over {seconds:.1f} s (retry budget "
@@ -264,5 +266,5 @@ def _exhausted(
         path=url,
         hint="Check that the storage endpoint is reachable. To wait longer for it, raise the "
         f"budget: retry: {{max_seconds: N}} in the file {CONFIG_ENV} names, or "
-        f"{RETRY_SECONDS_ENV}=N.",
+        f"{STORAGE_RETRY_SECONDS_ENV}=N.",
     )

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import MissingDependencyError
 from stoker.storage.config import S3Settings
+from stoker.storage.s3_http import HTTP_OPTIONS, default_verify
+from stoker.storage.s3_http import keepalive_for as keepalive_for
+from stoker.storage.s3_http import verify_for as verify_for
 
 
 @dataclass
@@ -109,26 +111,6 @@ def spare_for_children() -> None:
 
 
 _LOADERS: list[Any] = []
-#: Each client's TLS verification (True, False or a CA bundle) and whether its sockets keep
-#: alive (``tcp_keepalive``), as its botocore session resolved them.
-_HTTP: weakref.WeakKeyDictionary[Any, tuple[bool | str, bool]] = weakref.WeakKeyDictionary()
-
-
-def verify_for(client: Any) -> bool | str:
-    """How ``client`` verifies TLS: a CA bundle's path, True (the default bundle) or False."""
-    found = _HTTP.get(client)
-    return _default_verify(None) if found is None else found[0]
-
-
-def keepalive_for(client: Any) -> bool:
-    """Whether ``client``'s connections use TCP keep-alive (``tcp_keepalive``)."""
-    found = _HTTP.get(client)
-    return bool(client.meta.config.tcp_keepalive or (found is not None and found[1]))
-
-
-def _default_verify(ca_bundle: str | None) -> bool | str:
-    # As botocore: the configured bundle (ca_bundle, AWS_CA_BUNDLE), else REQUESTS_CA_BUNDLE.
-    return ca_bundle or os.environ.get("REQUESTS_CA_BUNDLE") or True
 
 
 def _botocore_loader() -> Any:
@@ -169,8 +151,8 @@ def _make_client(settings: S3Settings, key: tuple[object, ...] = ()) -> Any:
             request_checksum_calculation="when_required",
         ),
     )
-    _HTTP[client] = (
-        _default_verify(core.get_config_variable("ca_bundle")),
+    HTTP_OPTIONS[client] = (
+        default_verify(core.get_config_variable("ca_bundle")),
         bool(core.get_config_variable("tcp_keepalive")),
     )
     return client

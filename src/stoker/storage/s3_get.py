@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stoker.storage.retry import BadResponse
+from stoker.storage.s3_http import keepalive_for, verify_for
 
 #: How long a presigned URL is valid; it is renewed at half that age.
 URL_SECONDS = 3600
@@ -212,7 +213,6 @@ class Transport:
         from botocore.utils import get_environ_proxies  # type: ignore[import-untyped]
 
         from stoker.storage.http_pool import Pool
-        from stoker.storage.s3_client import keepalive_for, verify_for
 
         config = client.meta.config
         verify = verify_for(client)

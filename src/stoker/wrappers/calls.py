@@ -8,7 +8,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from stoker.model.worker_config import WorkerConfig
-from stoker.pipeline.errors import ErrorPolicy, ErrorTracker, SkipSample
+from stoker.pipeline.sample_failure import SkipSample
+from stoker.pipeline.skip_policy import ErrorPolicy, ErrorTracker
 from stoker.pipeline.skips import Skips
 from stoker.wrappers.base import Mark
 

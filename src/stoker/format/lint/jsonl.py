@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-from contextlib import closing
 from typing import NamedTuple
 
 from stoker.errors import StokerError, StorageError
@@ -41,10 +40,9 @@ def lint_jsonl(path: str, *, progress: bool = False, num_workers: int | None = N
     report = LintReport(path, kind="jsonl")
     size = store.size(name)
     parts = _parts(store, name, size)
-    bar = Progress(-(-size // MIB), "Checking lines", unit="MiB", enabled=progress)
     bad: list[Finding] = []
     lines = bad_lines = 0
-    with closing(bar):
+    with Progress(-(-size // MIB), "Checking lines", unit="MiB", enabled=progress) as bar:
         checked = ordered_map(_CheckPart(parent, name), parts, num_workers, len(parts))
         for (_, end), part in zip(parts, checked, strict=True):
             for number, problem, offset in part.problems[: MAX_REPORTED - len(bad)]:

@@ -8,7 +8,6 @@ shards.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 
@@ -49,7 +48,7 @@ def check_shards(
             hint = "Restore the shard, or remove it from the dataset and prepare again."
             report.findings.append(Finding("error", "the shard does not exist.", name, hint=hint))
     scans: dict[str, ShardIndex] = {}
-    with closing(Progress(len(tasks), "Checking shards", enabled=progress)) as bar:
+    with Progress(len(tasks), "Checking shards", enabled=progress) as bar:
         for check in ordered_map(partial(check_shard, store), tasks, num_workers, len(tasks)):
             report.findings.extend(check.findings)
             if check.scan is not None:

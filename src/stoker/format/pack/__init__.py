@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 
 from stoker.errors import ConfigError
@@ -30,7 +31,7 @@ from stoker.format.pack.plan import plan_shards, sample_tar_bytes, shard_file_by
 from stoker.format.pack.samples import Part, Sample, SkippedFile
 from stoker.format.pack.write import Sources
 from stoker.format.pack.write import write_shard as _write_shard
-from stoker.format.prepare import TMP_MARK
+from stoker.format.pending import TMP_MARK
 from stoker.format.progress import Progress
 
 __all__ = [
@@ -94,15 +95,12 @@ def _write_all(
     total = sum(ends[i] - starts[i] for i in mine)
     sources = Sources()
     bar = Progress(total, "Packing samples", world=world, enabled=progress, unit="sample")
-    try:
+    with closing(sources), bar:
         for i, end in enumerate(ends):
             path = output.new_shard()
             if i in mine:
                 # Looked up in this module (not .write), so that tests can patch it here.
                 _write_shard(path, samples[starts[i] : end], sources, bar.update)
-    finally:
-        sources.close()
-        bar.close()
 
 
 def _write_distributed(

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from stoker.errors import ConfigError
 from stoker.format.meta import META_DIR
 from stoker.format.pack.manifest import MANIFEST, read_manifest, write_manifest
-from stoker.format.prepare import SHARD_SUFFIXES, TMP_MARK
+from stoker.format.pending import TMP_MARK
+from stoker.format.prepare import SHARD_SUFFIXES
 from stoker.format.tar_index import tar_index_name
 
 

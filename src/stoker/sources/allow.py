@@ -18,18 +18,30 @@ import dataclasses
 import importlib
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
-from stoker.flavors.base import BaseCoreDatasetFactory
 from stoker.format.dataset_config import ALLOW_HINT, DatasetConfig, FactoryRef, module_allowed
 from stoker.format.sample_types import BUILTIN_MODULES
-from stoker.model.samples import CrudeSample, Sample
+from stoker.model.samples import SAMPLE_CLASSES, CrudeSample, Sample
 from stoker.model.worker_config import WorkerConfig
-from stoker.sources.source import DataSource
+from stoker.storage.epath import EPath
 from stoker.storage.options import TRUST_METADATASET_ENV, env_trusts_metadataset
 
-_BASES = (Sample, BaseCoreDatasetFactory)
+if TYPE_CHECKING:
+    from stoker.sources.source import DataSource
+
+
+def public_name(name: str) -> Any:
+    """stoker's public ``name`` (``stoker.<name>``), or None: found by name in the export table
+    of ``stoker/__init__.py``. The dataset factories live in a layer above this one, so they
+    are looked up there by name, never imported from here."""
+    return getattr(importlib.import_module("stoker"), name, None)
+
+
+def _bases() -> tuple[type, ...]:
+    """The classes whose subclasses a data folder may name from an installed module."""
+    return (Sample, public_name("BaseCoreDatasetFactory"))
 
 
 def resolve_class(
@@ -45,10 +57,8 @@ def resolve_class(
     """The class ``module.qualname`` if the allow-list lets a dataset.yaml (or ``what``, e.g.
     a metadataset's joiner) name it; ``hint`` says how to allow more."""
     if module in BUILTIN_MODULES:
-        import stoker
-
-        found = getattr(stoker, qualname, None)
-        if isinstance(found, type) and issubclass(found, (*_BASES, CrudeSample)):
+        found = public_name(qualname)
+        if isinstance(found, type) and issubclass(found, (*_bases(), CrudeSample)):
             return found
         raise ConfigError(f"stoker has no sample type or dataset class {qualname!r}.", path=where)
     _refuse_data_folder(module, data_root, where)
@@ -64,7 +74,7 @@ def resolve_class(
         target = getattr(target, attr, None)
     if target is None:
         raise ConfigError(f"module {module!r} has no {qualname!r}.", path=where)
-    if isinstance(target, type) and issubclass(target, _BASES):
+    if isinstance(target, type) and issubclass(target, _bases()):
         return target
     if module_allowed(module, allowed):
         return target
@@ -166,11 +176,6 @@ def resolve_source(
         )
         config = dataclasses.replace(config, sample_class=cls)
     source = dataclasses.replace(source, config=config)
-    if config.sample_loader is not None:  # untrusted code: say so now, not in a worker
-        from stoker.sources.field_map import load_part_filter, load_sample_loader
-
-        load_sample_loader(source.root, config.sample_loader, source.trust_sample_loader)
-        load_part_filter(source.root, config.part_filter, source.trust_sample_loader)
     if sample_type is not None:
         check_sample_type(source, sample_type)
     return source
@@ -200,8 +205,6 @@ def source_sample_class(source: DataSource) -> Any:
         return CrudeSample
     if config.sample_class is not None:
         return config.sample_class
-    from stoker.model.samples import SAMPLE_CLASSES
-
     return SAMPLE_CLASSES.get(config.sample_type or "")
 
 
@@ -229,8 +232,6 @@ def make_factory(source: DataSource, decoder: Any) -> Any:
         raise ConfigError("this source has no resolved dataset factory class.", path=source.path)
     if not ref.from_yaml:
         return ref.cls(*ref.args, **ref.kwargs)
-    from stoker.flavors.generic import DefaultDecoderWebdatasetFactory
-
     kwargs: dict[str, Any] = {
         **ref.kwargs,
         "split_part": source.split_part,
@@ -240,8 +241,7 @@ def make_factory(source: DataSource, decoder: Any) -> Any:
     }
     if source.trust_sample_loader:
         kwargs["trust_sample_loader"] = True
-    if isinstance(ref.cls, type) and issubclass(ref.cls, DefaultDecoderWebdatasetFactory):
+    takes_decoder = public_name("DefaultDecoderWebdatasetFactory")
+    if isinstance(ref.cls, type) and issubclass(ref.cls, takes_decoder):
         kwargs["decoder"] = decoder
-    from stoker.flavors.base import as_epath
-
-    return ref.cls(as_epath(source.path), **kwargs)
+    return ref.cls(EPath(source.path), **kwargs)
