@@ -50,9 +50,7 @@ class CompressedImage:
 
     def tensor(self) -> torch.Tensor:
         """The image decoded on the CPU in the mode's CPU layout (uint8 or float32 CHW)."""
-        from stoker.media.image import decode_image
-
-        decoded: torch.Tensor = decode_image(self.ext, self.data, self.decoder.cpu_decoder())
+        decoded: torch.Tensor = self.decoder.cpu_decoder().decode_part("", self.ext, self.data)
         return decoded
 
 
