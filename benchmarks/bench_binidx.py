@@ -157,7 +157,7 @@ def child_main(spec: dict[str, Any]) -> None:
         import megatron.core.datasets.indexed_dataset  # noqa: F401
         import torch.utils.data  # noqa: F401
 
-        import stoker  # noqa: F401
+        from stoker import get_loader  # noqa: F401  # (loads stoker.api, imported lazily)
     start, cpu = time.perf_counter(), cpu_seconds()
     docs, tokens = run(Path(spec["prefix"]), spec["workers"], spec["samples"])
     seconds = time.perf_counter() - start
