@@ -12,13 +12,16 @@ own (each a copy, as a training loop gets them):
   (W = 2: two processes each reading half).
 
 Every run is a fresh subprocess; the tools alternate, ``--repeats`` times; the table shows
-medians of sequences/s, tokens/s and the peak RSS of the run's largest process, then the
-ratios of stoker to the others.
+medians of sequences/s, tokens/s, CPU time per sequence (the run's processes together: on a
+loaded machine a steadier measure of the work than the wall clock) and the peak memory of the
+run's process tree (the sum of PSS over the live processes, polled every 0.1 s:
+``bench_prepare.TreeMemoryPoller``), then the ratios of stoker to the others.
 
 Usage::
 
     python benchmarks/bench_binidx.py                      # ~3 minutes on 2 loaded cores
     python benchmarks/bench_binidx.py --repeats 5 --samples 200000
+    python benchmarks/bench_binidx.py --before ../old/src  # + stoker of another checkout
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench_prepare import TreeMemoryPoller
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT = "BENCH-RESULT "
@@ -136,6 +141,15 @@ def run_bare(prefix: Path, workers: int, samples: int) -> tuple[int, int]:
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its children that ended."""
+    own, ended = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+
+
 def child_main(spec: dict[str, Any]) -> None:
     run = {"stoker": run_stoker, "megatron": run_megatron, "bare": run_bare}[spec["tool"]]
     with warnings.catch_warnings():  # imports (seconds: torch) are not timed
@@ -143,27 +157,26 @@ def child_main(spec: dict[str, Any]) -> None:
         import megatron.core.datasets.indexed_dataset  # noqa: F401
         import torch.utils.data  # noqa: F401
 
-        import stoker  # noqa: F401
-    start = time.perf_counter()
+        from stoker import get_loader  # noqa: F401  # (loads stoker.api, imported lazily)
+    start, cpu = time.perf_counter(), cpu_seconds()
     docs, tokens = run(Path(spec["prefix"]), spec["workers"], spec["samples"])
     seconds = time.perf_counter() - start
-    peak = max(
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-    )
-    result = {"docs_s": docs / seconds, "tokens_s": tokens / seconds, "peak_mib": peak / 1024}
+    cpu_us = (cpu_seconds() - cpu) / docs * 1e6
+    result = {"docs_s": docs / seconds, "tokens_s": tokens / seconds, "cpu_us": cpu_us}
     print(RESULT + json.dumps(result), flush=True)
 
 
-def in_subprocess(spec: dict[str, Any]) -> dict[str, float]:
+def in_subprocess(spec: dict[str, Any], src: Path = REPO / "src") -> dict[str, float]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, capture_output=True, cwd=REPO, env=env, timeout=1800)
-    lines = [line for line in proc.stdout.decode().splitlines() if line.startswith(RESULT)]
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env)
+    with TreeMemoryPoller(proc.pid, 0.1) as poller:
+        out, err = proc.communicate(timeout=1800)
+    lines = [line for line in out.decode().splitlines() if line.startswith(RESULT)]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"child {spec} exited {proc.returncode}\n{proc.stderr.decode()[-3000:]}")
-    return dict(json.loads(lines[-1][len(RESULT) :]))
+        raise RuntimeError(f"child {spec} exited {proc.returncode}\n{err.decode()[-3000:]}")
+    return {**json.loads(lines[-1][len(RESULT) :]), "peak_mib": poller.peak_bytes / 2**20}
 
 
 def main() -> None:
@@ -173,6 +186,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100_000, help="sequences read per run")
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--before", type=Path, help="another stoker src folder, run as tool 'before' (A/B)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -183,25 +199,35 @@ def main() -> None:
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(args.repeats):  # alternate the tools: the machine's load hits all alike
         for w in workers:
-            for tool in TOOLS:
+            for tool in TOOLS if args.before is None else (*TOOLS, "before"):
                 spec = {"tool": tool, "workers": w, "prefix": str(prefix), "samples": args.samples}
-                runs.setdefault((tool, w), []).append(in_subprocess(spec))
+                if tool == "before":
+                    spec["tool"] = "stoker"
+                    result = in_subprocess(spec, args.before.resolve())
+                else:
+                    result = in_subprocess(spec)
+                runs.setdefault((tool, w), []).append(result)
     median = {
         key: {m: statistics.median(r[m] for r in rs) for m in rs[0]} for key, rs in runs.items()
     }
     print(f"{args.samples:,} random sequences of {args.sequences:,} (uint16, 16-1024 tokens), "
           f"medians of {args.repeats}")  # fmt: skip
-    print(f"{'tool':10} {'W':>2} {'sequences/s':>12} {'Mtokens/s':>10} {'peak MiB':>9}")
+    print(
+        f"{'tool':10} {'W':>2} {'sequences/s':>12} {'Mtokens/s':>10} {'CPU us/seq':>11} "
+        f"{'peak MiB':>9}"
+    )
     for (tool, w), m in median.items():
         print(
             f"{tool:10} {w:>2} {m['docs_s']:>12,.0f} {m['tokens_s'] / 1e6:>10.1f} "
-            f"{m['peak_mib']:>9.0f}"
+            f"{m['cpu_us']:>11.1f} {m['peak_mib']:>9.0f}"
         )
     for w in workers:
-        ours = median[("stoker", w)]["docs_s"]
+        ours, cpu = median[("stoker", w)]["docs_s"], median[("stoker", w)]["cpu_us"]
+        bare, megatron = median[("bare", w)], median[("megatron", w)]
         print(
-            f"W={w}: stoker / bare memmap {ours / median[('bare', w)]['docs_s']:.2f}x, "
-            f"stoker / megatron-core {ours / median[('megatron', w)]['docs_s']:.2f}x"
+            f"W={w}: stoker / bare memmap {ours / bare['docs_s']:.2f}x, "
+            f"stoker / megatron-core {ours / megatron['docs_s']:.2f}x "
+            f"(per CPU second: {bare['cpu_us'] / cpu:.2f}x, {megatron['cpu_us'] / cpu:.2f}x)"
         )
 
 

@@ -83,3 +83,14 @@ def test_preview_shows_the_token_arrays(corpus: Path) -> None:
     first = len(reference(corpus)[0])
     assert "Megatron .bin/.idx tokens (crude)" in done.stdout
     assert f"tokens  array {first} int32" in done.stdout
+
+
+def test_bench_loads_the_sequences_at_each_worker_count(corpus: Path) -> None:
+    done = stoker_cli(
+        "bench", f"{corpus}.bin", "--workers", "0,2", "--batches", "3", "--batch-size", "4",
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert [(r["workers"], r["batches"], r["samples"]) for r in runs] == [(0, 3, 12), (2, 3, 12)]
+    assert all(r["samples_per_s"] > 0 and r["skipped"] == 0 for r in runs)

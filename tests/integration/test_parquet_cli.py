@@ -59,3 +59,13 @@ def test_lint_reads_every_row_group_and_names_a_damaged_one(folder: Path, tmp_pa
     output = result.stdout + result.stderr
     assert f"{name}, byte offset {offset}: row group 2 cannot be read" in output
     assert "Traceback" not in output
+
+
+def test_bench_loads_the_rows_at_each_worker_count(folder: Path) -> None:
+    result = _stoker(
+        "bench", str(folder), "--workers", "0,2", "--batches", "3", "--batch-size", "4", "--json"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert [(r["workers"], r["batches"], r["samples"]) for r in runs] == [(0, 3, 12), (2, 3, 12)]
+    assert all(r["samples_per_s"] > 0 and r["skipped"] == 0 for r in runs)

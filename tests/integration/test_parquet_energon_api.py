@@ -77,6 +77,25 @@ def test_factory_subflavors_decoder_and_subset(folder: Path) -> None:
     assert [s["n"] for s in half.build()] == list(range(ROWS // 2, ROWS))
 
 
+def test_factory_part_filter_reads_only_those_columns(folder: Path) -> None:
+    factory = DefaultParquetDatasetFactory(
+        folder, training=False, worker_config=WC, part_filter=lambda c: c in ("n", "text")
+    )
+    assert len(factory) == ROWS  # the rows stay all
+    source = factory.build().sources[0]
+    assert source.read_columns == ("text", "n") and source.media == {}
+    reader = source.reader()
+    assert reader.columns == ["text", "n"]
+    samples = list(factory.build())
+    assert [s["n"] for s in samples] == list(range(ROWS))
+    assert all(set(s) - set(basic_sample_keys(s)) == {"n", "text"} for s in samples)
+    assert samples[3]["text"] == "caption 3"
+    with pytest.raises(ConfigError, match="part_filter keeps none"):
+        DefaultParquetDatasetFactory(
+            folder, training=False, worker_config=WC, part_filter=lambda c: False
+        )
+
+
 def test_factory_refuses_a_decode_map(folder: Path) -> None:
     with pytest.raises(ConfigError, match="decode_map"):
         DefaultParquetDatasetFactory(folder, training=False, worker_config=WC, decode_map={})

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
@@ -32,6 +33,7 @@ class DefaultParquetDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
     Args: as :class:`~stoker.flavors.CrudeJsonlDatasetFactory`, plus ``split_part`` (from the
     file names, see :mod:`stoker.format.parquet`), ``subflavors`` and ``decoder``. Energon's
     ``decode_map`` is accepted only as None: stoker decodes media columns by their type.
+    ``part_filter(column) -> bool`` reads only the columns it keeps (each sample has those).
     """
 
     __sample_type__ = CrudeSample
@@ -50,6 +52,7 @@ class DefaultParquetDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
         parallel_shard_iters: int | None = None,
         max_samples_per_sequence: int | None = None,
         subset: Any = None,
+        part_filter: Callable[[str], bool] | None = None,
     ) -> None:
         from stoker.sources.load import load_source
 
@@ -79,7 +82,22 @@ class DefaultParquetDatasetFactory(BaseCoreDatasetFactory[CrudeSample]):
                 path=str(self.path),
                 hint="Pass a folder holding .parquet files (and no .nv-meta/.info.json).",
             )
+        if part_filter is not None:
+            source = self._filtered(source, part_filter)
         self._keep_source(source)
+
+    def _filtered(self, source: Any, part_filter: Callable[[str], bool]) -> Any:
+        """``source`` reading only the columns ``part_filter`` keeps (the rows stay all)."""
+        columns = source.columns
+        kept = tuple(c for c in columns if part_filter(c))
+        if not kept:
+            raise ConfigError(
+                f"part_filter keeps none of the Parquet columns {list(columns)}.",
+                path=str(self.path),
+                hint="Let part_filter return True for the columns the samples need.",
+            )
+        media = {k: v for k, v in source.media.items() if k in kept}
+        return dataclasses.replace(source, read_columns=kept, media=media)
 
     def __len__(self) -> int:
         return self._source.total

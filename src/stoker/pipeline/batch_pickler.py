@@ -34,6 +34,8 @@ from multiprocessing import reduction
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from stoker.pipeline.array_lists import packed
+
 #: Reducers of ``multiprocessing.reduction`` that share nothing (methods, partials).
 _PLAIN: frozenset[Callable[..., Any]] = frozenset(
     getattr(reduction, name)
@@ -82,7 +84,7 @@ class BatchPickler(pickle.Pickler):
     def dump(self, obj: Any) -> None:
         _shared[0] = False
         try:
-            super().dump(obj)
+            super().dump(packed(obj))  # lists of arrays as one buffer each
         finally:
             self.shares, _shared[0] = _shared[0], False
 

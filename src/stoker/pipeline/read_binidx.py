@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,43 @@ from stoker.pipeline.read import LineRaws, RawSample, ShardReader
 from stoker.storage import Store
 
 _new_tuple = tuple.__new__
+
+
+class TokenRaws(Sequence[RawSample]):
+    """The raw samples of a run of sequences of one ``.bin`` (:meth:`BinIdxReader.token_run`):
+    their token arrays, indices, byte offsets and file; each raw sample is made only when asked
+    for (as :meth:`BinIdxReader.read` makes it), since a run's samples are built from the
+    columns (:mod:`stoker.runtime.token_runs`)."""
+
+    __slots__ = ("indices", "shard", "starts", "tokens")
+
+    def __init__(
+        self,
+        tokens: list[npt.NDArray[Any]],
+        indices: Sequence[int],
+        starts: list[int],
+        shard: str,
+    ) -> None:
+        self.tokens, self.indices, self.starts, self.shard = tokens, indices, starts, shard
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @overload
+    def __getitem__(self, at: int) -> RawSample: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
+
+    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self.tokens)))]
+        index = self.indices[at]
+        parts = {"tokens": self.tokens[at]}
+        raw: RawSample = _new_tuple(
+            RawSample, (str(index), parts, self.shard, index, self.starts[at])
+        )
+        return raw
 
 
 class BinIdxReader(ShardReader):
@@ -113,8 +150,9 @@ class BinIdxReader(ShardReader):
         out: list[RawSample] = []
         try:
             if self.local:
-                if self._mapped_run(shard_ids, indices, out):
-                    return out, None
+                run = self.token_run(shard_ids, indices)
+                if run is not None:
+                    return list(run), None
                 read, append = self.read, out.append
                 for shard_id, index in zip(shard_ids, indices, strict=True):
                     append(read(shard_id, index))
@@ -125,38 +163,32 @@ class BinIdxReader(ShardReader):
             return out, e
         return out, None
 
-    def _mapped_run(
-        self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]
-    ) -> bool:
-        """Sequences ``indices`` of one mapped local file into ``out`` in one go: their tokens
-        gathered into one new array, each sample a view of its part (False, nothing done, where
-        that does not apply: :meth:`read` then reads and reports each)."""
-        if not shard_ids or min(shard_ids) != max(shard_ids):
-            return False
+    def token_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> TokenRaws | None:
+        """Sequences ``indices`` of one mapped local file in one go: their tokens gathered into
+        one new array, each sequence a view of its part; None (nothing read) where that does
+        not apply (remote, several files, an index or byte outside): :meth:`read` then reads
+        and reports each."""
+        if not shard_ids or not self.local or min(shard_ids) != max(shard_ids):
+            return None
         shard_id = shard_ids[0]
         index, mapped = self.index(shard_id), self._map(shard_id)
         size = index.dtype.itemsize
         if mapped is None or len(mapped) % size:
-            return False
+            return None
         picked = np.asarray(indices, dtype=np.int64)
         if int(picked.min()) < 0 or int(picked.max()) >= len(index):
-            return False
+            return None
         starts = index.pointers[picked].astype(np.int64)
         lengths = index.lengths[picked].astype(np.int64)
         ends = starts + lengths * size
         if int((starts % size).max()) or int(ends.max()) > len(mapped) or int(lengths.min()) < 0:
-            return False
+            return None
         tokens = np.frombuffer(mapped, index.dtype)
         first, last = (starts // size).tolist(), (ends // size).tolist()
         gathered = np.concatenate([tokens[a:b] for a, b in zip(first, last, strict=True)])
         cuts = np.cumsum(lengths).tolist()
-        shard, append = self.shards[shard_id], out.append
-        begin = 0
-        for i, end, start in zip(indices, cuts, starts.tolist(), strict=True):
-            part = gathered[begin:end]
-            append(_new_tuple(RawSample, (str(i), {"tokens": part}, shard, i, start)))
-            begin = end
-        return True
+        views = [gathered[a:b] for a, b in zip([0, *cuts], cuts, strict=False)]
+        return TokenRaws(views, indices, starts.tolist(), self.shards[shard_id])
 
     def _held(self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]) -> None:
         """The remote sequences whose bytes the read-ahead received, up to the first not."""

@@ -50,6 +50,8 @@ from stoker.plan.sized_blend import size_units
 from stoker.runtime import worker_watch
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.plain_runs import Prepared, plain_outputs, same_runs
+from stoker.runtime.token_runs import applies as token_runs_apply
+from stoker.runtime.token_runs import token_run
 from stoker.sources.source import DataSource
 
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
@@ -85,6 +87,10 @@ class SourceIO:
 
     reader: ShardReader
     builder: SampleBuilder
+
+    def __post_init__(self) -> None:
+        #: Whether runs of token sequences are built from columns (:mod:`.token_runs`).
+        self.tokens = token_runs_apply(self.builder)
 
 
 class SampleStream(RefSource):
@@ -417,11 +423,19 @@ class SampleStream(RefSource):
             lines = (
                 io.reader.line_run(shard_ids, refs[2][at:end]) if io.builder.jsonl_crude else None
             )
+            # Token sequences of one mapped .bin: crude samples built from columns
+            tokens = (
+                token_run(io.reader, io.builder, shard_ids, refs[2][at:end], refs[0][at:end])
+                if io.tokens
+                else None
+            )
             if lines is not None:
                 raws: Sequence[RawSample] = lines
                 error: Exception | None = None
                 clock.switch(DECODE)
                 samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
+            elif tokens is not None:
+                (raws, samples), error, failed = tokens, None, None
             else:
                 read, error = io.reader.read_run(shard_ids, refs[2][at:end])
                 raws = read

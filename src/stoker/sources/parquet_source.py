@@ -57,6 +57,7 @@ def parquet_split(
         trust_sample_loader=trust_sample_loader,
         parquet=True,
         media=layout.media,
+        columns=layout.columns,
     )
 
 

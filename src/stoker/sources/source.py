@@ -69,6 +69,11 @@ class DataSource:
     #: Its packing group (a metadataset's ``group:``; None: the default group), which picks its
     #: packing buffer and the per-group ``packing_buffer_size`` / ``shuffle_buffer_size``.
     group: str | None = None
+    #: Of a Parquet dataset, the columns its files have.
+    columns: tuple[str, ...] = ()
+    #: Of a Parquet dataset, the only columns read (a factory's ``part_filter``); None: those
+    #: the field map uses, else all.
+    read_columns: tuple[str, ...] | None = None
 
     @property
     def root(self) -> str:
@@ -121,6 +126,8 @@ class DataSource:
 
             used = self.config.parts_used() if self.config.field_map is not None else None
             columns = None if used is None else sorted(used)
+            if self.read_columns is not None:
+                columns = list(self.read_columns)
             reader: Any = ParquetReader(
                 open_store(self.root), self.shards, columns=columns, media=self.media
             )
