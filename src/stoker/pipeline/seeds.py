@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import os
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -29,6 +30,15 @@ R = TypeVar("R")
 
 #: Held while a seeded hook uses the global RNGs (re-entrant: a seeded hook may call another).
 _GLOBAL_RNGS = threading.RLock()
+
+
+def _new_lock_in_child() -> None:
+    """A process forked while a thread worker held the lock would wait for it forever."""
+    global _GLOBAL_RNGS
+    _GLOBAL_RNGS = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 @overload
