@@ -18,6 +18,7 @@ ALLOWED = {
     "storage/msc.py": "Multi-Storage Client's MSC_CONFIG, HOME/XDG_CONFIG_HOME and ${VAR}s",
     "storage/epath.py": "NVDATASET_CACHE_DIR, Energon's variable for dss:// paths",
     "storage/s3_client.py": "the AWS credential chain (AWS_*) keys the client cache",
+    "storage/s3_http.py": "REQUESTS_CA_BUNDLE, the CA bundle botocore falls back to",
     "format/distributed.py": "torchrun's RANK/WORLD_SIZE/MASTER_* and SLURM's SLURM_* variables",
 }
 _NAMES = {"environ", "getenv", "putenv", "unsetenv", "environb"}
