@@ -6,7 +6,10 @@ attempt (:func:`stoker.storage.retry.attempt_deadline`); one watchdog thread per
 socket down at that time, which ends the blocked read at once, and the reader raises
 :class:`DeadlineExceeded` (a ``TimeoutError``: transient, retried within the budget). Arming and
 disarming cost a dict insert and delete under a lock: no thread, timer or wake-up per request
-(waking a thread per request cost the S3 benchmark ~15 % of its samples/s).
+(waking a thread per request cost the S3 benchmark ~15 % of its samples/s). The watchdog sleeps
+until the earliest deadline (at most :data:`IDLE` seconds when none is armed) and is woken only by
+a deadline earlier than that: waking it ten times a second cost a loader's dataloader workers
+~25 % more CPU per sample on the S3 benchmark (``benchmarks/bench_s3.py``, W=2).
 
 Example:
     >>> import socket
@@ -28,8 +31,8 @@ import threading
 import time
 from typing import Any
 
-#: How often the watchdog looks at the deadlines (a deadline is kept to within this).
-POLL = 0.1
+#: The longest the watchdog sleeps when no deadline is armed.
+IDLE = 1.0
 
 
 class DeadlineExceeded(TimeoutError):
@@ -53,31 +56,36 @@ class Watch:
 
 
 class _Watchdog:
-    """The watches of one process, and the thread that looks at them every :data:`POLL`
-    seconds (arming wakes nothing: a request costs a dict insert and delete under a lock)."""
+    """The watches of one process, and the thread that shuts their sockets at their deadlines.
+    It sleeps until the earliest deadline; arming wakes it only for an earlier one (requests
+    arm later deadlines than those before them, so a request costs a dict insert and delete)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition(threading.Lock())
         self.live: dict[int, Watch] = {}
+        self.wake_at = 0.0
         threading.Thread(target=self._run, name="stoker-deadlines", daemon=True).start()
 
     def arm(self, sock: socket.socket, deadline: float) -> Watch:
         watch = Watch(self, sock, deadline)
         with self.lock:
             self.live[id(watch)] = watch
+            if deadline < self.wake_at:
+                self.lock.notify()
         return watch
 
     def _run(self) -> None:
-        while True:
-            time.sleep(POLL)
-            now = time.monotonic()
-            with self.lock:
+        with self.lock:
+            while True:
+                now = time.monotonic()
                 late = [w for w in self.live.values() if w.deadline <= now]
                 for watch in late:
                     del self.live[id(watch)]
                     watch.fired = True
                     with contextlib.suppress(OSError):  # wakes a blocked recv with end-of-file
                         watch.sock.shutdown(socket.SHUT_RDWR)
+                self.wake_at = min((w.deadline for w in self.live.values()), default=now + IDLE)
+                self.lock.wait(max(0.0, self.wake_at - now))
 
 
 _DOG: list[_Watchdog | None] = [None]
