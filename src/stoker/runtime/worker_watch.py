@@ -168,9 +168,10 @@ class WorkerWatch:
                 raise RuntimeError(f"DataLoader timed out after {timeout} seconds")
 
     def start_monitor(self) -> None:
-        """Look for stuck workers on a thread of the main process too, every :data:`POLL`
-        seconds: a stopped worker also stops the thread that hands over the file descriptors
-        of the batches it sent, and the main process may wait on it while it unpickles one."""
+        """Look for stuck workers on a thread of the main process too, every twentieth of the
+        timeout (at least :data:`POLL` seconds): a stopped worker also stops the thread that
+        hands over the file descriptors of the batches it sent, and the main process may wait
+        on it while it unpickles one."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._monitor, name="stoker-worker-watch",
                                         daemon=True)  # fmt: skip
@@ -179,7 +180,11 @@ class WorkerWatch:
     def _monitor(self) -> None:
         stop = self._stop
         assert stop is not None
-        while not stop.wait(POLL):
+        # A twentieth of the shortest timeout (3 s for the default 60 s): a thread woken five
+        # times a second costs the loader's processes CPU on every batch.
+        limits = [t for t in (self.settings.timeout, self.settings.initial_timeout) if t]
+        period = max(POLL, min(limits, default=60.0) / 20)
+        while not stop.wait(period):
             now = time.monotonic()
             for worker in range(self.workers):
                 row = self.table[worker * _FIELDS : (worker + 1) * _FIELDS]
