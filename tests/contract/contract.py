@@ -20,6 +20,23 @@ import torch
 from stoker.runtime.loader import Loader
 
 
+def write_text_dataset(root: Any) -> str:
+    """6 shards x 7 text samples (42) under ``root``, prepared as TextSample; its path."""
+    from stoker.format.dataset_config import make_dataset_yaml
+    from stoker.format.prepare import prepare_dataset
+    from tests.conftest import write_shard
+
+    for s in range(6):
+        samples = [(f"s{s}_{i:02d}", {"txt": f"text {s}.{i}".encode()}) for i in range(7)]
+        write_shard(root / f"shard_{s}.tar", samples)
+    prepare_dataset(
+        str(root),
+        split_ratio="1,0,0",
+        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
+    )
+    return str(root)
+
+
 def fingerprint(value: Any) -> Any:
     """A comparable digest of a batch: keys, strings and numbers as is, tensors by content."""
     if isinstance(value, torch.Tensor):

@@ -26,7 +26,14 @@ from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
 from stoker.runtime.loader import Loader
 from tests.conftest import write_shard
-from tests.contract.contract import fingerprint, rank_free, roundtrip, run_contract, take
+from tests.contract.contract import (
+    fingerprint,
+    rank_free,
+    roundtrip,
+    run_contract,
+    take,
+    write_text_dataset,
+)
 
 MIDPOINTS = [0, 1, 3, 4, 7, 10, 13]
 
@@ -34,16 +41,7 @@ MIDPOINTS = [0, 1, 3, 4, 7, 10, 13]
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
     """6 shards x 7 text samples (42), prepared as TextSample."""
-    root = tmp_path_factory.mktemp("contract") / "ds"
-    for s in range(6):
-        samples = [(f"s{s}_{i:02d}", {"txt": f"text {s}.{i}".encode()}) for i in range(7)]
-        write_shard(root / f"shard_{s}.tar", samples)
-    prepare_dataset(
-        str(root),
-        split_ratio="1,0,0",
-        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
-    )
-    return str(root)
+    return write_text_dataset(tmp_path_factory.mktemp("contract") / "ds")
 
 
 class Augmenting(DefaultTaskEncoder):  # type: ignore[type-arg]

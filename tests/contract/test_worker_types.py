@@ -19,11 +19,15 @@ import torch.utils.data
 
 from stoker import DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset, stateless
 from stoker.errors import ConfigError
-from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.prepare import prepare_dataset
 from stoker.runtime.loader import Loader
-from tests.conftest import write_shard
-from tests.contract.contract import fingerprint, rank_free, roundtrip, run_contract, take
+from tests.contract.contract import (
+    fingerprint,
+    rank_free,
+    roundtrip,
+    run_contract,
+    take,
+    write_text_dataset,
+)
 from tests.contract.test_save_restore_packing import RandomPacking
 from tests.integration._blends import jsonl_blend
 from tests.integration.test_packing import make_loader as packing_loader
@@ -36,16 +40,7 @@ MIDPOINTS = [0, 1, 4, 7, 13, 23]
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
     """6 shards x 7 text samples (42), prepared as TextSample."""
-    root = tmp_path_factory.mktemp("worker_types") / "ds"
-    for s in range(6):
-        samples = [(f"s{s}_{i:02d}", {"txt": f"text {s}.{i}".encode()}) for i in range(7)]
-        write_shard(root / f"shard_{s}.tar", samples)
-    prepare_dataset(
-        str(root),
-        split_ratio="1,0,0",
-        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
-    )
-    return str(root)
+    return write_text_dataset(tmp_path_factory.mktemp("worker_types") / "ds")
 
 
 class WhereItRan(DefaultTaskEncoder):  # type: ignore[type-arg]
