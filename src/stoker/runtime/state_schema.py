@@ -119,7 +119,9 @@ def _mix(state: dict[str, Any], v: int) -> None:
                     raise _bad(f"{field}.{key}", entry.get(key), "a str")
             _int(entry.get("samples"), f"{field}.samples")
             for key, length in (("plan", 2), ("subset", 2)):
-                value = entry.get(key, [0, 0])
+                if key not in entry and key == "subset":
+                    continue  # optional: a dataset without a subset
+                value = entry.get(key)
                 if not isinstance(value, list) or len(value) != length:
                     raise _bad(f"{field}.{key}", value, f"a list of {length} ints")
                 for j, x in enumerate(value):
