@@ -9,10 +9,11 @@ stoker from another source tree: ``--baseline-src``), W=2, batch 32, on the phot
 * ``plain``: ``for batch in loader`` (holds the last batch while it asks for the next);
 * ``hold2`` / ``hold3``: keeps the last 2 / 3 batches (the previous one for logging, say);
 * ``accum4``: gradient accumulation collecting 4 micro-batches before its step;
-* ``pin``: the loader's pin-memory thread with an injected pin function (a copy into fresh
-  memory: there is no accelerator here). stoker: ``get_loader(pin_memory=True)``; Energon's
-  loader pins in torch's DataLoader thread, which runs only with an accelerator, so the same
-  copy runs on a thread of the same depth (stoker's ``PinThread``) over its batches;
+* ``pin``: the loader's pin-memory thread with an injected pin function (a copy into blocks
+  reused as torch's pinned-memory allocator reuses its own: there is no accelerator here).
+  stoker: ``get_loader(pin_memory=True)``; Energon's loader pins in torch's DataLoader thread,
+  which runs only with an accelerator, so the same copy runs on a thread of the same depth
+  (stoker's ``PinThread``) over its batches;
 * ``lightning``: ``pytorch_lightning.Trainer.fit`` of a tiny CPU model whose step takes a fixed
   ``--step-ms``; stoker's loader goes straight in (``train_dataloaders=loader``), Energon's
   through a ``LightningDataModule`` whose ``transfer_batch_to_device`` allows its frozen
@@ -36,7 +37,9 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +54,42 @@ CONSUMERS = ("plain", "hold2", "hold3", "accum4", "pin", "lightning")
 WARMUP = 4  # batches before the timed ones: every worker has started
 
 
+class HostCache:
+    """Pinning without an accelerator, as torch's pinned-memory allocator behaves: each tensor is
+    copied into a block of the next power-of-two size that the allocator keeps and hands out
+    again once the tensor last given out from it is freed (torch caches freed pinned blocks by
+    size class the same way, so a run does not page-fault a fresh batch-sized buffer per batch;
+    padded image batches differ in shape from batch to batch)."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, list[tuple[Any, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def copy(self, tensor: Any) -> Any:
+        import torch
+
+        size = 1 << max(tensor.numel() * tensor.element_size() - 1, 1).bit_length()
+        with self._lock:
+            blocks = self._blocks.setdefault(size, [])
+            free = [i for i, (_, given) in enumerate(blocks) if given() is None]
+            block = blocks.pop(free[0])[0] if free else torch.empty(size, dtype=torch.uint8)
+            out = block[: tensor.numel() * tensor.element_size()].view(tensor.dtype)
+            out = out.view(tensor.shape)  # a tensor of its own: freed when the consumer drops it
+            blocks.append((block, weakref.ref(out)))
+        return out.copy_(tensor)
+
+
+_HOST = HostCache()
+
+
 def fake_pin(value: Any) -> Any:
-    """What pinning costs without an accelerator: each tensor copied into fresh memory."""
+    """What pinning costs without an accelerator: each tensor copied (see :class:`HostCache`)."""
     import torch
 
     from stoker.model.samples import pin_memory
 
     original = torch.Tensor.pin_memory
-    torch.Tensor.pin_memory = lambda t, *a, **k: torch.empty_like(t).copy_(t)  # type: ignore[method-assign]
+    torch.Tensor.pin_memory = lambda t, *a, **k: _HOST.copy(t)  # type: ignore[method-assign]
     try:
         return pin_memory(value)
     finally:
