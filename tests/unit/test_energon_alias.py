@@ -298,3 +298,17 @@ def test_sample_utils_are_served(installed: None) -> None:
 
     assert format_sample_detailed({"n": 1}) == "n: 1"
     assert default_get_batch_keys([{"__key__": ["a", "b"]}]) == ["a", "b"]
+
+
+def test_next_release_names_merge_with_the_release_names_of_a_module(installed: None) -> None:
+    # cache.file_store has Energon 7.4.1's stores and those of its Parquet / token pull request.
+    from megatron.energon.cache.file_store import BinIdxFileStore, JsonlFileStore
+    from megatron.energon.weights import ScheduledWeight
+
+    stores = MODULES[f"{ROOT}.cache.file_store"]
+    assert {"DecodeFileStore", "JsonlFileStore", "BinIdxFileStore", "ParquetFileStore"} <= set(
+        stores
+    )
+    assert JsonlFileStore.__module__.startswith("stoker.")
+    assert BinIdxFileStore.__module__.startswith("stoker.")
+    assert ScheduledWeight is stoker.WeightSchedule

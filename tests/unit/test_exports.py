@@ -15,7 +15,8 @@ import pytest
 
 import stoker
 import stoker.flavors
-from stoker.energon_alias.table import HINTS, MODULES
+from stoker.energon_alias.hints import HINTS
+from stoker.energon_alias.table import MODULES
 
 SRC = pathlib.Path(stoker.__file__).parent
 

@@ -63,3 +63,32 @@ def test_a_403_after_presigned_urls_worked_does_not_switch() -> None:
     with pytest.raises(S3HttpError) as caught:
         getter.get("b", "k", {})
     assert caught.value.status == 403 and client.calls == []
+
+
+class InterleavedSession:
+    """Presigned GETs that the server refuses; while the first is in flight, another thread's
+    GET (``during``) is refused and switches the getter to signed headers."""
+
+    def __init__(self) -> None:
+        self.during: Any = None
+        self.sent = 0
+
+    def get(self, url: str, headers: dict[str, str]) -> FakeResponse:
+        self.sent += 1
+        if self.during is not None:
+            during, self.during = self.during, None
+            during()
+        return FakeResponse(403, REFUSED)
+
+
+def test_a_refusal_that_arrives_after_another_threads_switch_also_switches() -> None:
+    # The shard reader's read-ahead threads start presigned GETs together: each refusal must
+    # send its GET with signed headers, not only the first one to come back.
+    client = HeaderSignedClient([], {"k": b"abc", "j": b"xyz"})
+    session = InterleavedSession()
+    getter = Getter(client, session)
+    other: list[bytes] = []
+    session.during = lambda: other.append(getter.get("b", "j", {}).read())
+    assert getter.get("b", "k", {}).read() == b"abc"
+    assert other == [b"xyz"] and session.sent == 2
+    assert [call["Key"] for call in client.calls] == ["j", "k"]

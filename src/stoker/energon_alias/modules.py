@@ -14,7 +14,8 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from stoker.energon_alias.table import GENERIC_HINT, HINTS, MODULES, NOT_SERVED, ROOT
+from stoker.energon_alias.hints import GENERIC_HINT, HINTS
+from stoker.energon_alias.table import MODULES, NOT_SERVED, ROOT
 
 
 class EnergonNameError(ImportError):

@@ -12,15 +12,18 @@ Example:
 
 from __future__ import annotations
 
+from stoker.energon_alias.next_release import NEXT_ELSEWHERE, NEXT_SAME_NAME
+
 ROOT = "megatron.energon"
 
 
-def _words(text: str) -> tuple[str, ...]:
+def words(text: str) -> tuple[str, ...]:
+    """The names in ``text``, split at white space."""
     return tuple(text.split())
 
 
 # Energon 7.4.1's `megatron.energon.__all__` (96 names with __version__).
-ENERGON_ALL: tuple[str, ...] = _words(
+ENERGON_ALL: tuple[str, ...] = words(
     """
     AugmentTaskEncoder BaseCoreDatasetFactory BaseWebdatasetFactory Batch BatchDataset
     BlendDataset CachePool CaptioningSample CaptioningWebdataset ConcatDataset Cooker
@@ -50,8 +53,8 @@ _FLAVORS = (
 )
 _FLAVOR_MODULES = dict(
     zip(
-        _words(_FLAVORS),
-        _words(
+        words(_FLAVORS),
+        words(
             "captioning image image_classification interleaved multichoice_vqa ocr "
             "similarity_interleaved text vid_qa vqa vqa_and_ocr"
         ),
@@ -159,10 +162,6 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "get_failure_tolerance": "stoker.pipeline.tolerance:get_failure_tolerance",
     },
     "flavors.base_dataset": {"ExtendableDataclassMixin": "stoker.model.samples:Extendable"},
-    # pull request #249 (GPU image decoding)
-    "flavors.webdataset.nvimagecodec_decoder": {
-        "NVImageCodecDecoder": "stoker.media.gpu_image_decoder:NVImageCodecDecoder"
-    },
     "flavors.webdataset": {
         "AVDecoderType": "stoker.pipeline.decode:AVDecoderType",
         "ImageDecoderType": "stoker.pipeline.decode:ImageDecoderType",
@@ -174,7 +173,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     },
     "flavors.webdataset.config": {
         name: f"{_CONFIG}:{name}"
-        for name in _words(
+        for name in words(
             "MAIN_FOLDER_NAME INFO_JSON_FILENAME INFO_YAML_FILENAME INDEX_SQLITE_FILENAME "
             "INDEX_UUID_FILENAME SPLIT_YAML_FILENAME JOIN_INDEX_FILENAME"
         )
@@ -199,15 +198,6 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     },
     "source_info": {"add_source_info": "stoker.sources.aux:add_source_info"},
     "dataset_config": {"load_config": "stoker.energon_alias.dataset_config:load_config"},
-    # Energon's pull request #208 (weight schedules): its next release's module.
-    "weights": {
-        name: f"stoker.flavors.weights:{name}"
-        for name in _words(
-            "ConstantWeight NormalizedWeight ScaledWeight ScheduledWeight WeightLike WeightSpec "
-            "compose_weights eval_weight is_scheduled_weight make_node_entry_weights "
-            "weight_from_config weight_to_config"
-        )
-    },
     "errors": {
         "FatalSampleError": "stoker.errors:FatalSampleError",
         "SampleException": "stoker.errors:SampleException",
@@ -220,13 +210,6 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "TraversedDatasetReference": "stoker:TraversedDatasetReference"
         "|stoker.metadataset:TraversedDatasetReference",
     },
-    "sync_end": {
-        name: f"stoker.runtime.end_sync_loaders:{name}"
-        for name in _words(
-            "RedistributeDataLoaderState RedistributeLoader "
-            "StopFirstDataLoaderState StopFirstLoader"
-        )
-    },
     "wrappers.watchdog_dataset": {
         "WatchdogDataset": "stoker:WatchdogDataset|stoker.wrappers:WatchdogDataset"
     },
@@ -238,19 +221,6 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
     "cache.file_store": {
         "WebdatasetFileStore": "stoker.sources.aux:WebdatasetFileStore",
         "JsonlFileStore": "stoker.sources.aux:JsonlFileStore",
-        "BinIdxFileStore": "stoker.sources.binidx:BinIdxFileStore",
-        "ParquetFileStore": "stoker.sources.parquet_store:ParquetFileStore",
-    },
-    # Energon's pull request #227 (Parquet datasets): its next release's modules.
-    **{
-        module: {
-            "DefaultParquetDatasetFactory": "stoker.flavors.parquet:DefaultParquetDatasetFactory"
-        }
-        for module in ("flavors.parquet", "flavors.parquet.dataset")
-    },
-    "flavors.parquet.prepare": {
-        name: f"stoker.energon_alias.parquet_layout:{name}"
-        for name in _words("ParquetFileEntry ParquetLayout parse_parquet_layout")
     },
     "av": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
     "av.av_decoder": {"AVWebdatasetDecoder": "stoker:AVWebdatasetDecoder"},
@@ -283,21 +253,9 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "format_sample_detailed": "stoker.model.sample_format:format_sample_detailed",
         "default_get_batch_keys": "stoker.model.sample_format:default_get_batch_keys",
     },
-    # Energon's pull request #236 (logical workers).
-    "wrappers.stride_dataset": {"_stride_needed": "stoker.model.logical_workers:stride_needed"},
-    # Energon's pull request #162 (its own loader, thread workers).
-    **{
-        module: {
-            name: f"stoker.energon_alias.dataloader:{name}"
-            for name in _words(
-                "DataLoader DataLoaderWorker ForkDataLoaderWorker ThreadDataLoaderWorker"
-            )
-        }
-        for module in ("dataloader", "dataloader.workers")
-    },
     "fork_hook": {
         name: f"stoker.energon_alias.fork_hook:{name}"
-        for name in _words(
+        for name in words(
             "DataclassForkMixin ForkMixin WeakCallbacks after_in_child_fork_hook "
             "after_in_parent_fork_hook before_fork_hook"
         )
@@ -320,7 +278,7 @@ _ELSEWHERE: dict[str, dict[str, str]] = {
         "main": f"{_TOOLS}:main",
         **{
             f"{tool}_command": f"{_TOOLS}:{tool}_command"
-            for tool in _words(
+            for tool in words(
                 "analyze_debug checkpoint info lint mount prepare prepare_media preview"
             )
         },
@@ -346,71 +304,17 @@ _NOT_SERVED: dict[str, str] = {
 }
 
 
-_BINIDX = "BinIdxDatasetFactory DefaultBinIdxDatasetFactory"
-# Names Energon's next release adds (its open pull requests), served as `stoker.<same name>`.
-_LOGICAL = "LogicalWorkerAssignment skip_safe"  # pull request #236: logical workers
-_NEXT_RELEASE: dict[str, str] = {
-    "": _BINIDX + " " + _LOGICAL,  # pull request #227: Megatron .bin/.idx token datasets
-    "logical_worker": "LogicalWorkerAssignment",
-    "worker": "LogicalWorkerAssignment",
-    "task_encoder": "skip_safe",
-    "task_encoder.base": "skip_safe get_skip_safe",
-    "flavors": _BINIDX,
-    "flavors.binidx": _BINIDX,
-    "flavors.binidx.binidx_dataset": _BINIDX,
-}
-
-
 def _build() -> dict[str, dict[str, str]]:
     modules: dict[str, dict[str, str]] = {}
-    for relative in sorted({*_SAME_NAME, *_ELSEWHERE, *_NOT_SERVED, *_NEXT_RELEASE}):
+    every = {*_SAME_NAME, *_ELSEWHERE, *_NOT_SERVED, *NEXT_SAME_NAME, *NEXT_ELSEWHERE}
+    for relative in sorted(every):
         path = f"{ROOT}.{relative}" if relative else ROOT
-        names = dict.fromkeys(_words(_NOT_SERVED.get(relative, "")), NOT_SERVED)
-        names |= {n: f"stoker:{n}" for n in _words(_SAME_NAME.get(relative, ""))}
-        names |= {n: f"stoker:{n}" for n in _words(_NEXT_RELEASE.get(relative, ""))}
-        modules[path] = {**names, **_ELSEWHERE.get(relative, {})}
+        names = dict.fromkeys(words(_NOT_SERVED.get(relative, "")), NOT_SERVED)
+        names |= {n: f"stoker:{n}" for n in words(_SAME_NAME.get(relative, ""))}
+        names |= {n: f"stoker:{n}" for n in words(NEXT_SAME_NAME.get(relative, ""))}
+        elsewhere = {**_ELSEWHERE.get(relative, {}), **NEXT_ELSEWHERE.get(relative, {})}
+        modules[path] = {**names, **elsewhere}
     return modules
 
 
 MODULES: dict[str, dict[str, str]] = _build()
-
-# What to use instead of a name stoker does not serve (keyed by name, or by module path).
-HINTS: dict[str, str] = {
-    "DatasetLoader": "pass the dataset path (or metadataset YAML) to stoker.get_train_dataset",
-    "DatasetLoaderInterface": "stoker.load_dataset(path) returns what stoker.get_*_dataset take",
-    "EmptyDatasetError": "stoker raises stoker.ConfigError naming the empty split",
-    "AVWebdatasetDecoder": "use stoker.SampleDecoder(av_decode='AVDecoder')",
-    "DatasetBlendMode": "stoker.traverse_metadataset reports each dataset's weight or repetitions",
-    "PinMemoryMixin": "stoker pins whole batches: pass pin_memory=True to get_loader",
-    "add_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
-    "set_sample_restore_key": "stoker fills __restore_key__ itself; nothing to call",
-    "legacy_handler": "pass a handler with Energon's current signature",
-    "WebdatasetMeta": "read a prepared dataset's metadata with `stoker info PATH --json`",
-    "DEFAULT_DECODER": "use stoker.SampleDecoder() (its defaults are Energon's)",
-    "get_source_info": "read sample.__sources__",
-    "TraversedDatasetReference": "use stoker.traverse_metadataset",
-    "SampleIndex": "an Energon-internal counter; stoker.Loader saves its position itself",
-    "MediaFilterConfig": "use stoker.media.extract.MediaFilter (same fields, string strategy)",
-    "MediaFilterStrategy": "use the strategy's name: MediaFilter('EXTENSION' | 'HEADER' | 'GLOB')",
-    "prepare_filesystem_dataset": "use `stoker prepare-media` (stoker.media.prepare.prepare_media)",
-    **dict.fromkeys(
-        _words(
-            "AuxDatasetReference AuxFilesystemReference BlendDatasetReference DatasetReference "
-            "JoinDatasetReference MetadatasetBlend MetadatasetBlendEpochized MetadatasetJoin "
-            "BlendEpochizedDatasetReference BlendJoinDatasetReference Subset"
-        ),
-        "Energon's metadataset object model; stoker reads the same YAML into "
-        "stoker.metadataset.nodes (DatasetRef, AuxRef, BlendNode, JoinNode)",
-    ),
-    "FlexState": "stoker's state is a plain dict: loader.save_state_rank()",
-    "NVDATASET_CACHE_DIR": "stoker reads the NVDATASET_CACHE_DIR environment variable",
-    f"{ROOT}.transforms": "stoker does not depend on torchvision: apply torchvision transforms "
-    "inside your TaskEncoder.encode_sample",
-    "SqliteIndexReader": "Energon-internal SQLite index reader; stoker reads the index that "
-    "stoker.prepare_dataset writes itself",
-    f"{ROOT}.flavors.webdataset.sample_loader": "Energon-internal; stoker's state is a plain dict",
-    f"{ROOT}.rng": "Energon-internal RNG state; stoker's state is a plain dict",
-    f"{ROOT}.state": "Energon-internal state classes; stoker's state is a plain dict",
-}
-
-GENERIC_HINT = "not in stoker (yet); docs/energon.md lists what stoker offers instead"

@@ -103,8 +103,10 @@ class Getter:
             return self._get_signed(bucket, key, headers)
         found = self._url(bucket, key)
         response = self._send(found, headers)
-        if response.status == 403 and self._presigned_ok is None:
-            _discard(response)  # maybe the server takes no presigned URLs: ask with headers
+        if response.status == 403 and self._presigned_ok is not True:
+            # Maybe the server takes no presigned URLs: ask with headers. (Not only while
+            # unknown: another thread's refused GET may have found that out meanwhile.)
+            _discard(response)
             signed = self._get_signed(bucket, key, headers)
             self._presigned_ok = False
             return signed
