@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stoker.errors import StokerError
 
@@ -51,7 +51,7 @@ class BatchSlots:
     #: The batch built now is not this worker's: another physical worker sharing the logical
     #: stream hands it out (Energon's logical workers, :mod:`stoker.runtime.logical_stride`),
     #: so the hooks marked ``skip_safe`` are left out for it.
-    skipping: bool = False
+    skipping: bool = field(default=False, repr=False, compare=False)
 
     def batch_index(self) -> int:
         """The rank's batch index of the batch this stream builds now."""

@@ -189,7 +189,7 @@ class EndSync:
 
     def state(self) -> dict[str, Any]:
         """What a wrapper saves beside the loader's state (``"stop_first"``)."""
-        state = {"mode": self.mode, "from_start": self.from_start}
+        state: dict[str, Any] = {"mode": self.mode, "from_start": self.from_start}
         if self.rounds is not None:
             state["rounds"] = self.rounds.state()
         return state
