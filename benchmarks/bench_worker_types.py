@@ -6,8 +6,11 @@ GIL), and small JSONL text samples (batches of 256; pure Python per sample). Eac
 child process that warms up, then loads for ``--seconds``; the parent samples the child's
 process tree meanwhile and keeps the peaks of PSS (a shared page divided among its sharers),
 USS (pages only one process maps) and the tree's distinct pages, a shared page counted once
-(``/proc/PID/pagemap``, which needs root; else left out). Runs alternate between the types and
-repeat ``--repeat`` times; medians are printed, with thread/fork ratios.
+(``/proc/PID/pagemap``, which needs root; else left out). The same figures are taken once before
+the loader starts (the process with torch, stoker and the dataset made): what the loader adds is
+the difference, and ``base / fork`` is the lowest thread/fork ratio threads could reach. Runs
+alternate between the types and repeat ``--repeat`` times; medians are printed, with
+thread/fork ratios.
 
 Usage::
 
@@ -29,14 +32,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 REPO = Path(__file__).resolve().parents[1]
-READY, RESULT = "READY", "RESULT "
+BASE, READY, RESULT = "BASE", "READY", "RESULT "
 WORKLOADS = ("uint8", "float", "text")
 TYPES = ("fork", "thread")
 
 
 def child_main(spec: dict[str, Any]) -> None:
-    """Load ``spec``'s workload; print READY after the warm-up and RESULT with samples/s."""
+    """Load ``spec``'s workload; print BASE before the loader starts (and wait for a line on
+    stdin), READY after the warm-up and RESULT with samples/s."""
     loader = open_loader(spec)
+    print(BASE, flush=True)
+    sys.stdin.readline()  # the parent measured the process before any worker exists
     batches = iter(loader)
     for _ in range(spec["warmup"]):
         next(batches)
@@ -104,10 +110,17 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One child run of ``spec``: its samples/s and the peaks of its tree's memory."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
-    assert proc.stdout is not None
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
+    )
+    assert proc.stdout is not None and proc.stdin is not None
     peaks: dict[str, float] = {}
     try:
+        if not proc.stdout.readline().startswith(BASE):
+            raise RuntimeError(f"{spec}: the child failed before its loader started")
+        base = {f"base_{k}": v for k, v in tree_memory(proc.pid).items()}
+        proc.stdin.write("\n")
+        proc.stdin.flush()
         line = proc.stdout.readline()
         if not line.startswith(READY):
             raise RuntimeError(f"{spec}: the child failed before its warm-up ended")
@@ -125,7 +138,7 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
                 time.sleep(0.3)
     finally:
         proc.wait(timeout=60)
-    return {**result, **peaks}
+    return {**result, **peaks, **base}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,6 +199,23 @@ def report(results: dict[tuple[str, str], list[dict[str, Any]]], args: argparse.
             f"{k} x{thread[k] / fork[k]:.2f}" for k in keys if k in fork and k in thread
         )
         print(f"thread/fork {workload}: {ratios}")
+        print_bound(workload, results[(workload, "fork")], results[(workload, "thread")])
+
+
+def print_bound(workload: str, fork: list[dict[str, Any]], thread: list[dict[str, Any]]) -> None:
+    """What the loader adds to the training process (distinct pages, else PSS), per type, and
+    the smallest thread/fork ratio possible: threads that add nothing, ``base / fork``."""
+    key = "distinct_mb" if all("distinct_mb" in r for r in fork + thread) else "pss_mb"
+    base = statistics.median([r[f"base_{key}"] for r in fork + thread])
+    added = {
+        name: statistics.median([r[key] - r[f"base_{key}"] for r in runs])
+        for name, runs in (("fork", fork), ("thread", thread))
+    }
+    print(
+        f"  {workload}: the process before the loader {base:,.0f} MB ({key}); the loader adds "
+        f"fork {added['fork']:,.0f} MB, thread {added['thread']:,.0f} MB; thread/fork cannot go "
+        f"below x{base / (base + added['fork']):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from stoker.flavors.val_datasets import SourceDatasetFactory, per_source, restri
 from stoker.format.meta import DEFAULT_DATASET_YAML, DEFAULT_SPLIT_CONFIG
 from stoker.metadataset import Metadataset
 from stoker.model.cache_pool import CachePool
-from stoker.model.logical_workers import virtual_workers_of
+from stoker.model.logical_workers import stride_of, virtual_workers_of
 from stoker.model.task import DefaultTaskEncoder, ErrorPolicy, TaskEncoder, uses_grouping
 from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.decode import SampleDecoder
@@ -233,11 +233,11 @@ def get_loader(
     says how the ranks end a finite pass (``repeat=False``) together: ``"auto"`` is
     ``"equal"`` for a finite dataset under ``torch.distributed`` (every rank hands out the same
     number of batches; the longer ranks' rest is dropped and counted), also ``"stop_first"``,
-    ``"redistribute"`` or None (see ``docs/end_of_data.md``). ``worker_type`` says where the
-    workers run: ``"fork"``, ``"spawn"`` (processes), ``"thread"`` (threads of this process),
-    ``"main"`` (inline), None: processes started the ``multiprocessing`` default way; the
-    batches and states are the same for all
-    (see ``docs/worker_types.md``).
+    ``"redistribute"``, ``"redistribute_rounds"`` or None (see ``docs/end_of_data.md``).
+    ``worker_type`` says where the workers run: ``"fork"``, ``"spawn"`` (processes),
+    ``"thread"`` (threads of this process), ``"main"`` (inline), None: processes started the
+    ``multiprocessing`` default way; the batches and states are the same for all (see
+    ``docs/worker_types.md``).
 
     Example:
         >>> from stoker import LoaderOptions
@@ -433,6 +433,7 @@ def _dataset(
         virtual_workers=virtual_workers
         or virtual_workers_of(worker_config)  # Energon's logical_workers (#236)
         or default_virtual_workers(worker_config.world_size, worker_config.num_workers),
+        fanout=1 if virtual_workers else stride_of(worker_config),  # #236's striding
         virtual_workers_defaulted=virtual_workers is None and worker_config.logical_workers is None,
         parallel_shard_iters=parallel_shard_iters or 16,
         error_policy=error_policy or ErrorPolicy.from_handler(worker_config.global_error_handler),

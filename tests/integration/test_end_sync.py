@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from stoker.runtime.end_sync_rounds import OUT, oversample, share
 from tests.integration._images import make_image_dataset
 
 dist = pytest.importorskip("torch.distributed")
@@ -92,3 +93,59 @@ def test_redistribute_shares_the_rest_evenly(reports: list[Report]) -> None:
     assert len({len(s) for s in seconds}) == 1
     heads = [k for s in seconds for k in s[: len(left)]]
     assert left <= set(heads)
+
+
+def rounds(own: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """What ``"redistribute_rounds"`` hands out in a first pass over ``own`` (each rank's own
+    batches), step by step as the module says, and what each rank holds after it."""
+    world = len(own)
+    m = min(map(len, own))
+    out = [keys[:m] for keys in own]
+    read = [m] * world
+    held: list[list[str]] = [[] for _ in own]
+    done = [False] * world
+
+    def take(rank: int) -> None:
+        if done[rank] or read[rank] == len(own[rank]):
+            done[rank] = True
+        else:
+            held[rank].append(own[rank][read[rank]])
+            read[rank] += 1
+
+    for rank in range(world):
+        take(rank)
+    overuse = [0] * world
+    while not all(done):
+        overuse = [OUT if d else c for d, c in zip(done, overuse, strict=True)]
+        counts = list(map(len, held))
+        if sum(counts) < world:
+            before = overuse
+            overuse, _ = oversample(overuse, world - sum(counts), 0)
+            for rank in range(world):
+                for _ in range(overuse[rank] - before[rank]):
+                    take(rank)
+            continue
+        sent = [(src, held[src][i], dst) for src, i, dst in share(counts)]
+        for src, key, dst in sent:
+            held[src].remove(key)
+            held[dst].append(key)
+        for rank in range(world):
+            out[rank].append(held[rank].pop(0))
+    return out, held
+
+
+def test_redistribute_rounds_is_energons_round_by_round_share(reports: list[Report]) -> None:
+    own = alone(reports, 0)
+    total = sum(map(len, own))
+    expected, left = rounds(own)
+    firsts = [report["redistribute_rounds"][0] for report in reports]
+    assert firsts == expected
+    assert [len(f) for f in firsts] == [total // WORLD] * WORLD
+    delivered = [k for f in firsts for k in f]
+    assert len(delivered) == len(set(delivered)) == total - sum(map(len, left))
+    for rank, report in enumerate(reports):  # what a rank held is handed out first next pass
+        assert report["redistribute_rounds"][1][: len(left[rank])] == left[rank]
+
+
+def test_redistribute_rounds_resumes_in_its_shared_tail(reports: list[Report]) -> None:
+    assert [r["rounds_resumed"] for r in reports] == [r["redistribute_rounds"] for r in reports]

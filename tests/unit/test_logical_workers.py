@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stoker import (
+    DefaultTaskEncoder,
     LogicalWorkerAssignment,
     WorkerConfig,
+    get_loader,
+    get_savable_loader,
     get_skip_safe,
     get_train_dataset,
     skip_safe,
     stateless,
 )
-from stoker.errors import ConfigError
 from stoker.format.dataset_config import make_dataset_yaml
 from stoker.format.prepare import prepare_dataset
 from stoker.model.logical_workers import stride_needed
@@ -88,7 +91,95 @@ def test_logical_workers_become_the_virtual_workers(dataset: str) -> None:
     assert ds.virtual_workers == 4 and not ds.virtual_workers_defaulted
 
 
-def test_fewer_logical_than_physical_workers_is_refused_with_a_hint(dataset: str) -> None:
-    config = WorkerConfig(rank=0, world_size=1, num_workers=4, logical_workers=2)
-    with pytest.raises(ConfigError, match="stoker gives each physical worker whole streams"):
-        get_train_dataset(dataset, worker_config=config, batch_size=2)
+def keys_of(dataset: str, config: WorkerConfig, **kwargs: Any) -> list[list[str]]:
+    """The keys of each batch of one finite pass, as ``config``'s rank gets them."""
+    encoder = kwargs.pop("task_encoder", None) or DefaultTaskEncoder()
+    ds = get_train_dataset(dataset, worker_config=config, batch_size=2, repeat=False,
+                           shuffle_buffer_size=None, max_samples_per_sequence=3,
+                           task_encoder=encoder)  # fmt: skip
+    with get_loader(ds, **kwargs) as loader:
+        return [list(batch.__key__) for batch in loader]
+
+
+ALL_KEYS = sorted(f"s{s}_{i}" for s in range(4) for i in range(5))
+
+
+def test_sharers_of_a_logical_stream_hand_out_its_batches_in_turn(dataset: str) -> None:
+    # #236: 6 physical workers over 2 logical ones: ranks 0-2 share logical worker 0, 3-5 the 1.
+    whole = [keys_of(dataset, WorkerConfig(rank=r, world_size=2, num_workers=0,
+                                           logical_workers=2)) for r in range(2)]  # fmt: skip
+    shared = [keys_of(dataset, WorkerConfig(rank=r, world_size=6, num_workers=0,
+                                            logical_workers=2)) for r in range(6)]  # fmt: skip
+    for logical in range(2):
+        for offset in range(3):
+            assert shared[3 * logical + offset] == whole[logical][offset::3]
+    assert sorted(k for batches in shared for batch in batches for k in batch) == ALL_KEYS
+    ds = get_train_dataset(dataset, batch_size=2, repeat=False,
+                           worker_config=WorkerConfig(rank=2, world_size=6, num_workers=0,
+                                                      logical_workers=2))  # fmt: skip
+    assert len(ds) == len(shared[2]) == 1  # 5 batches of logical worker 0: offset 2 has one
+
+
+def test_dataloader_workers_share_logical_streams_and_deliver_each_sample_once(
+    dataset: str,
+) -> None:
+    whole = keys_of(dataset, WorkerConfig(rank=0, world_size=1, num_workers=2, logical_workers=2))
+    shared = keys_of(dataset, WorkerConfig(rank=0, world_size=1, num_workers=4, logical_workers=2))
+    # workers 0 and 1 share logical worker 0, 2 and 3 the other; the rank takes them in turn
+    assert shared[:4] == [whole[0], whole[2], whole[1], whole[3]]
+    assert sorted(map(tuple, shared)) == sorted(map(tuple, whole))
+    assert sorted(k for batch in shared for k in batch) == ALL_KEYS
+
+
+def first_batches(dataset: str, config: WorkerConfig, n: int) -> list[list[str]]:
+    """The keys of the first ``n`` batches of a shuffled, repeating loader."""
+    ds = get_train_dataset(dataset, worker_config=config, batch_size=2, shuffle_buffer_size=4,
+                           max_samples_per_sequence=3)  # fmt: skip
+    with get_loader(ds) as loader:
+        return [list(batch.__key__) for _, batch in zip(range(n), loader, strict=False)]
+
+
+def test_a_sharer_restores_where_it_stopped(dataset: str) -> None:
+    config = WorkerConfig(rank=1, world_size=3, num_workers=0, logical_workers=1)
+    ds = get_train_dataset(dataset, worker_config=config, batch_size=2, shuffle_buffer_size=4,
+                           max_samples_per_sequence=3)  # fmt: skip
+    with get_savable_loader(ds) as loader:
+        batches = iter(loader)
+        head = [list(next(batches).__key__) for _ in range(3)]
+        state = loader.save_state_rank()
+        tail = [list(next(batches).__key__) for _ in range(8)]
+    with get_savable_loader(ds) as again:
+        again.restore_state_rank(state)
+        batches = iter(again)
+        assert [list(next(batches).__key__) for _ in range(8)] == tail
+    # offset 1 of 3: the logical worker's batches 1, 4, 7, ... (10 per epoch: into the third)
+    alone = WorkerConfig(rank=0, world_size=1, num_workers=0, logical_workers=1)
+    assert head + tail == first_batches(dataset, alone, 33)[1::3]
+
+
+class CountsBatches(DefaultTaskEncoder):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        super().__init__()
+        self.batched: list[list[str]] = []
+
+    @stateless
+    @skip_safe
+    def batch(self, samples: list[Any]) -> Any:
+        self.batched.append([s.__key__ for s in samples])
+        return super().batch(samples)
+
+
+class CountsBatchesUnsafe(CountsBatches):  # type: ignore[misc]
+    @stateless
+    def batch(self, samples: list[Any]) -> Any:
+        self.batched.append([s.__key__ for s in samples])
+        return DefaultTaskEncoder.batch(self, samples)
+
+
+def test_skip_safe_hooks_run_only_for_the_sharers_own_batches(dataset: str) -> None:
+    config = WorkerConfig(rank=0, world_size=3, num_workers=0, logical_workers=1)
+    safe, unsafe = CountsBatches(), CountsBatchesUnsafe()
+    own = keys_of(dataset, config, task_encoder=safe)
+    assert safe.batched == own and len(own) == 4  # batches 0, 3, 6, 9 of 10
+    assert keys_of(dataset, config, task_encoder=unsafe) == own
+    assert len(unsafe.batched) == 10 and unsafe.batched[::3] == own

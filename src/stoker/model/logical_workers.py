@@ -8,12 +8,14 @@ streams (``get_train_dataset(virtual_workers=...)``) that the physical workers s
 restore key names a sample by its place in the data, not by the worker that read it. So
 ``logical_workers=N`` sets the virtual workers to ``N`` where the caller sets none.
 
-The two differ where there are fewer partitions than physical workers: #236 lets several
-physical workers stride over one logical stream (each keeps every ``fanout``-th output and skips
-the hooks marked :func:`~stoker.pipeline.seeds.skip_safe` for the others); stoker gives each
-physical worker whole streams, so ``logical_workers`` below the physical count is refused with
-a hint when a dataset is made (:func:`virtual_workers_of`). :class:`LogicalWorkerAssignment` and the
-``WorkerConfig`` methods still answer #236's questions for any valid configuration.
+Where there are fewer partitions than physical workers (``physical = fanout x logical``), #236
+lets ``fanout`` physical workers stride over one logical stream: physical worker ``p`` serves
+logical worker ``p // fanout`` and keeps its outputs ``p % fanout``, ``p % fanout + fanout``, ...
+(:meth:`LogicalWorkers.logical_assignment_for_physical`). Each of them runs the whole logical
+stream; for the outputs it does not keep, the hooks marked
+:func:`~stoker.pipeline.seeds.skip_safe` are left out (:mod:`stoker.runtime.logical_stride`).
+stoker does the same (:func:`stride_of`). A state saved while striding restores on the same
+topology (the fanout is part of the loader's streams).
 
 Example:
     >>> LogicalWorkerAssignment(logical_global_worker_id=1, stride_offset=0, stride=2)
@@ -126,25 +128,27 @@ class LogicalWorkers:
 
 def stride_needed(config: Any) -> bool:
     """Whether #236 would stride: fewer logical workers than physical ones (Energon's
-    ``_stride_needed``; stoker refuses that configuration, see :func:`virtual_workers_of`)."""
+    ``_stride_needed``; see :func:`stride_of`)."""
     return bool(config.logical_worker_count() < config.physical_worker_count())
 
 
 def virtual_workers_of(config: Any) -> int | None:
-    """The virtual workers ``config.logical_workers`` asks for (None: not set), or a clear error
-    where it asks physical workers to share a stream (see the module)."""
+    """The virtual workers (plan streams) ``config.logical_workers`` asks for (None: not set)."""
     logical = getattr(config, "logical_workers", None)
-    if logical is None:
-        return None
-    physical = config.physical_worker_count()
-    if logical < physical:
-        raise ConfigError(
-            f"logical_workers={logical} is fewer than the {physical} physical workers: stoker "
-            "gives each physical worker whole streams rather than striding over one.",
-            hint=f"Use logical_workers (or virtual_workers) of at least {physical}, a multiple "
-            "of it: a later run on fewer ranks or workers resumes the same data.",
-        )
-    return int(logical)
+    return None if logical is None else int(logical)
 
 
-__all__ = ["LogicalWorkerAssignment", "LogicalWorkers", "stride_needed", "virtual_workers_of"]
+def stride_of(config: Any) -> int:
+    """How many physical workers share one logical stream (#236's fanout; 1: none share)."""
+    if getattr(config, "logical_workers", None) is None:
+        return 1
+    return int(config.physical_worker_count() // config.logical_worker_count())
+
+
+__all__ = [
+    "LogicalWorkerAssignment",
+    "LogicalWorkers",
+    "stride_needed",
+    "stride_of",
+    "virtual_workers_of",
+]

@@ -26,7 +26,7 @@ from stoker.pipeline.batch import batch_samples, generic_batch
 from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.hooks import convert, iter_encoded, iter_hook
 from stoker.pipeline.sample_failure import SkipSample
-from stoker.pipeline.seeds import get_stateless, sample_seed, stateless
+from stoker.pipeline.seeds import get_stateless, sample_seed, skip_safe, stateless
 from stoker.pipeline.skip_policy import ErrorPolicy, ErrorTracker
 
 T_sample = TypeVar("T_sample")
@@ -51,6 +51,7 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
     cookers: Sequence[Any] = ()
 
     @stateless
+    @skip_safe
     def cook_crude_sample(self, sample: Any, cooker: Any, aux: dict[str, Any]) -> Any:
         """Cook a crude sample with ``cooker`` (its ``cook(sample, **aux)``)."""
         return cooker.cook(sample, **aux)
@@ -64,16 +65,19 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
         return current_cache_pool()
 
     @stateless
+    @skip_safe
     def encode_sample(self, sample: T_sample) -> Any:
         """Encode one sample (identity by default)."""
         return sample
 
     @stateless
+    @skip_safe
     def preencode_sample(self, sample: T_sample) -> Any:
         """Encode one sample before packing (identity by default)."""
         return sample
 
     @stateless
+    @skip_safe
     def postencode_sample(self, sample: Any) -> Any:
         """Encode one sample after packing was chosen (identity by default)."""
         return sample
@@ -110,12 +114,14 @@ class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
         return 1
 
     @stateless
+    @skip_safe
     def batch(self, samples: list[Any]) -> Any:
         """Batch encoded samples with :func:`generic_batch`: a sample of the same type whose
         tensors are pad-stacked and other fields are lists."""
         return generic_batch(samples)
 
     @stateless
+    @skip_safe
     def encode_batch(self, batch: Any) -> Any:
         """Encode one batch (identity by default)."""
         return batch
@@ -182,14 +188,17 @@ class DefaultTaskEncoder(TaskEncoder[T_sample, T_encoded_sample, T_raw_batch, T_
         self._batch_type = batch_type
 
     @stateless
+    @skip_safe
     def encode_sample(self, sample: T_sample) -> Any:
         return convert(sample, self._encoded_sample_type)
 
     @stateless
+    @skip_safe
     def batch(self, samples: list[Any]) -> Any:
         return self._batch(samples, self._raw_batch_type or type(samples[0]))
 
     @stateless
+    @skip_safe
     def encode_batch(self, batch: Any) -> Any:
         if self._batch_type is None or self._batch_type is self._raw_batch_type:
             return batch

@@ -20,6 +20,7 @@ from stoker.errors import ConfigError
 from stoker.pipeline import hook_index
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.sample_failure import SkipSample
+from stoker.pipeline.seeds import get_skip_safe
 from stoker.pipeline.skip_policy import ErrorTracker
 from stoker.pipeline.stage_clock import BATCH, CLOCK, ENCODE_BATCH
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
 #: What :meth:`BatchMaker.make` returns for a batch that was skipped.
 SKIPPED: Any = object()
+#: What it returns for a batch another physical worker hands out (``BatchSlots.skipping``) when
+#: ``batch`` and ``encode_batch`` are ``skip_safe``: the place of a batch, never handed out.
+ELIDED: Any = None
 
 #: The first element of the restore key of a batch (Energon's name for its batching stage).
 BATCH_KEY = "BatchDataset"
@@ -63,10 +67,14 @@ class BatchMaker:
         tracker: ErrorTracker,
     ) -> None:
         self.encoder, self.slots, self.tracker = encoder, slots, tracker
+        #: Whether a batch another worker hands out is left unmade (Energon's #236).
+        self.elides = batch_elided(encoder)
 
     def make(self, samples: list[Any]) -> Any:
         """The encoded batch of ``samples``, or :data:`SKIPPED` (``batch`` or ``encode_batch``
-        skipped it on purpose, or failed under a skipping error policy)."""
+        skipped it on purpose, or failed under a skipping error policy), or :data:`ELIDED`."""
+        if self.slots.skipping and self.elides:
+            return ELIDED
         index = self.slots.batch_index()
         hook_index.push(index, index)
         stage = "batch"
@@ -160,6 +168,13 @@ class FixedBatcher(Node[tuple[Any, "Position"]]):
                 yield batch, last
 
 
+def batch_elided(encoder: TaskEncoder[Any, Any, Any, Any]) -> bool:
+    """Whether ``batch`` and ``encode_batch`` are both ``skip_safe``: then a batch that another
+    physical worker of a logical stream hands out is not made, and the stages before it may
+    leave out their own ``skip_safe`` hooks for it too (Energon's #236)."""
+    return get_skip_safe(encoder.batch) and get_skip_safe(encoder.encode_batch)
+
+
 def _one(result: Any) -> Any:
     """The batch ``encode_batch`` returned or, from a generator, yielded (at most one)."""
     if not inspect.isgenerator(result):
@@ -176,9 +191,11 @@ def _one(result: Any) -> Any:
 
 __all__ = [
     "BATCH_KEY",
+    "ELIDED",
     "SKIPPED",
     "BatchMaker",
     "FixedBatcher",
+    "batch_elided",
     "restore_key_of",
     "set_restore_key",
 ]

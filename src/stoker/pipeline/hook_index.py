@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stoker.errors import StokerError
 
@@ -48,6 +48,10 @@ class BatchSlots:
     step: int = 1
     #: Batches the stream yielded since it (re)started.
     made: int = 0
+    #: The batch built now is not this worker's: another physical worker sharing the logical
+    #: stream hands it out (Energon's logical workers, :mod:`stoker.runtime.logical_stride`),
+    #: so the hooks marked ``skip_safe`` are left out for it.
+    skipping: bool = field(default=False, repr=False, compare=False)
 
     def batch_index(self) -> int:
         """The rank's batch index of the batch this stream builds now."""

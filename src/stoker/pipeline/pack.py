@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.errors import StokerError
 from stoker.pipeline import hook_index
-from stoker.pipeline.batching import restore_key_of, set_restore_key
+from stoker.pipeline.batching import ELIDED, batch_elided, restore_key_of, set_restore_key
 from stoker.pipeline.hook_index import BatchSlots
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
@@ -47,6 +47,7 @@ from stoker.pipeline.pack_partial import PartialSample, base_of, member_key, sli
 from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 from stoker.pipeline.sample_failure import SkipSample, describe_sample
+from stoker.pipeline.seeds import get_skip_safe
 from stoker.pipeline.skip_policy import ErrorTracker
 from stoker.pipeline.stage_clock import CLOCK, PACK
 
@@ -102,6 +103,8 @@ class Packer(RefSource):
         self.upstream, self.tracker = upstream, tracker
         self.slots = slots or BatchSlots()
         self.stall_limit = stall_limit(encoder)
+        #: Whether a pack another worker hands out is left unpacked (:func:`batch_elided`).
+        self._elides = batch_elided(encoder) and get_skip_safe(encoder.pack_selected_samples)
         #: Samples that no selection took before the stream ended (reported, counted).
         self.left_over = 0
         #: Samples pushed back into the buffer by a ``PackedSamplesOutput`` (all rounds).
@@ -326,10 +329,15 @@ class Packer(RefSource):
         """``postencode_sample`` on each member, then ``pack_selected_samples`` on the group
         (not ``packed``: a sample of a group that is not packed, only ``postencode_sample``)."""
         post = self.encoder.postencode_sample
+        elide = self.slots.skipping and not strict and packed and self._elides
+        if elide and get_skip_safe(post):  # another worker's pack (Energon's #236): not made
+            return [ELIDED]
         made = [(m, self._call_hook(post, m, "postencode_sample", strict)) for m in members]
         encoded = [out for _, outs in made for out in outs]
         if not encoded or not packed:
             return encoded
+        if elide:
+            return [ELIDED]
         outputs = self._call_hook(
             self.encoder.pack_selected_samples, encoded, "pack_selected_samples", strict
         )

@@ -99,8 +99,10 @@ def stateless(
 
 def skip_safe(fn: Callable[P, R]) -> Callable[P, R]:
     """Mark a task encoder hook as safe to leave out for outputs that Energon's logical workers
-    (its #236) stride past; stoker gives each worker whole streams, so the mark is recorded
-    (:func:`get_skip_safe`) and changes nothing (see :mod:`stoker.model.logical_workers`).
+    (its #236) stride past: where several physical workers share a logical stream, each runs
+    the whole stream but calls ``batch``, ``encode_batch``, ``pack_selected_samples`` and
+    ``postencode_sample`` only for its own outputs where they are marked (see
+    :mod:`stoker.runtime.logical_stride`). The default hooks are marked.
 
     Example:
         >>> @skip_safe

@@ -22,6 +22,7 @@ from stoker.plan import StreamPlan, Topology
 from stoker.plan.order import combine_multipliers
 from stoker.plan.slices import blend_stream_sizes, rotations
 from stoker.runtime.fingerprint import dataset_fingerprint
+from stoker.runtime.logical_stride import Strides
 from stoker.runtime.stream import StreamSpec
 from stoker.runtime.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
 from stoker.sources.source import DataSource
@@ -65,6 +66,9 @@ class LoaderDataset:
     plan_keys: tuple[tuple[int, int], ...] | None = None
     #: Per stream, the counts where the mix last changed: the blend draws from there.
     blend_origins: dict[int, tuple[int, ...]] | None = None
+    #: Physical workers sharing each stream (Energon's logical workers below the physical ones:
+    #: :mod:`stoker.runtime.logical_stride`); 1: each worker owns whole streams.
+    fanout: int = 1
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
@@ -99,9 +103,11 @@ class LoaderDataset:
         return self.sources[0]
 
     def topology(self) -> Topology:
+        """The loader's streams over ranks and workers (with a :attr:`fanout`, one slot per
+        physical worker: :class:`~stoker.runtime.logical_stride.Strides`)."""
         wc = self.worker_config
         return Topology(
-            virtual_workers=self.virtual_workers,
+            virtual_workers=self.virtual_workers * self.fanout,
             world_size=wc.world_size,
             rank=wc.rank,
             num_workers=wc.num_workers,
@@ -140,8 +146,18 @@ class LoaderDataset:
         totals = [s.total for s in self.sources]
         return dataset, int(rotations(totals, self.virtual_workers)[dataset])
 
+    def strides(self) -> Strides | None:
+        """Which plan stream each loader stream (slot) runs, where workers share streams."""
+        if self.fanout == 1:
+            return None
+        wc = self.worker_config
+        return Strides(self.virtual_workers, wc.world_size, wc.num_workers)
+
     def schedule(self, stream: int) -> StreamSchedule:
-        """The blend of all sources for one stream."""
+        """The blend of all sources for one (loader) stream."""
+        strides = self.strides()
+        if strides is not None:
+            stream = strides.slot(stream)[0]
         allotments: list[int] = []
         if self.blend.kind == "epochized":
             totals = [s.total for s in self.sources]
@@ -235,7 +251,10 @@ class LoaderDataset:
         return len(self.sources) * (2 if self.sized_blend else 1) + 1
 
     def stream_len(self, stream: int) -> int:
-        return stream_batches(self, stream)
+        strides = self.strides()
+        if strides is None:
+            return stream_batches(self, stream)
+        return strides.kept(stream_batches(self, stream), strides.slot(stream)[1])
 
     def __iter__(self) -> Iterator[Any]:
         from stoker.runtime.loader import Loader

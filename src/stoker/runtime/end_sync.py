@@ -13,10 +13,13 @@ ranks have left (Energon's pull request #146 names the last two):
 - ``"stop_first"`` (Energon's ``StopFirstLoader``): the same step count, but a rank with batches
   left keeps them: its next pass continues where it stopped and, where its data ends in the
   middle of that pass, starts its next epoch without stopping. A rank that ran out starts anew.
-- ``"redistribute"`` (Energon's ``RedistributeLoader``): after the first rank runs out, the ranks
+- ``"redistribute"``: after the first rank runs out, the ranks
   with batches left read them all and send them (point to point) to the ranks without, until
   every rank has the same number; the fewer than ``world_size`` left over are handed out first
   in the next pass (kept in memory: a state saved in the shared tail resumes after it).
+- ``"redistribute_rounds"`` (what Energon's ``RedistributeLoader`` does): after the first rank
+  runs out, one global batch at a time, read by the ranks that have read the fewest extra
+  batches (:mod:`stoker.runtime.end_sync_rounds`).
 - ``None``: no agreement; each rank ends when its own data does.
 
 Nothing hangs in any mode: every rank makes the same collective calls in the same order, and a
@@ -35,12 +38,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
+from stoker.runtime.end_sync_rounds import ROUNDS, Rounds
 
 if TYPE_CHECKING:
     from stoker.runtime.loader import Loader
 
 #: The values of ``sync_end=`` (``"auto"``: ``"equal"`` for a finite dataset, else None).
-MODES = ("equal", "stop_first", "redistribute")
+MODES = ("equal", "stop_first", "redistribute", ROUNDS)
 
 
 def plan_transfers(counts: list[int], rounds: int) -> list[tuple[int, int, int]]:
@@ -93,6 +97,8 @@ class EndSync:
         #: Batches to hand out before reading more (``"redistribute"``'s left over, its tail).
         self.pending: list[Any] = []
         self._tail: list[Any] | None = None
+        #: ``"redistribute_rounds"``'s own state and steps.
+        self.rounds = Rounds(self.group, loader) if mode == ROUNDS else None
 
     def active(self) -> bool:
         """Whether the ranks must agree: a mode, and ``torch.distributed`` with >1 ranks."""
@@ -108,6 +114,8 @@ class EndSync:
         self.finished = True
         if not self.active():
             return loader._advance()
+        if self.rounds is not None:
+            return self.rounds.advance(loader)
         if self._tail is not None:  # redistribute: the shared tail, no more agreement needed
             if self._tail:
                 loader._batch = self._tail.pop(0)
@@ -181,12 +189,17 @@ class EndSync:
 
     def state(self) -> dict[str, Any]:
         """What a wrapper saves beside the loader's state (``"stop_first"``)."""
-        return {"mode": self.mode, "from_start": self.from_start}
+        state: dict[str, Any] = {"mode": self.mode, "from_start": self.from_start}
+        if self.rounds is not None:
+            state["rounds"] = self.rounds.state()
+        return state
 
     def restore(self, state: dict[str, Any] | None) -> None:
         if state is not None:
             self.from_start = bool(state.get("from_start", True))
         self.pending, self._tail = [], None
+        if self.rounds is not None:
+            self.rounds.restore(None if state is None else state.get("rounds"))
 
 
 def _drain(loader: Loader) -> list[Any]:

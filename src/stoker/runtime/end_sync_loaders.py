@@ -1,8 +1,8 @@
 """Energon's ``megatron.energon.sync_end`` wrappers (pull request #146) over a stoker loader.
 
 ``StopFirstLoader(loader)`` and ``RedistributeLoader(loader)`` set the loader's
-:class:`~stoker.runtime.end_sync.EndSync` mode (``"stop_first"``, ``"redistribute"``) and pass
-everything else through; their saved state is the loader's plus the mode's own flag. The same
+:class:`~stoker.runtime.end_sync.EndSync` mode (``"stop_first"``, ``"redistribute_rounds"``) and
+pass everything else through; their saved state is the loader's plus the mode's own flag. The same
 modes are ``get_loader(..., sync_end=...)`` in stoker's API.
 
 Example:
@@ -85,9 +85,10 @@ class StopFirstLoader(_SyncEndLoader):
 
 
 class RedistributeLoader(_SyncEndLoader):
-    """After the first rank runs out, the batches left are shared out evenly."""
+    """After the first rank runs out, the batches left are shared out one global batch at a
+    time, as Energon's (``sync_end="redistribute_rounds"``)."""
 
-    mode = "redistribute"
+    mode = "redistribute_rounds"
 
 
 #: Energon's state class names (a stoker state is plain data: a dict).

@@ -59,6 +59,8 @@ def dataset_fingerprint(dataset: LoaderDataset) -> dict[str, Any]:
     }
     if dataset.blend.schedule is not None:  # only then: other recipes keep their hashes
         fields["blend_schedule"] = dataset.blend.schedule.to_config()
+    if dataset.fanout != 1:  # only when workers share streams (stoker.runtime.logical_stride)
+        fields["fanout"] = dataset.fanout
     if dataset.plan_keys is not None:  # only after a changed mix (stoker.runtime.mix_change)
         fields["plan_keys"] = [list(key) for key in dataset.plan_keys]
     for d, source in enumerate(sources):

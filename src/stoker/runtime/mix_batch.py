@@ -23,6 +23,7 @@ from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
 from stoker.plan.rng import MIX_BATCH, keyed_rng
 from stoker.plan.weights import Weight, WeightSchedule, weight_config
+from stoker.runtime.logical_stride import refuse_shared_streams
 from stoker.runtime.streams import (
     Loadable,
     OpenStreams,
@@ -200,6 +201,7 @@ def _check_topology(datasets: Sequence[Loadable], worker_config: WorkerConfig) -
     """All datasets must run over the same streams as the mix."""
     first = datasets[0]
     for i, dataset in enumerate(datasets):
+        refuse_shared_streams(dataset, f"MixBatchDataset (dataset #{i})")
         if dataset.worker_config != worker_config:
             raise ConfigError(
                 f"dataset #{i} of the mix has {dataset.worker_config}, the mix {worker_config}.",

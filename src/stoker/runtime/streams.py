@@ -20,6 +20,7 @@ from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.tolerance import hook_tolerances
 from stoker.runtime.build import SampleBuilder, fuses_float_images
+from stoker.runtime.logical_stride import strided
 from stoker.runtime.sized_stream import SizedSampleStream
 from stoker.runtime.stream import SampleStream, SourceIO, batches
 
@@ -140,6 +141,7 @@ class DatasetStreams:
         self.start: dict[int, Position] = {}
         self.batches: dict[int, StreamBatches] = {}
         order = dataset.topology().rank_streams().tolist()  # the rank's batch order
+        strides = dataset.strides()
         for s in streams:
             spec = dataset.stream_spec(s)
             kind = SizedSampleStream if spec.schedule.sized else SampleStream
@@ -147,6 +149,10 @@ class DatasetStreams:
             self.start[s] = samples.start
             slots = batch_slots(order, s, resume.t)
             self.batches[s] = batches(spec, samples, resume.buffers.get(s), slots)
+            if strides is not None:  # workers share the stream: this one's batches only
+                offset = strides.slot(s)[1]
+                resumed = s in resume.positions
+                self.batches[s] = strided(self.batches[s], slots, offset, strides.fanout, resumed)
 
     def take_skips(self) -> Skips | None:
         return self.tracker.take()
@@ -167,6 +173,14 @@ def source_counts(
     """
     names = [source.path for source in dataset.sources]
     totals = dict.fromkeys(names, 0)
+    strides = dataset.strides()
+    if strides is not None:  # workers share streams: the furthest sharer's position counts
+        furthest: dict[int, tuple[int, Position]] = {}
+        for slot, at in positions.items():
+            logical = strides.slot(slot)[0]
+            if logical not in furthest or sum(at.counts) > sum(furthest[logical][1].counts):
+                furthest[logical] = (slot, at)
+        positions = dict(furthest.values())
     for stream, position in positions.items():
         schedule = dataset.schedule(stream)
         own = position.counts[: len(names)]  # a sized blend's size totals follow

@@ -10,6 +10,7 @@ from stoker.model.worker_config import WorkerConfig
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
 from stoker.plan import Topology
+from stoker.runtime.logical_stride import refuse_shared_streams
 from stoker.runtime.streams import (
     Loadable,
     OpenStreams,
@@ -36,6 +37,7 @@ class ConcatDataset:
             raise ConfigError("ConcatDataset needs at least one dataset.")
         for i, dataset in enumerate(datasets):
             check_inner(dataset, worker_config, f"ConcatDataset (dataset #{i})")
+            refuse_shared_streams(dataset, f"ConcatDataset (dataset #{i})")
             if dataset.limit is not None or dataset.virtual_epoch_length:
                 raise ConfigError(
                     f"dataset #{i} of a ConcatDataset sets limit or virtual_epoch_length, which "
