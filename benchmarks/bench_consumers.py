@@ -188,7 +188,10 @@ def child_main(spec: dict[str, Any]) -> None:
     if consumer == "pin" and tool.startswith("stoker"):
         import torch
 
-        import stoker.runtime.loader as loader_module
+        try:  # where the loader pins batches
+            import stoker.runtime.process_producers as loader_module
+        except ImportError:  # stoker before the loader was split
+            import stoker.runtime.loader as loader_module  # type: ignore[no-redef]
 
         torch.cuda.is_available = lambda: True  # the loader starts its pin thread
         loader_module.pin_memory = fake_pin  # type: ignore[assignment]

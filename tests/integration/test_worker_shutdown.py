@@ -21,7 +21,7 @@ from stoker import (
     get_loader,
     get_train_dataset,
 )
-from stoker.runtime import loader as loader_module
+from stoker.runtime import process_producers
 from stoker.runtime.loader import Loader
 from tests.integration._images import make_image_dataset
 
@@ -100,7 +100,7 @@ def test_pinning_on_its_own_thread_keeps_the_batches_and_their_order(
         return value
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(loader_module, "pin_memory", fake_pin)
+    monkeypatch.setattr(process_producers, "pin_memory", fake_pin)
     loader = loader_of(root, pin_memory=True)
     assert [list(batch.__key__) for batch in loader] == plain
     assert pinned_on and set(pinned_on) == {"stoker-pin-memory"}
@@ -138,7 +138,7 @@ def test_an_error_reaches_the_loop_through_the_pin_thread_and_stops_the_workers(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(loader_module, "pin_memory", lambda value: value)
+    monkeypatch.setattr(process_producers, "pin_memory", lambda value: value)
     config = WorkerConfig(rank=0, world_size=1, num_workers=2)
     dataset = get_train_dataset(str(root), worker_config=config, task_encoder=FailsOn(), **ARGS)
     loader = get_loader(dataset, pin_memory=True)

@@ -195,7 +195,7 @@ def test_fused_decoder_batches_like_the_float_decoder(mode: Any, ext: str) -> No
 
 def test_float_images_fuse_only_where_no_user_code_sees_samples() -> None:
     from stoker.model.task import DefaultTaskEncoder
-    from stoker.runtime.build import fuses_float_images
+    from stoker.runtime.float_batches import fuses_float_images
 
     class DecoderOnly(DefaultTaskEncoder[Any, Any, Any, Any]):
         decoder = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stoker import DefaultTaskEncoder, TaskEncoder
-from stoker.runtime.stream import _IDENTITY, direct_hook
+from stoker.runtime.sample_encoding import IDENTITY, direct_hook
 
 
 class Slotted(TaskEncoder):  # type: ignore[type-arg]
@@ -19,8 +19,8 @@ class Own(DefaultTaskEncoder):  # type: ignore[type-arg]
 
 def test_only_the_default_identity_hooks_are_skipped() -> None:
     one = ["encode_sample"]
-    assert direct_hook(DefaultTaskEncoder(), one) is _IDENTITY
-    assert direct_hook(Slotted(), one) is _IDENTITY  # no __dict__ to look into
+    assert direct_hook(DefaultTaskEncoder(), one) is IDENTITY
+    assert direct_hook(Slotted(), one) is IDENTITY  # no __dict__ to look into
     converting = DefaultTaskEncoder(encoded_sample_type=dict)  # converts: not the identity
     assert direct_hook(converting, one) == converting.encode_sample
     patched = DefaultTaskEncoder()

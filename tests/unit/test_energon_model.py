@@ -354,7 +354,7 @@ def test_worker_config_as_energons() -> None:
 
 
 def test_float_images_stay_tensors_for_pre_and_postencode_hooks() -> None:
-    from stoker.runtime.build import fuses_float_images
+    from stoker.runtime.float_batches import fuses_float_images
 
     class Post(DefaultTaskEncoder[Any, Any, Any, Any]):
         def postencode_sample(self, sample: Any) -> Any:

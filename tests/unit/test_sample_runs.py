@@ -40,11 +40,11 @@ from stoker.pipeline.decode import SampleDecoder
 from stoker.pipeline.local_blocks import LocalBlocks
 from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.stage_clock import COOK, DECODE, READ, StageClock
-from stoker.runtime import build as build_module
+from stoker.runtime import line_runs
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.line_runs import scanned_lines
 from stoker.runtime.plain_runs import plain_outputs
-from stoker.runtime.stream import encoded_key
+from stoker.runtime.sample_encoding import encoded_key
 from stoker.sources.load import load_source
 from tests.conftest import ManualClock, make_val_texts
 
@@ -151,7 +151,7 @@ def test_runs_of_scanned_lines_are_the_line_by_line_samples(
     assert raws is not None
     refs = [100 + i for i in indices]
     made = []
-    monkeypatch.setattr(build_module, "scanned_lines", lambda *a: made.append(scanned_lines(*a)))
+    monkeypatch.setattr(line_runs, "scanned_lines", lambda *a: made.append(scanned_lines(*a)))
     line_by_line, failed = builder.assemble_lines(raws, refs)  # scanned_lines' None: the loop
     assert failed is None and made[0] is not None and len(made[0]) == len(indices)
     for sample, expected in zip(made[0], line_by_line, strict=True):
@@ -258,7 +258,7 @@ def test_a_run_calls_the_cooker_itself_and_fails_as_the_kitchen_does(
     out: list[Any] = []
     CALLERS.clear()
     assert plain_outputs([crude], kitchen, 0, 0, 1, tracker, out, pytest.fail) == (1, 0)  # type: ignore[arg-type]
-    assert CALLERS == ["plain_outputs"] and out[0].text == "b"  # no Kitchen.cook between
+    assert CALLERS == ["_outputs"] and out[0].text == "b"  # the run loop: no Kitchen.cook between
     RAISED[:] = [error]
     try:
         failures: list[tuple[Exception, int]] = []

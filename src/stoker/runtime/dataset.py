@@ -23,7 +23,7 @@ from stoker.plan.order import combine_multipliers
 from stoker.plan.slices import blend_stream_sizes, rotations
 from stoker.runtime.fingerprint import dataset_fingerprint
 from stoker.runtime.logical_stride import Strides
-from stoker.runtime.stream import StreamSpec
+from stoker.runtime.stream_spec import StreamSpec
 from stoker.runtime.streams import DatasetStreams, Resume, rank_len, source_counts, stream_batches
 from stoker.sources.source import DataSource
 

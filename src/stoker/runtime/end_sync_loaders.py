@@ -17,6 +17,7 @@ from typing import Any
 
 from stoker.runtime.end_sync import EndSync
 from stoker.runtime.loader import Loader
+from stoker.runtime.loader_state import gather_states
 
 
 class _SyncEndLoader:
@@ -46,17 +47,8 @@ class _SyncEndLoader:
 
     def save_state_global(self, global_dst_rank: int = 0) -> list[dict[str, Any]] | None:
         """Every rank's :meth:`save_state_rank` on ``global_dst_rank`` (None elsewhere)."""
-        import torch.distributed as dist
-
-        state = self.save_state_rank()
-        if not (dist.is_available() and dist.is_initialized()):
-            return [state]
         group = self.worker_config.data_parallel_group
-        gathered: list[Any] | None = None
-        if dist.get_rank() == global_dst_rank:
-            gathered = [None] * dist.get_world_size(group)
-        dist.gather_object(state, gathered, dst=global_dst_rank, group=group)
-        return gathered
+        return gather_states(self.save_state_rank(), global_dst_rank, group)
 
     def restore_state_global(
         self, state: list[dict[str, Any]] | None, *, src_rank: int | None = None

@@ -144,17 +144,8 @@ class LoaderState:
 
     def save_state_global(self, global_dst_rank: int = 0) -> list[dict[str, Any]] | None:
         """Gather every rank's state on ``global_dst_rank`` (None on the other ranks)."""
-        import torch.distributed as dist
-
-        state = self.save_state_rank()
-        if not (dist.is_available() and dist.is_initialized()):
-            return [state]
         group = self.dataset.worker_config.data_parallel_group
-        gathered: list[Any] | None = None
-        if dist.get_rank() == global_dst_rank:
-            gathered = [None] * dist.get_world_size(group)
-        dist.gather_object(state, gathered, dst=global_dst_rank, group=group)
-        return gathered
+        return gather_states(self.save_state_rank(), global_dst_rank, group)
 
     def restore_state_global(
         self,
@@ -245,3 +236,19 @@ class LoaderState:
         self.exhausted = set(state["exhausted"])
         self.t, self.yielded, self.epoch = state["t"], state["yielded"], state["epoch"]
         self._finished = state["finished"]
+
+
+def gather_states(
+    state: dict[str, Any], global_dst_rank: int, group: Any
+) -> list[dict[str, Any]] | None:
+    """Every rank's ``state`` of the data-parallel ``group``, on ``global_dst_rank`` (None on
+    the other ranks); ``[state]`` without ``torch.distributed``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [state]
+    gathered: list[Any] | None = None
+    if dist.get_rank() == global_dst_rank:
+        gathered = [None] * dist.get_world_size(group)
+    dist.gather_object(state, gathered, dst=global_dst_rank, group=group)
+    return gathered

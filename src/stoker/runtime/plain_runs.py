@@ -1,15 +1,16 @@
-"""Many small samples per call on a stream's hot path: the samples read and assembled ahead
-(:class:`Prepared`), the runs of one dataset in a block (:func:`same_runs`), and their outputs
-under the default ``encode_sample`` in one loop (:func:`plain_outputs`).
+"""Many small samples per call on a stream's hot path: the runs of one dataset in a block
+(:func:`same_runs`), and their outputs under the default ``encode_sample`` in one loop
+(:func:`plain_outputs`).
 
-The loop does per sample exactly what :meth:`SampleStream._prepared` does for one (cook crude
+The loop does per sample exactly what :meth:`PreparedRuns._prepared
+<stoker.runtime.prepared_runs.PreparedRuns._prepared>` does for one (cook crude
 samples with the hook indices set, count the success, extend the restore key), without a call
 per sample between the stages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -21,35 +22,8 @@ from stoker.pipeline import hook_index
 from stoker.pipeline.stage_clock import CLOCK, COOK
 
 if TYPE_CHECKING:
-    from stoker.pipeline.read import RawSample
     from stoker.pipeline.skip_policy import ErrorTracker
-    from stoker.runtime.build import Kitchen
-
-
-class Prepared:
-    """One dataset's samples read and assembled ahead, taken from :attr:`at` on.
-
-    The first :attr:`good` are samples; at most one more entry follows, for the reference
-    that failed to read or assemble (its error, or None for a reference left unread).
-    """
-
-    __slots__ = ("at", "good", "raws", "samples")
-
-    def __init__(self) -> None:
-        self.samples: list[Any] = []
-        self.raws: Sequence[RawSample | None] = []
-        self.at = 0
-        self.good = 0
-
-    def fill(self, samples: list[Any], raws: Sequence[RawSample | None], good: int) -> None:
-        """Hold ``samples`` (the first ``good`` assembled) and their raw samples."""
-        self.samples, self.raws, self.at, self.good = samples, raws, 0, good
-
-    def pop(self) -> tuple[RawSample | None, Any]:
-        """The next entry's raw sample and sample (or failure)."""
-        at = self.at
-        self.at = at + 1
-        return self.raws[at], self.samples[at]
+    from stoker.runtime.kitchen import Kitchen
 
 
 def same_runs(choices: npt.NDArray[np.integer[Any]]) -> list[tuple[int, int]]:
@@ -80,63 +54,74 @@ def plain_outputs(
     """Append the one output of each of ``samples`` under the default ``encode_sample`` to
     ``out``: cooked (crude samples where there are cookers) with the hook indices
     ``(batch_index, sample_index + j * step)`` set for sample ``j``, the restore key extended
-    by that sample index (as :func:`encoded_key`).
+    by that sample index (as :func:`~stoker.runtime.sample_encoding.encoded_key`).
 
     All go into the batch ``batch_index``. A cooker's failure goes to ``failed(error, j)``
     (called with the hook indices still set) and ends the run. Returns how many samples were
     used and the place of the last that gave an output (None: none did).
     """
-    append = out.append
+    if kitchen is None:
+        return _outputs(samples, None, None, [], batch_index, sample_index, step, tracker, out,
+                        failed)  # fmt: skip
     # The cooker's function itself where Kitchen.cook would only call it (a call less per
     # sample); its failure is then raised as Kitchen.cook raises it (Kitchen.reraise).
-    cook: Callable[[Any], Any] | None = None
-    reraise = None
-    if kitchen is not None:
-        cook = kitchen.cook if kitchen.direct is None else kitchen.direct
-        reraise = None if kitchen.direct is None else kitchen.reraise
+    cook = kitchen.cook if kitchen.direct is None else kitchen.direct
+    reraise = None if kitchen.direct is None else kitchen.reraise
     active = hook_index.active()
-    made: int | None = None
-    if cook is not None:
-        active.append((batch_index, sample_index))
-        started = perf_counter()
+    active.append((batch_index, sample_index))
+    started = perf_counter()
     try:
-        for j, sample in enumerate(samples):
-            index = sample_index + j * step
-            if cook is not None and isinstance(sample, CrudeSample):
-                active[-1] = (batch_index, index)
-                try:
-                    sample = cook(sample)
-                except Exception as e:
-                    failed(e if reraise is None else _raised(reraise, e, sample), j)
-                    return j + 1, made
-            if tracker.consecutive or tracker.storage_shards:
-                tracker.succeeded()
-            # encoded_key, inline: the restore key read here is the one to extend. A plain
-            # tuple is extended by concatenation (cheaper); a subclass is unpacked (it may
-            # iterate otherwise).
-            if isinstance(sample, dict):
-                key = sample.get("__restore_key__")
-                if isinstance(key, tuple) and len(key) == 3:
-                    sample["__restore_key__"] = (
-                        key + (index, 0) if type(key) is tuple else (*key, index, 0)  # noqa: RUF005
-                    )
-            else:
-                try:  # getattr(sample, name, None), as a slot read the interpreter specialises
-                    key = sample.__restore_key__
-                except AttributeError:
-                    key = None
-                if isinstance(key, tuple) and len(key) == 3:
-                    extended = key + (index, 0) if type(key) is tuple else (*key, index, 0)  # noqa: RUF005
-                    try:  # noqa: SIM105 (per sample: suppress() costs more)
-                        sample.__restore_key__ = extended
-                    except (AttributeError, TypeError):  # frozen: left as it is
-                        pass
-            append(sample)
-            made = j
+        return _outputs(samples, cook, reraise, active, batch_index, sample_index, step,
+                        tracker, out, failed)  # fmt: skip
     finally:
-        if cook is not None:
-            active.pop()
-            CLOCK.charge(COOK, perf_counter() - started)
+        active.pop()
+        CLOCK.charge(COOK, perf_counter() - started)
+
+
+def _outputs(
+    samples: list[Any], cook: Callable[[Any], Any] | None,
+    reraise: Callable[[Exception, Any], NoReturn] | None, active: list[tuple[int, int]],
+    batch_index: int, sample_index: int, step: int, tracker: ErrorTracker, out: list[Any],
+    failed: Callable[[Exception, int], None],
+) -> tuple[int, int | None]:  # fmt: skip
+    """The loop of :func:`plain_outputs`: ``cook`` (None: no cookers) runs with the hook
+    indices on top of ``active``, and its failure is raised as ``reraise`` says (None: as
+    it is)."""
+    append = out.append
+    made: int | None = None
+    for j, sample in enumerate(samples):
+        index = sample_index + j * step
+        if cook is not None and isinstance(sample, CrudeSample):
+            active[-1] = (batch_index, index)
+            try:
+                sample = cook(sample)
+            except Exception as e:
+                failed(e if reraise is None else _raised(reraise, e, sample), j)
+                return j + 1, made
+        if tracker.consecutive or tracker.storage_shards:
+            tracker.succeeded()
+        # encoded_key, inline: the restore key read here is the one to extend. A plain
+        # tuple is extended by concatenation (cheaper); a subclass is unpacked (it may
+        # iterate otherwise).
+        if isinstance(sample, dict):
+            key = sample.get("__restore_key__")
+            if isinstance(key, tuple) and len(key) == 3:
+                sample["__restore_key__"] = (
+                    key + (index, 0) if type(key) is tuple else (*key, index, 0)  # noqa: RUF005
+                )
+        else:
+            try:  # getattr(sample, name, None), as a slot read the interpreter specialises
+                key = sample.__restore_key__
+            except AttributeError:
+                key = None
+            if isinstance(key, tuple) and len(key) == 3:
+                extended = key + (index, 0) if type(key) is tuple else (*key, index, 0)  # noqa: RUF005
+                try:  # noqa: SIM105 (per sample: suppress() costs more)
+                    sample.__restore_key__ = extended
+                except (AttributeError, TypeError):  # frozen: left as it is
+                    pass
+        append(sample)
+        made = j
     return len(samples), made
 
 
@@ -149,4 +134,4 @@ def _raised(reraise: Callable[[Exception, Any], NoReturn], e: Exception, sample:
         return raised
 
 
-__all__ = ["Prepared", "plain_outputs", "same_runs"]
+__all__ = ["plain_outputs", "same_runs"]

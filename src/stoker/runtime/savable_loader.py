@@ -39,9 +39,8 @@ class BasicDataLoader(Loader):
         on_worker_failure: str = "raise",
         **options: Any,
     ) -> None:
-        watch = WatchSettings(watchdog_timeout_seconds, watchdog_initial_timeout_seconds,
-                              fail_on_timeout, on_worker_failure,
-                              options.pop("watchdog_trigger", None))  # fmt: skip
+        watch = _watch(watchdog_timeout_seconds, watchdog_initial_timeout_seconds,
+                       fail_on_timeout, on_worker_failure, options)  # fmt: skip
         super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
                          watch=watch, **options)  # fmt: skip
 
@@ -81,9 +80,8 @@ class SavableDataLoader(Loader):
         on_worker_failure: str = "raise",
         **options: Any,
     ) -> None:
-        watch = WatchSettings(watchdog_timeout_seconds, watchdog_initial_timeout_seconds,
-                              fail_on_timeout, on_worker_failure,
-                              options.pop("watchdog_trigger", None))  # fmt: skip
+        watch = _watch(watchdog_timeout_seconds, watchdog_initial_timeout_seconds,
+                       fail_on_timeout, on_worker_failure, options)  # fmt: skip
         super().__init__(dataset, prefetch_factor=prefetch_factor, cache_pool=cache_pool,
                          watch=watch, **options)  # fmt: skip
 
@@ -114,3 +112,16 @@ def loader_config(loader: Loader) -> dict[str, Any]:
         "prefetch_factor": None if workers == 0 else loader.prefetch_factor,
         "dataset": loader.dataset.fingerprint(),
     }
+
+
+def _watch(
+    timeout: float | None,
+    initial_timeout: float | None,
+    fail_on_timeout: bool,
+    on_worker_failure: str,
+    options: dict[str, Any],
+) -> WatchSettings:
+    """The watchdog settings of Energon's loader arguments (``watchdog_trigger`` is taken out
+    of the other ``options``)."""
+    trigger = options.pop("watchdog_trigger", None)
+    return WatchSettings(timeout, initial_timeout, fail_on_timeout, on_worker_failure, trigger)

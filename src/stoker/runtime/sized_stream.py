@@ -18,7 +18,8 @@ from typing import Any
 
 from stoker.model.task import ErrorTracker, blend_sizer
 from stoker.pipeline.refs import Position, Ref
-from stoker.runtime.stream import SampleStream, SourceIO, StreamSpec
+from stoker.runtime.stream import SampleStream
+from stoker.runtime.stream_spec import SourceIO, StreamSpec
 
 #: References of one dataset located (and prefetched) at a time.
 _AHEAD = 256

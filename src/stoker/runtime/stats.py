@@ -135,21 +135,7 @@ class StatsCollector:
         """The figures so far (since the start or the last reset)."""
         now = perf_counter()
         seconds = now - self.since
-        stage_seconds = dict.fromkeys(STAGES, 0.0)
-        workers: dict[int, WorkerStats] = {}
-        for w in sorted(set(self.workers) | set(self._gauges)):
-            worker = self.workers.get(w, _Worker())
-            for stage, value in worker.seconds.items():
-                stage_seconds[stage] = stage_seconds.get(stage, 0.0) + value
-            gauges = self._gauges.get(w, {})
-            workers[w] = WorkerStats(
-                busy_s=worker.busy,
-                utilisation=worker.busy / worker.wall if worker.wall > 0 else 0.0,
-                rss=gauges.get("rss", 0),
-                slots=gauges.get("slots", 0),
-                slot_bytes=gauges.get("slot_bytes", 0),
-            )
-        stage_seconds = {s: v for s, v in stage_seconds.items() if v > 0}
+        stage_seconds, workers = self._per_worker()
         busy = sum(w.busy for w in self.workers.values())
         other = busy - sum(stage_seconds.values())
         r_wait = sum(b[1] for b in self._recent)
@@ -160,13 +146,6 @@ class StatsCollector:
         taken = {k: v - base.get(k, 0) for k, v in datasets.items()}
         wait_frac = self.wait / looped if looped > 0 else 0.0
         recent_frac = r_wait / r_wall if r_wall > 0 else wait_frac
-        storage: dict[str, float] = dict(self.storage)
-        hits, misses = (
-            self.storage.get("read_ahead_hits", 0),
-            self.storage.get("read_ahead_misses", 0),
-        )
-        if hits + misses:
-            storage["read_ahead_hit_rate"] = hits / (hits + misses)
         out = LoaderStats(
             seconds=seconds,
             batches=self.batches,
@@ -187,7 +166,7 @@ class StatsCollector:
             skipped_by_dataset={s: dict(c) for s, c in self.skips.by_source.items()},
             skip_examples={r: list(k) for r, k in self.skips.examples.items()},
             datasets=shares(taken, targets),
-            storage=storage,
+            storage=self._storage(),
             packing=summary(self.packing),
             shm_slots=sum(w.slots for w in workers.values()),
             shm_bytes=sum(w.slot_bytes for w in workers.values()),
@@ -201,6 +180,34 @@ class StatsCollector:
             self._recent.clear()
             self.dataset_base = dict(datasets)
         return out
+
+    def _per_worker(self) -> tuple[dict[str, float], dict[int, WorkerStats]]:
+        """Seconds per stage, summed over the workers (stages that took any), and each
+        worker's figures."""
+        stage_seconds = dict.fromkeys(STAGES, 0.0)
+        workers: dict[int, WorkerStats] = {}
+        for w in sorted(set(self.workers) | set(self._gauges)):
+            worker = self.workers.get(w, _Worker())
+            for stage, value in worker.seconds.items():
+                stage_seconds[stage] = stage_seconds.get(stage, 0.0) + value
+            gauges = self._gauges.get(w, {})
+            workers[w] = WorkerStats(
+                busy_s=worker.busy,
+                utilisation=worker.busy / worker.wall if worker.wall > 0 else 0.0,
+                rss=gauges.get("rss", 0),
+                slots=gauges.get("slots", 0),
+                slot_bytes=gauges.get("slot_bytes", 0),
+            )
+        return {s: v for s, v in stage_seconds.items() if v > 0}, workers
+
+    def _storage(self) -> dict[str, float]:
+        """The storage counters, with the read-ahead's hit rate where it was asked."""
+        storage: dict[str, float] = dict(self.storage)
+        hits = self.storage.get("read_ahead_hits", 0)
+        misses = self.storage.get("read_ahead_misses", 0)
+        if hits + misses:
+            storage["read_ahead_hit_rate"] = hits / (hits + misses)
+        return storage
 
 
 def as_dict(stats: LoaderStats) -> dict[str, Any]:

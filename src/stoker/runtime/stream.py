@@ -14,88 +14,44 @@ next to the position, and a restored stage re-reads only those (:meth:`SampleStr
 
 from __future__ import annotations
 
-import inspect
-import itertools
-from collections.abc import Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import StokerError
-from stoker.model.task import (
-    DefaultTaskEncoder,
-    ErrorTracker,
-    TaskEncoder,
-    iter_encoded,
-    sample_hooks,
-)
-from stoker.pipeline import hook_index
-from stoker.pipeline.batching import BatchMaker, FixedBatcher, restore_key_of
-from stoker.pipeline.errors import ErrorPolicy, SkipSample, scope_of
+from stoker.model.task import ErrorTracker, sample_hooks
+from stoker.pipeline.batching import BatchMaker, FixedBatcher
 from stoker.pipeline.group import Grouper
 from stoker.pipeline.hook_index import BatchSlots
-from stoker.pipeline.hooks import NO_OUTPUT, call_hook, hook_items
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.pack import Packer
-from stoker.pipeline.pack_groups import PackingGroups
-from stoker.pipeline.read import RawSample, ShardReader
 from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, Runs, pick
 from stoker.pipeline.refs import position as make_position
-from stoker.pipeline.schedule import StreamSchedule
-from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
-from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
+from stoker.pipeline.skip_policy import ErrorPolicy
 from stoker.plan import global_to_shard
-from stoker.plan.sized_blend import size_units
-from stoker.runtime import worker_watch
-from stoker.runtime.build import SampleBuilder
-from stoker.runtime.plain_runs import Prepared, plain_outputs, same_runs
-from stoker.runtime.token_runs import applies as token_runs_apply
-from stoker.runtime.token_runs import token_run
-from stoker.sources.source import DataSource
+from stoker.runtime.plain_runs import same_runs
+from stoker.runtime.prepared_runs import BlockRefs, Prepared, PreparedRuns
+from stoker.runtime.sample_encoding import IDENTITY, direct_hook
+from stoker.runtime.shard_health import ShardHealth
+from stoker.runtime.stream_spec import SourceIO, StreamSpec
 
 #: References planned (and prefetched) at a time: small for the first block, so the first batch
 #: comes soon; larger after, so remote reads coalesce over whole shard slices (fewer requests).
 _FIRST_BLOCK, _BLOCK = 1024, 4096
-#: A block's references of one dataset: global sample indices, shards, indices in the shard.
-_Refs = tuple[list[int], list[int], list[int]]
-#: References read and assembled at a time, in one call (see :meth:`SampleStream._prepare`).
-_RUN = 64
 #: Whether samples are read, assembled and encoded in runs, and batched from lists
 #: (:meth:`SampleStream.runs`); False: one by one (what tests compare with).
 RUNS = True
 
 
-@dataclass
-class StreamSpec:
-    """Everything a worker needs to run one stream (picklable)."""
-
-    sources: list[DataSource]
-    schedule: StreamSchedule
-    task_encoder: TaskEncoder[Any, Any, Any, Any]
-    batch_size: int | None
-    drop_last: bool
-    packing_buffer_size: int | None = None
-    group_batches: bool = False
-    #: Datasets packed in buffers of their own group (None: one buffer for all).
-    packing_groups: PackingGroups | None = None
-
-
-@dataclass
-class SourceIO:
-    """A worker's reader and sample builder for one data source."""
-
-    reader: ShardReader
-    builder: SampleBuilder
-
-    def __post_init__(self) -> None:
-        #: Whether runs of token sequences are built from columns (:mod:`.token_runs`).
-        self.tokens = token_runs_apply(self.builder)
-
-
-class SampleStream(RefSource):
+class SampleStream(PreparedRuns, RefSource):
     """Encoded samples of one stream, each with the position after it and its reference (the
-    leaf node of a stream's chain; its state is ``{"stream": position}``)."""
+    leaf node of a stream's chain; its state is ``{"stream": position}``).
+
+    The stream walks its plan block by block (:meth:`_chunks`); a sample's way to its outputs
+    is :class:`~stoker.runtime.sample_encoding.SampleEncoding` (one at a time) or
+    :class:`~stoker.runtime.prepared_runs.PreparedRuns` (runs of one dataset).
+    """
 
     name = "stream"
 
@@ -114,19 +70,12 @@ class SampleStream(RefSource):
         #: Where the stream starts when reset without a state of its own.
         self.first = start or Position(tuple(spec.schedule.start(epoch)))
         self.start = self.position = self.first
-        #: Where this stream's batches fall on the rank (for the hooks' batch/sample indices).
         self.slots = BatchSlots()
         self.hooks = sample_hooks(spec.task_encoder, packing=spec.packing_buffer_size is not None)
-        #: The one per-sample hook, called directly (None: a chain of hooks).
         self.direct_hook = direct_hook(spec.task_encoder, self.hooks)
-        #: (dataset, shard) found damaged in this pass (a :class:`CorruptShardError` that was
-        #: skipped): the rest of its samples are skipped unread, each counted.
-        self.corrupt: set[tuple[int, int]] = set()
-        #: (dataset, shard) whose read spent its retry budget in this pass: the storage did not
-        #: answer for that long, so the rest of its samples are skipped unread, each counted.
-        self.unreachable: set[tuple[int, int]] = set()
-        #: A sized blend's ``blend_sample_size`` (else None) and the size of the last sample it
-        #: measured (:class:`~stoker.runtime.sized_stream.SizedSampleStream`).
+        #: Shards found damaged or unreachable in this pass: the rest of their samples are
+        #: skipped unread, each counted.
+        self.health = ShardHealth()
         self.sizer: Any = None
         self.size = 0
 
@@ -170,70 +119,46 @@ class SampleStream(RefSource):
         """Encoded samples in lists of the length sent in (fewer only at the end), with the
         position after the last of each list and its reference (see :class:`Runs`).
 
-        Runs of one dataset's references are read and assembled ahead (:meth:`_prepare`);
-        under the default ``encode_sample`` they are cooked and keyed in one loop
-        (:func:`plain_outputs`), never past the list being filled, so each hook sees the batch
-        index of the batch its sample goes into. Other references go one by one.
-        """
+        Runs of one dataset are read and assembled ahead (:meth:`_prepare`) and, under the default
+        ``encode_sample``, cooked and keyed in one loop (:meth:`_plain`), never past the list being
+        filled (each hook sees the index of the batch its sample goes into); others one by one."""
         counts, skip = list(self.start.counts), self.start.skip
         calls = sum(counts)  # the stream's encode_sample calls so far (sum of the counts)
-        block = self._next_block(counts, _FIRST_BLOCK)
-        encode, prepare, prepared = self._encode, self._prepare, self._prepared
-        # Datasets whose samples are read and assembled in runs (no user code before cooking;
-        # remote runs take only what the read-ahead has received, see ShardReader.read_run).
+        encode, prepared, health = self._encode, self._prepared, self.health
+        # Datasets read and assembled in runs (no user code before cooking), each with a queue
         bulk = [RUNS and io.builder.bulk for io in self.io]
-        # Per dataset: the samples read and assembled ahead.
         queues = [Prepared() for _ in counts]
-        # The default encode_sample: each sample is its one output (plain_outputs).
-        identity = self.direct_hook is _IDENTITY
+        identity = self.direct_hook is IDENTITY  # each sample is its one output (_plain)
         out: list[Any] = []
         last: tuple[Position, Ref] | None = None
         want: int = yield  # type: ignore[misc]  # primed by Runs / _run
-        while block is not None:
-            choices, refs = block
-            # Locate (and so prefetch) the next block before reading this one: its reads overlap.
-            after = np.add(counts, np.bincount(choices, minlength=len(counts))).tolist()
-            block = self._next_block(after, _BLOCK)
+        for choices, refs in self._blocks(list(counts)):
             taken = [0] * len(counts)
             for d, length in same_runs(choices):
-                mine = refs[d]
+                mine, queue = refs[d], queues[d]
                 stop = taken[d] + length
                 while taken[d] < stop:
                     at = taken[d]
-                    queue = queues[d]
                     if bulk[d] and queue.at == len(queue.samples):
-                        prepare(d, mine, at, queue)
-                    if (
-                        identity
-                        and not skip
-                        and queue.at < queue.good
-                        and not self.corrupt
-                        and not self.unreachable
-                    ):
+                        self._prepare(d, mine, at, queue)
+                    if identity and not skip and queue.at < queue.good and not health.broken:
                         n = min(stop - at, want - len(out), queue.good - queue.at)
-                        done, made = self._plain(queue, n, d, mine, at, counts[d], calls, out)
-                        if made is not None:
-                            made_counts = list(counts)
-                            made_counts[d] = made
-                            last = (make_position(tuple(made_counts), 1), (d, made, 0))
+                        done, made = self._plain(queue, n, d, mine, at, counts, calls, out)
+                        last = made or last
                         taken[d] += done
-                        counts[d] += done
                         calls += done
                     else:
-                        ref, shard_id, index = mine[0][at], mine[1][at], mine[2][at]
-                        if bulk[d]:
-                            raw, sample = queue.pop()
-                            outputs = prepared(raw, sample, d, shard_id, index, calls)
-                        else:
-                            outputs = encode(d, shard_id, index, ref, calls)
+                        shard_id, index = mine[1][at], mine[2][at]
+                        outputs = (
+                            prepared(queue, d, shard_id, index, calls)
+                            if bulk[d]
+                            else encode(d, shard_id, index, mine[0][at], calls)
+                        )
                         taken[d] += 1
                         for used, output in enumerate(outputs, start=1):
                             if used > skip:
                                 out.append(output)
-                                last = (
-                                    make_position(tuple(counts), used),
-                                    (d, counts[d], used - 1),
-                                )
+                                last = make_position(tuple(counts), used), (d, counts[d], used - 1)
                                 if len(out) >= want:
                                     self.position = last[0]
                                     want = yield out, last[0], last[1]
@@ -250,54 +175,31 @@ class SampleStream(RefSource):
             self.position = last[0]
             yield out, last[0], last[1]
 
-    def _plain(
-        self,
-        queue: Prepared,
-        n: int,
-        d: int,
-        refs: _Refs,
-        at: int,
-        count: int,
-        calls: int,
-        out: list[Any],
-    ) -> tuple[int, int | None]:
-        """The outputs of the next ``n`` prepared samples of ``queue`` (references ``at`` ...
-        of ``refs``, counts ``count`` ...) under the default ``encode_sample``, cooked and keyed,
-        onto ``out``: how many references were used (fewer than ``n`` after a failure) and the
-        count of the last that gave an output (None: none did)."""
-        slots = self.slots
-        start = queue.at
-
-        def failed(e: Exception, j: int) -> None:
-            raw = queue.raws[start + j]
-            self._failed(e, self.tracker, d, refs[1][at + j], refs[2][at + j], raw)
-
-        done, made = plain_outputs(
-            queue.samples[start : start + n],
-            self.io[d].builder.kitchen,
-            slots.first + slots.made * slots.step,
-            calls * slots.step + slots.first % slots.step,
-            slots.step,
-            self.tracker,
-            out,
-            failed,
-        )
-        queue.at = start + done
-        return done, None if made is None else count + made
+    def _blocks(self, counts: list[int]) -> Iterator[tuple[np.ndarray, dict[int, BlockRefs]]]:
+        """The stream's plan from ``counts`` on, block by block: the dataset ids of a block's
+        references and each dataset's references. The next block is located (and so
+        prefetched) before a block is handed out, so that its reads overlap this one's."""
+        block = self._next_block(counts, _FIRST_BLOCK)
+        while block is not None:
+            choices = block[0]
+            counts = np.add(counts, np.bincount(choices, minlength=len(counts))).tolist()
+            after = self._next_block(counts, _BLOCK)
+            yield block
+            block = after
 
     def _next_block(
         self, counts: list[int], size: int
-    ) -> tuple[np.ndarray, dict[int, _Refs]] | None:
+    ) -> tuple[np.ndarray, dict[int, BlockRefs]] | None:
         """The dataset ids of the ``size`` references from ``counts`` and their references
         (prefetched)."""
         schedule = self.spec.schedule
         choices = schedule.next_block(counts, schedule.end(counts, self.epoch), size)
         return None if len(choices) == 0 else (choices, self._block_refs(counts, choices))
 
-    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, _Refs]:
+    def _block_refs(self, counts: list[int], choices: np.ndarray) -> dict[int, BlockRefs]:
         """The global indices, shards and indices in the shard of each dataset's next references
         in this block (three lists); prefetched."""
-        out: dict[int, _Refs] = {}
+        out: dict[int, BlockRefs] = {}
         for d, n in enumerate(np.bincount(choices, minlength=len(counts)).tolist()):
             if n == 0:
                 continue
@@ -355,309 +257,6 @@ class SampleStream(RefSource):
             return np.asarray(window[counts - lo], dtype=np.int64)
         parts = [self.spec.schedule.refs(d, c, c + 1) for c in counts.tolist()]
         return np.concatenate(parts)
-
-    def _encode(
-        self,
-        d: int,
-        shard_id: int,
-        index: int,
-        ref: int,
-        calls: int,
-        tracker: ErrorTracker | None = None,
-    ) -> Iterable[Any]:
-        """The encoded outputs of one reference, the stream's ``calls``-th.
-
-        A hook that returns one output is run here (the outputs come as a tuple); a generator
-        hook's outputs are made as they are taken (it runs on as its outputs are batched), each
-        with the hook indices of the batch being built then, as in Energon.
-        """
-        tracker = tracker or self.tracker
-        worker_watch.at(d, shard_id, index)
-        if (self.corrupt or self.unreachable or worker_watch.skipped) and self._unread(
-            d, shard_id, index, tracker
-        ):
-            return ()
-        io = self.io[d]
-        raw: RawSample | None = None
-        clock = CLOCK
-        # The hook indices are set where user code runs on the sample (here a sample loader,
-        # part filter or joiner; the cookers and hooks in _finish).
-        indexed = io.builder.user_code
-        try:
-            if indexed:
-                hook_index.push(self.slots.batch_index(), self.slots.sample_index(calls))
-            try:
-                clock.start(READ)
-                try:
-                    raw = io.reader.read(shard_id, index)
-                    clock.switch(DECODE)
-                    sample = io.builder.assemble(raw, ref)
-                finally:
-                    clock.stop()
-            finally:
-                if indexed:
-                    hook_index.pop()
-        except Exception as e:
-            self._failed(e, tracker, d, shard_id, index, raw)
-            return ()
-        return self._finish(io, sample, raw, calls, tracker, d, shard_id, index)
-
-    def _prepare(self, d: int, refs: _Refs, at: int, queue: Prepared) -> None:
-        """Read and assemble the next run of dataset ``d``'s references of this block (from
-        ``at``, up to :data:`_RUN`) into ``queue``, up to the first that fails, which ends the
-        run as a :class:`_Failure` (its raw sample or None)."""
-        end = at + _RUN
-        shard_ids = refs[1][at:end]
-        if self.corrupt or self.unreachable:  # stop before a shard that failed in this pass
-            broken = self.corrupt | self.unreachable
-            shard_ids = list(itertools.takewhile(lambda s: (d, s) not in broken, shard_ids))
-            if not shard_ids:  # the next is skipped unread (see _prepared)
-                queue.fill([None], [None], 0)
-                return
-            end = at + len(shard_ids)
-        io = self.io[d]
-        clock = CLOCK
-        clock.start(READ)
-        try:
-            # JSONL lines of one file, all read ahead: crude samples straight from their bytes
-            lines = (
-                io.reader.line_run(shard_ids, refs[2][at:end]) if io.builder.jsonl_crude else None
-            )
-            # Token sequences of one mapped .bin: crude samples built from columns
-            tokens = (
-                token_run(io.reader, io.builder, shard_ids, refs[2][at:end], refs[0][at:end])
-                if io.tokens
-                else None
-            )
-            if lines is not None:
-                raws: Sequence[RawSample] = lines
-                error: Exception | None = None
-                clock.switch(DECODE)
-                samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
-            elif tokens is not None:
-                (raws, samples), error, failed = tokens, None, None
-            else:
-                read, error = io.reader.read_run(shard_ids, refs[2][at:end])
-                raws = read
-                clock.switch(DECODE)
-                samples, failed = io.builder.assemble_run(read, refs[0][at:end])
-        finally:
-            clock.stop()
-        good = len(samples)
-        kept: Sequence[RawSample | None] = raws
-        if failed is not None:
-            samples.append(_Failure(failed))
-            kept = raws[: good + 1]
-        elif error is not None:
-            samples.append(_Failure(error))
-            kept = [*raws[:good], None]
-        queue.fill(samples, kept, good)
-
-    def _prepared(
-        self, raw: RawSample | None, sample: Any, d: int, shard_id: int, index: int, calls: int
-    ) -> Iterable[Any]:
-        """The encoded outputs of a reference :meth:`_prepare` read (as :meth:`_encode`)."""
-        tracker = self.tracker
-        worker_watch.at(d, shard_id, index)
-        if (self.corrupt or self.unreachable or worker_watch.skipped) and self._unread(
-            d, shard_id, index, tracker
-        ):
-            return ()  # its shard failed after it was read ahead (or hung a worker): skipped
-        if type(sample) is _Failure:
-            self._failed(sample.error, tracker, d, shard_id, index, raw)
-            return ()
-        return self._finish(self.io[d], sample, raw, calls, tracker, d, shard_id, index)
-
-    def _unread(self, d: int, shard_id: int, index: int, tracker: ErrorTracker) -> bool:
-        """Whether the reference's shard failed earlier in this pass (then it is counted as
-        skipped, unread)."""
-        source = self.spec.sources[d]
-        where = f"{source.shards[shard_id]}#{index}"
-        if (d, shard_id) in self.corrupt:  # found damaged earlier in this pass: not read
-            tracker.record(REST_OF_SHARD, source=source.path, key=where)
-            return True
-        if (d, shard_id) in self.unreachable:
-            tracker.skipped_unread(STORAGE, source=source.path, key=where)
-            return True
-        if (d, shard_id, index) in worker_watch.skipped:  # a worker was stuck on it
-            tracker.record(worker_watch.STUCK, source=source.path, key=where)
-            return True
-        return False
-
-    def _finish(
-        self,
-        io: SourceIO,
-        sample: Any,
-        raw: RawSample | None,
-        calls: int,
-        tracker: ErrorTracker,
-        d: int,
-        shard_id: int,
-        index: int,
-    ) -> Iterable[Any]:
-        """The encoded outputs of an assembled sample: cooked, its hook run, its key extended."""
-        sample_index = self.slots.sample_index(calls)
-        clock = CLOCK
-        hook = self.direct_hook
-        builder = io.builder
-        # The hook indices are set where user code runs on the sample (hooks, cookers, ...).
-        indexed = hook is not _IDENTITY or builder.kitchen is not None
-        try:
-            if indexed:
-                hook_index.push(self.slots.batch_index(), sample_index)
-            try:
-                if builder.kitchen is not None:
-                    sample = builder.cook(sample)
-                if self.sizer is not None:
-                    self.size = size_units(self.sizer(sample))
-                key = restore_key_of(sample)
-                if hook is None:  # a chain of hooks: each output made as it is taken
-                    outputs = iter_encoded(
-                        self.spec.task_encoder, sample, tracker=tracker, hooks=self.hooks
-                    )
-                elif hook is _IDENTITY:
-                    tracker.succeeded()
-                    return (encoded_key(sample, key, sample_index, 0),)
-                else:
-                    clock.start(ENCODE_SAMPLE)
-                    try:
-                        result = call_hook(hook, sample, stage=_ENCODE, tracker=tracker)
-                    finally:
-                        clock.stop()
-                    if not inspect.isgenerator(result):
-                        tracker.succeeded()
-                        if result is NO_OUTPUT:  # the hook skipped the sample (counted)
-                            return ()
-                        return (encoded_key(result, key, sample_index, 0),)
-                    outputs = hook_items(result, sample, stage=_ENCODE, tracker=tracker)
-            finally:
-                if indexed:
-                    hook_index.pop()
-        except Exception as e:
-            self._failed(e, tracker, d, shard_id, index, raw)
-            return ()
-        return self._taken(outputs, key, sample_index, tracker, d, shard_id, index, raw)
-
-    def _taken(
-        self,
-        outputs: Iterator[Any],
-        key: Any,
-        sample_index: int,
-        tracker: ErrorTracker,
-        d: int,
-        shard_id: int,
-        index: int,
-        raw: RawSample | None,
-    ) -> Iterator[Any]:
-        """The outputs of a generator hook (or chain of hooks), each made as it is taken."""
-        try:
-            for made in itertools.count():
-                hook_index.push(self.slots.batch_index(), sample_index)
-                CLOCK.start(ENCODE_SAMPLE)
-                try:
-                    output = next(outputs, _END)
-                finally:
-                    CLOCK.stop()
-                    hook_index.pop()
-                if output is _END:
-                    break
-                yield encoded_key(output, key, sample_index, made)
-        except Exception as e:
-            self._failed(e, tracker, d, shard_id, index, raw)
-            return
-        tracker.succeeded()
-
-    def _failed(
-        self,
-        e: Exception,
-        tracker: ErrorTracker,
-        d: int,
-        shard_id: int,
-        index: int,
-        raw: RawSample | None,
-    ) -> None:
-        """Count (or raise) a failure of the reference at ``index`` of shard ``shard_id``."""
-        source = self.spec.sources[d]
-        if isinstance(e, SkipSample):  # e.g. raised by a cooker: a deliberate skip
-            tracker.skip(describe(source, raw, shard_id, index), "cooking", source=source.path)
-            return
-        if isinstance(e, StokerError) and e.path is None:  # say which shard it came from
-            e.path = f"{source.root}/{source.shards[shard_id]}"
-            e.offset = raw.offset if raw is not None else None
-        name = raw.key if raw is not None else f"{source.shards[shard_id]}#{index}"
-        where = describe(source, raw, shard_id, index)
-        tracker.failed(e, where, source=source.path, key=name)  # raises unless skipped
-        if scope_of(e) == "shard":
-            self.corrupt.add((d, shard_id))
-        elif scope_of(e) == "storage":
-            self.unreachable.add((d, shard_id))
-
-
-class _Failure:
-    """What :meth:`SampleStream._prepare` holds for a reference that failed to read or
-    assemble: the error, reported when the stream reaches the reference."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-#: Marks the end of a hook's outputs.
-_END: Any = object()
-#: :func:`direct_hook` of a task encoder whose ``encode_sample`` returns its sample unchanged.
-_IDENTITY: Any = object()
-_ENCODE = "encode_sample"
-
-
-def direct_hook(task_encoder: TaskEncoder[Any, Any, Any, Any], hooks: Sequence[str]) -> Any:
-    """The task encoder's one per-sample hook (``encode_sample``) where ``hooks`` is just that
-    hook, or ``_IDENTITY`` where it is the default one that returns its sample unchanged; None
-    for a chain of hooks."""
-    if list(hooks) != [_ENCODE]:
-        return None
-    if isinstance(task_encoder, TaskEncoder) and (
-        not task_encoder._is_overridden(task_encoder.encode_sample)
-        or (
-            not task_encoder._is_overridden(task_encoder.encode_sample, (DefaultTaskEncoder,))
-            and getattr(task_encoder, "_encoded_sample_type", _IDENTITY) is None
-        )
-    ):
-        return _IDENTITY
-    return task_encoder.encode_sample
-
-
-def encoded_key(output: Any, key: Any, sample_index: int, made: int) -> Any:
-    """``output`` (the ``made``-th of the per-sample hooks on a sample whose restore key is
-    ``key``) with ``(sample_index, made)`` appended to that key: what ``restore_sample`` needs
-    to run the hooks again as the stream did (the hooks' ``current_sample_index``, and which
-    output of a generator hook). An output with a key of its own keeps it.
-
-    Example:
-        >>> encoded_key({"__restore_key__": ("Webdataset", "/d", 7)}, ("Webdataset", "/d", 7), 3, 1)
-        {'__restore_key__': ('Webdataset', '/d', 7, 3, 1)}
-    """
-    if not isinstance(key, tuple) or len(key) != 3:
-        return output
-    if isinstance(output, dict):
-        current = output.get("__restore_key__")
-        if current is key or (isinstance(current, tuple) and current[:3] == key):
-            output["__restore_key__"] = (*key, sample_index, made)
-        return output
-    current = getattr(output, "__restore_key__", None)
-    if current is key or (isinstance(current, tuple) and current[:3] == key):
-        try:  # noqa: SIM105 (per sample: suppress() costs more)
-            output.__restore_key__ = (*key, sample_index, made)
-        except (AttributeError, TypeError):  # frozen: left as it is
-            pass
-    return output
-
-
-def describe(source: DataSource, raw: RawSample | None, shard_id: int, index: int) -> str:
-    """Where a sample comes from, for error messages."""
-    shard = source.shards[shard_id]
-    key = f"sample {raw.key!r}" if raw is not None else f"sample #{index}"
-    return f"{source.root}/{shard}, {key}"
 
 
 def stages(spec: StreamSpec, stream: SampleStream) -> Node[tuple[Any, Position]]:

@@ -19,10 +19,12 @@ from stoker.pipeline.hook_index import batch_slots
 from stoker.pipeline.refs import Buffers, Position
 from stoker.pipeline.skips import Skips
 from stoker.pipeline.tolerance import hook_tolerances
-from stoker.runtime.build import SampleBuilder, fuses_float_images
+from stoker.runtime.build import SampleBuilder
+from stoker.runtime.float_batches import fuses_float_images
 from stoker.runtime.logical_stride import strided
 from stoker.runtime.sized_stream import SizedSampleStream
-from stoker.runtime.stream import SampleStream, SourceIO, batches
+from stoker.runtime.stream import SampleStream, batches
+from stoker.runtime.stream_spec import SourceIO
 
 if TYPE_CHECKING:
     from stoker.model.worker_config import WorkerConfig

@@ -1,13 +1,13 @@
 """Crude samples of a run of token sequences (a ``.bin``/``.idx`` dataset), built from columns.
 
-:meth:`SampleStream._prepare <stoker.runtime.stream.SampleStream._prepare>` reads and assembles a
-run of up to 64 references per call. For a local token dataset whose samples go through no user
-code before cooking, :func:`token_run` gathers the run's sequences in one copy
-(:meth:`~stoker.pipeline.read_binidx.BinIdxReader.token_run`) and makes their crude samples
-with each step one C loop over the run (keys, ``SourceInfo``, the samples), where the plain
-path made a raw sample, a parts dict and file names per sequence first
-(:meth:`~stoker.runtime.build.SampleBuilder._plain_run`). The samples are the same; a raw
-sample is made only for a failure to report. ``benchmarks/bench_binidx.py`` measures it.
+:meth:`PreparedRuns._prepare <stoker.runtime.prepared_runs.PreparedRuns._prepare>` reads and
+assembles a run of up to 64 references per call. For a local token dataset whose samples go through
+no user code before cooking, :func:`token_run` gathers the run's sequences in one copy
+(:meth:`~stoker.pipeline.read_binidx.BinIdxReader.token_run`) and makes their crude samples with
+each step one C loop over the run (keys, ``SourceInfo``, the samples), where the plain path made a
+raw sample, a parts dict and file names per sequence first
+(:meth:`~stoker.runtime.build_runs.RunAssembly._plain_run`). The samples are the same; a raw sample
+is made only for a failure to report. ``benchmarks/bench_binidx.py`` measures it.
 
 Example:
     >>> import numpy as np
@@ -64,7 +64,7 @@ def token_samples(
     path: str, subflavors: dict[str, Any] | None, raws: TokenRaws, refs: Sequence[int]
 ) -> list[CrudeSample]:
     """The crude samples of ``raws`` (global samples ``refs`` of the dataset ``path``), as
-    :meth:`~stoker.runtime.build.SampleBuilder._plain_run` makes them."""
+    :meth:`~stoker.runtime.build_runs.RunAssembly._plain_run` makes them."""
     count = len(raws)
     keys = list(map(str, raws.indices))
     names = [(key + ".tokens",) for key in keys]

@@ -1,13 +1,13 @@
 """Thread workers (``worker_type="thread"``): each worker's batches made on a thread of the
 training process, ``depth`` batches ahead.
 
-A thread runs the very path a worker process runs (:func:`~stoker.runtime.loader.worker_items`
-over the worker's streams, from the loader's resume point) and queues its items; the loader
-takes them per worker in canonical order, as it takes a process's. Nothing is pickled or copied
-between processes and nothing of the training process is duplicated: a batch is built once, in
-this process's memory. Decoders that release the GIL (JPEG, PNG, numpy) run side by side; the
-per-sample Python work of the pipeline does not (``benchmarks/bench_worker_types.py`` measures
-both).
+A thread runs the very path a worker process runs
+(:func:`~stoker.runtime.worker_items.worker_items` over the worker's streams, from the loader's
+resume point) and queues its items; the loader takes them per worker in canonical order, as it
+takes a process's. Nothing is pickled or copied between processes and nothing of the training
+process is duplicated: a batch is built once, in this process's memory. Decoders that release
+the GIL (JPEG, PNG, numpy) run side by side; the per-sample Python work of the pipeline does not
+(``benchmarks/bench_worker_types.py`` measures both).
 
 On its thread, a worker sees its own ``LoaderOptions`` (:func:`stoker.storage.options.
 activate_thread`) and ``torch.utils.data.get_worker_info()`` (:mod:`stoker.pipeline.

@@ -1,8 +1,9 @@
 """Where a loader's workers run: ``worker_type`` names, checked once, and what each means.
 
-Every worker type runs the same per-worker path (:func:`stoker.runtime.loader.worker_items`: the
-same streams, positions and canonical batch order), so a state saved under one restores under
-any other, to the same batches. They differ only in where that path runs:
+Every worker type runs the same per-worker path
+(:func:`stoker.runtime.worker_items.worker_items`: the same streams, positions and canonical
+batch order), so a state saved under one restores under any other, to the same batches. They
+differ only in where that path runs:
 
 - ``"fork"`` / ``"spawn"`` / ``"forkserver"``: torch ``DataLoader`` worker processes started with
   that ``multiprocessing`` method; batches cross through shared memory
