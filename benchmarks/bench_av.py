@@ -139,9 +139,10 @@ def child_main(spec: dict[str, Any]) -> None:
 
     source = None
     if spec["tool"] != "energon":
+        import stoker
         import stoker.api  # imports outside the timing
 
-        source = str(Path(stoker.api.__file__).parent)
+        source = str(Path(stoker.__file__).parent)
     start = time.perf_counter()
     loader = iter(open_loader(spec["tool"], Path(spec["path"])))
     batch = next(loader)

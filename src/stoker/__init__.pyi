@@ -5,11 +5,11 @@ this file instead. ``tests/unit/test_exports.py`` keeps the two in step (and say
 to add here when a name is added there).
 """
 
-from stoker.api import get_loader as get_loader
-from stoker.api import get_savable_loader as get_savable_loader
-from stoker.api import get_train_dataset as get_train_dataset
-from stoker.api import get_val_dataset as get_val_dataset
-from stoker.api import get_val_datasets as get_val_datasets
+from stoker.api.datasets import get_train_dataset as get_train_dataset
+from stoker.api.datasets import get_val_dataset as get_val_dataset
+from stoker.api.datasets import get_val_datasets as get_val_datasets
+from stoker.api.loaders import get_loader as get_loader
+from stoker.api.loaders import get_savable_loader as get_savable_loader
 from stoker.errors import ConfigError as ConfigError
 from stoker.errors import FatalSampleError as FatalSampleError
 from stoker.errors import FormatError as FormatError

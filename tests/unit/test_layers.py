@@ -40,7 +40,7 @@ RANKS = {
 }
 
 #: Modules allowed outside a layer package: the package's entry points and the exception tree.
-TOP_LEVEL = {"__init__.py", "api.py", "errors.py"}
+TOP_LEVEL = {"__init__.py", "errors.py"}
 
 #: Imports inside functions that go up a layer on purpose: (importer, imported, why).
 LAZY_UPWARD: set[tuple[str, str, str]] = set()

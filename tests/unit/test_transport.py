@@ -21,6 +21,7 @@ import torch.utils.data
 
 from stoker.media.image import FloatImage
 from stoker.pipeline.batch import batch_pad_stack
+from stoker.pipeline.exported import in_ring
 from stoker.pipeline.main_floats import FloatBuffers
 from stoker.pipeline.transport import (
     EXTRA_BATCHES,
@@ -29,7 +30,6 @@ from stoker.pipeline.transport import (
     MainTransport,
     WorkerTransport,
     activate,
-    in_ring,
     slot_budget,
 )
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
-from stoker.pipeline import hook_index
+from stoker.pipeline.hook_index import HookCall
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.seeds import get_skip_safe
@@ -76,30 +76,26 @@ class BatchMaker:
         if self.slots.skipping and self.elides:
             return ELIDED
         index = self.slots.batch_index()
-        hook_index.push(index, index)
         stage = "batch"
-        CLOCK.start(BATCH)
-        try:
-            batch = self.encoder.batch(samples)
-            keys = [
-                s.get("__restore_key__")
-                if isinstance(s, dict)
-                else getattr(s, "__restore_key__", None)
-                for s in samples
-            ]  # restore_key_of, inline: once per sample
-            set_restore_key(batch, (BATCH_KEY, index, *keys))
-            stage = "encode_batch"
-            CLOCK.switch(ENCODE_BATCH)
-            batch = _one(self.encoder.encode_batch(batch))
-        except SkipSample:
-            self.tracker.skip(samples, stage)
-            return SKIPPED
-        except Exception as e:
-            self.tracker.failed(e, samples, stage)  # raises unless the policy skips
-            return SKIPPED
-        finally:
-            CLOCK.stop()
-            hook_index.pop()
+        with HookCall(index, BATCH):
+            try:
+                batch = self.encoder.batch(samples)
+                keys = [
+                    s.get("__restore_key__")
+                    if isinstance(s, dict)
+                    else getattr(s, "__restore_key__", None)
+                    for s in samples
+                ]  # restore_key_of, inline: once per sample
+                set_restore_key(batch, (BATCH_KEY, index, *keys))
+                stage = "encode_batch"
+                CLOCK.switch(ENCODE_BATCH)
+                batch = _one(self.encoder.encode_batch(batch))
+            except SkipSample:
+                self.tracker.skip(samples, stage)
+                return SKIPPED
+            except Exception as e:
+                self.tracker.failed(e, samples, stage)  # raises unless the policy skips
+                return SKIPPED
         if batch is SKIPPED:
             return SKIPPED
         CLOCK.batched(len(samples))

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError, StokerError
-from stoker.pipeline import hook_index
 from stoker.pipeline.batching import SKIPPED, BatchMaker
+from stoker.pipeline.hook_index import HookCall
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.refs import Ref, RefSource
 from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.skip_policy import ErrorTracker
-from stoker.pipeline.stage_clock import CLOCK, GROUP
+from stoker.pipeline.stage_clock import GROUP
 
 if TYPE_CHECKING:
     from stoker.pipeline.refs import Position
@@ -105,26 +105,21 @@ class Grouper(Node[tuple[Any, "Position"]]):
 
     def _bucket_of(self, sample: Any, *, strict: bool = False) -> tuple[Hashable, _Bucket] | None:
         """The (key, bucket) ``sample`` goes to, opened if new; None if the criterion failed."""
-        index = self.maker.slots.batch_index()
-        hook_index.push(index, index)
-        CLOCK.start(GROUP)
-        try:
-            key, size = self.encoder.batch_group_criterion(sample)
-        except NotImplementedError:
-            raise
-        except SkipSample:
-            if strict:
+        with HookCall(self.maker.slots.batch_index(), GROUP):
+            try:
+                key, size = self.encoder.batch_group_criterion(sample)
+            except NotImplementedError:
                 raise
-            self.tracker.skip(sample, "batch_group_criterion")
-            return None
-        except Exception as e:
-            if strict:
-                raise
-            self.tracker.failed(e, sample, "batch_group_criterion")
-            return None
-        finally:
-            CLOCK.stop()
-            hook_index.pop()
+            except SkipSample:
+                if strict:
+                    raise
+                self.tracker.skip(sample, "batch_group_criterion")
+                return None
+            except Exception as e:
+                if strict:
+                    raise
+                self.tracker.failed(e, sample, "batch_group_criterion")
+                return None
         size = self.batch_size if size is None else size
         if size is None or size < 1:
             raise ConfigError(

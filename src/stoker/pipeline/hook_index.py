@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from stoker.errors import StokerError
+from stoker.pipeline.stage_clock import CLOCK
 
 
 class _Active(threading.local):
@@ -84,6 +86,34 @@ def pop() -> None:
     _LOCAL.stack.pop()
 
 
+class HookCall:
+    """``with HookCall(index, stage):`` around a hook call of a batch-level stage: the hook
+    sees ``index`` as its batch and sample index, and the stage's clock
+    (:mod:`stoker.pipeline.stage_clock`) runs until the block ends, however it ends.
+
+    Example:
+        >>> from stoker.pipeline.stage_clock import PACK
+        >>> with HookCall(7, PACK):
+        ...     current()
+        (7, 7)
+    """
+
+    __slots__ = ("index", "stage")
+
+    def __init__(self, index: int, stage: int) -> None:
+        self.index, self.stage = index, stage
+
+    def __enter__(self) -> None:
+        _LOCAL.stack.append((self.index, self.index))
+        CLOCK.start(self.stage)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        CLOCK.stop()
+        _LOCAL.stack.pop()
+
+
 def current() -> tuple[int, int]:
     """(batch index, sample index) of the hook running now.
 
@@ -101,4 +131,4 @@ def current() -> tuple[int, int]:
     return stack[-1]
 
 
-__all__ = ["BatchSlots", "active", "batch_slots", "current", "pop", "push"]
+__all__ = ["BatchSlots", "HookCall", "active", "batch_slots", "current", "pop", "push"]

@@ -35,21 +35,21 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import StokerError
-from stoker.pipeline import hook_index
 from stoker.pipeline.batching import ELIDED, batch_elided, restore_key_of, set_restore_key
-from stoker.pipeline.hook_index import BatchSlots
+from stoker.pipeline.hook_index import BatchSlots, HookCall
 from stoker.pipeline.hooks import iter_hook
 from stoker.pipeline.node import Node, NodeState, nested
 from stoker.pipeline.pack_bounds import stall_limit, stalled_error
 from stoker.pipeline.pack_groups import PackingGroups
-from stoker.pipeline.pack_output import NOT_PUSHED_BACK, slots_left, split_selection, take_slot
-from stoker.pipeline.pack_partial import PartialSample, base_of, member_key, slices_of, wrap
+from stoker.pipeline.pack_output import NOT_PUSHED_BACK, split_selection
+from stoker.pipeline.pack_partial import member_key, slices_of, wrap
+from stoker.pipeline.pack_selection import Entry, apply_selection
 from stoker.pipeline.pack_stats import count_selection
 from stoker.pipeline.refs import Ref, RefSource, chunks, decode_groups, encode_groups, pick
 from stoker.pipeline.sample_failure import SkipSample, describe_sample
 from stoker.pipeline.seeds import get_skip_safe
 from stoker.pipeline.skip_policy import ErrorTracker
-from stoker.pipeline.stage_clock import CLOCK, PACK
+from stoker.pipeline.stage_clock import PACK
 
 if TYPE_CHECKING:
     from stoker.model.task import TaskEncoder
@@ -64,7 +64,6 @@ PACK_KEY = "PackingDataset"
 #: A buffered sample's reference: the upstream reference plus 0 (stoker states before the
 #: stream applied ``preencode_sample`` held which of its outputs the sample was here).
 _MEMBER = 4
-Entry = tuple[Any, Ref]  # (sample, member reference)
 
 #: Skip reasons: a sample no selection took before the stream ended; a sample in the buffer
 #: when ``select_samples_to_pack`` failed (under a skipping policy, the buffer is dropped).
@@ -238,60 +237,34 @@ class Packer(RefSource):
         """The groups ``select_samples_to_pack`` returns for the buffer (none on SkipSample),
         and the samples it pushes back (None: it returned a plain list of groups)."""
         samples = [sample for sample, _ in self.buffer]
-        index = self.slots.batch_index()
-        hook_index.push(index, index)
-        CLOCK.start(PACK)
-        try:
-            return split_selection(self.encoder.select_samples_to_pack(samples))
-        except SkipSample:  # Energon skips the buffer; here it only selects nothing this round
-            return [], None
-        except Exception as e:  # raises unless the policy skips: then the buffer is dropped
-            self.tracker.failed(e, samples, "select_samples_to_pack")
-            for sample in samples:
-                self.tracker.record(DROPPED, sample)
-            self.buffer = []
-            self._held = None
-            return [], None
-        finally:
-            CLOCK.stop()
-            hook_index.pop()
+        with HookCall(self.slots.batch_index(), PACK):
+            try:
+                return split_selection(self.encoder.select_samples_to_pack(samples))
+            except SkipSample:  # Energon skips the buffer; here it selects nothing this round
+                return [], None
+            except Exception as e:  # raises unless the policy skips: then the buffer is dropped
+                self.tracker.failed(e, samples, "select_samples_to_pack")
+                for sample in samples:
+                    self.tracker.record(DROPPED, sample)
+                self.buffer = []
+                self._held = None
+                return [], None
 
     def _take(self, groups: list[Any], pushback: list[Any] | None) -> int:
         """Move ``groups`` (of buffered samples) from the buffer to ``self.groups``; how many
         samples they took. With ``pushback`` (a ``PackedSamplesOutput``), the buffer becomes the
-        pushed-back samples in that order; the others are dropped, logged and counted. A
-        ``PartialSample`` of a buffered sample takes that sample's place (it is consumed)."""
-        samples = [sample for sample, _ in self.buffer]
-        slots: dict[int, list[int]] = collections.defaultdict(list)
-        bases: dict[int, Ref] = {}
-        for i, sample in enumerate(samples):
-            slots[id(sample)].append(i)
-            bases[id(base_of(sample))] = self.buffer[i][1]
-        split: set[int] = set()  # the bases of new partial samples
-
-        def entry(sample: Any, how: str) -> Entry:
-            derived = isinstance(sample, PartialSample) and not slots.get(id(sample))
-            if derived and id(sample.sample) in bases:
-                split.add(id(sample.sample))
-                return sample, bases[id(sample.sample)]
-            return self.buffer[take_slot(slots, sample, how)]
-
-        picked = [[entry(sample, "packed") for sample in group] for group in groups]
-        self.groups.extend(group for group in picked if group)
-        kept = [entry(sample, "pushed back") for sample in pushback or ()]
+        pushed-back samples in that order; the others are dropped, logged and counted (see
+        :mod:`stoker.pipeline.pack_selection`)."""
+        chosen = apply_selection(self.buffer, groups, pushback)
+        self.groups.extend(chosen.groups)
         label = None if self._labels is None else self._labels[self.at]
-        count_selection(self.encoder, groups, len(kept), label)
-        left = set(slots_left(slots))
-        consumed = {i for i in left if id(base_of(samples[i])) in split}
-        if pushback is not None:
-            for i in sorted(left - consumed):
-                self._drop(self.buffer[i])
-            self.buffer = kept
-            self.pushed_back += len(kept)
-        else:
-            self.buffer = [self.buffer[i] for i in sorted(left - consumed)]
+        count_selection(self.encoder, groups, chosen.pushed_back, label)
+        for entry in chosen.dropped:
+            self._drop(entry)
+        self.buffer = chosen.buffer
+        self.pushed_back += chosen.pushed_back
         self._held = None
-        return sum(len(group) for group in picked)
+        return chosen.taken
 
     def _drop(self, entry: Entry) -> None:
         sample, ref = entry
@@ -349,19 +322,14 @@ class Packer(RefSource):
     def _call_hook(self, hook: Any, value: Any, stage: str, strict: bool = False) -> list[Any]:
         """A hook's outputs; a failure is the tracker's to raise or skip (strict: raise)."""
         tracker = None if strict else self.tracker
-        index = self.slots.batch_index()
-        hook_index.push(index, index)
-        CLOCK.start(PACK)
-        try:
-            return list(iter_hook(hook, value, stage=stage, tracker=tracker))
-        except Exception as e:
-            if tracker is None:
-                raise
-            tracker.failed(e, value[0] if isinstance(value, list) else value, stage)
-            return []
-        finally:
-            CLOCK.stop()
-            hook_index.pop()
+        with HookCall(self.slots.batch_index(), PACK):
+            try:
+                return list(iter_hook(hook, value, stage=stage, tracker=tracker))
+            except Exception as e:
+                if tracker is None:
+                    raise
+                tracker.failed(e, value[0] if isinstance(value, list) else value, stage)
+                return []
 
     # --- restore --------------------------------------------------------------------------------
 

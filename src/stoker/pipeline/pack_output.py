@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from stoker.errors import StokerError
-
 T_sample = TypeVar("T_sample")
 
 #: Skip reason of a buffered sample a ``PackedSamplesOutput`` neither packed nor pushed back.
@@ -40,20 +38,3 @@ def split_selection(result: Any) -> tuple[list[Any], list[Any] | None]:
     if isinstance(result, PackedSamplesOutput):
         return list(result.packs), list(result.pushback)
     return list(result), None
-
-
-def take_slot(slots: dict[int, list[int]], sample: Any, how: str = "packed") -> int:
-    """The next buffer place of ``sample`` (its id), refusing one not there or taken."""
-    free = slots.get(id(sample))
-    if not free:
-        raise StokerError(
-            f"select_samples_to_pack {how} a sample that is not in the buffer (or one twice: "
-            f"packed or pushed back twice, or both).",
-            hint="Return the very sample objects it was given (not copies), each at most once.",
-        )
-    return free.pop(0)
-
-
-def slots_left(slots: dict[int, list[int]]) -> list[int]:
-    """The buffer places that no group (nor push-back) took."""
-    return [i for free in slots.values() for i in free]

@@ -31,23 +31,20 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
-
-import numpy as np
 
 from stoker.pipeline.prefetch_plan import (
     FIRST_REQUEST,
     MAX_REQUEST,
     REMOTE_GAP,
-    Request,
     SampleKey,
     ShardSamples,
     by_shard,
     plan_shards,
     split_head,
 )
+from stoker.pipeline.read_ahead_chunk import Chunk, covering, not_covered
 from stoker.storage import Store
 from stoker.storage.options import current
 
@@ -63,48 +60,6 @@ _HEAD_START = 64
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-@dataclass(eq=False)
-class _Chunk:
-    """A request of one reader with its state: queued (no future), in flight or received."""
-
-    reader: int
-    request: Request
-    wanted: int = 0  # reads of its samples still expected
-    touched: int = 0  # the read tick of the last use
-    submitted: int = 0  # the read tick when it was submitted
-    used: bool = False  # a read took from it
-    urgent: bool = False  # needed by the first reads of a cold start: fetched whatever the lead
-    future: Future[bytes] | None = None
-    dropped: bool = False
-    data: bytes | None = None  # the bytes received, once a run took from it (take_held)
-
-
-def _not_covered(shard: ShardSamples, chunks: list[_Chunk]) -> ShardSamples:
-    """The samples of ``shard`` that no chunk of ``chunks`` (requests of one reader and shard)
-    holds; each sample held counts as one more read of the first chunk that holds it."""
-    starts, ends = shard.starts, shard.ends
-    taken = np.zeros(len(starts), dtype=bool)
-    for chunk in chunks:
-        inside = (starts >= chunk.request.start) & (ends <= chunk.request.end) & ~taken
-        held = int(np.count_nonzero(inside))
-        if held:
-            chunk.wanted += held
-            taken |= inside
-    if not taken.any():
-        return shard
-    keep = ~taken
-    return ShardSamples(shard.name, shard.places[keep], starts[keep], ends[keep])
-
-
-def _covering(chunks: list[_Chunk], start: int, end: int) -> _Chunk | None:
-    """The first of ``chunks`` (requests of one reader and shard) that holds ``[start, end)``."""
-    for chunk in chunks:
-        request = chunk.request
-        if request.start <= start and end <= request.end:
-            return chunk
-    return None
 
 
 class ReadAhead:
@@ -123,10 +78,10 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._stores: dict[int, Store] = {}
-        self._queues: dict[int, deque[_Chunk]] = {}  # per reader, in its order
+        self._queues: dict[int, deque[Chunk]] = {}  # per reader, in its order
         self._turns: deque[int] = deque()  # readers with queued requests, whose turn is next
-        self._live: set[_Chunk] = set()
-        self._by_name: dict[tuple[int, str], list[_Chunk]] = {}  # chunks not dropped
+        self._live: set[Chunk] = set()
+        self._by_name: dict[tuple[int, str], list[Chunk]] = {}  # chunks not dropped
         self._held = 0
         #: How far ahead the readers fetch: what keeps them from waiting, within the budget.
         self.lead = min(self.budget, FIRST_LEAD)
@@ -188,7 +143,7 @@ class ReadAhead:
             for shard in shards:
                 chunks = self._by_name.get((reader, shard.name))
                 if chunks:  # inside a range already coming (read to fill a gap)?
-                    shard = _not_covered(shard, chunks)
+                    shard = not_covered(shard, chunks)
                 if len(shard.places):
                     fresh.append(shard)
             self._queue(reader, fresh)
@@ -206,7 +161,7 @@ class ReadAhead:
             if not self._live:  # the process's first reads: waits are no sign of a short lead
                 self._cold = self._tick
         for request in requests:
-            chunk = _Chunk(reader, request, wanted=len(request.samples), touched=self._tick)
+            chunk = Chunk(reader, request, wanted=len(request.samples), touched=self._tick)
             # What the first reads need is fetched at once, in parallel, whatever the lead.
             chunk.urgent = cold and request.first < _HEAD_START
             self._by_name.setdefault((reader, request.name), []).append(chunk)
@@ -231,13 +186,11 @@ class ReadAhead:
         with self._lock:
             self._tick += 1
             chunks = self._by_name.get((reader, name))
-            chunk = _covering(chunks, start, end) if chunks else None
+            chunk = covering(chunks, start, end) if chunks else None
             if chunk is None:
                 TAKEN["misses"] += 1
                 return None
             TAKEN["hits"] += 1
-            chunk.wanted -= 1
-            chunk.touched = self._tick
             # Needed before it was fetched, or submitted reads ago (not just now, as at a cold
             # start) and still not here: the lead is too short for this store and this
             # reading order, so fetch further from now on.
@@ -245,19 +198,14 @@ class ReadAhead:
                 chunk.future is None
                 or (not chunk.future.done() and self._tick - chunk.submitted >= _HEAD_START)
             )
-            pump = chunk.wanted <= 0
             if chunk.future is None:  # needed now: fetch it even over the budget
                 chunk.used = True
                 self._submit(chunk)
-            elif not chunk.used:  # no longer ahead of the readers: room to fetch the next
-                chunk.used = pump = True
-                self._ahead -= chunk.request.size
             future = chunk.future
+            pump = self._read_from(chunk)
             if short and self.lead < self.budget:
                 self.lead = min(self.budget, 2 * self.lead)
                 pump = True
-            if chunk.wanted <= 0:
-                self._drop(chunk)
             if pump:
                 self._pump()
         assert future is not None
@@ -282,7 +230,7 @@ class ReadAhead:
             pump = False
             for name, start, end in samples:
                 chunks = by_name.get((reader, name))
-                chunk = _covering(chunks, start, end) if chunks else None
+                chunk = covering(chunks, start, end) if chunks else None
                 if chunk is None:
                     break
                 data = chunk.data
@@ -294,14 +242,7 @@ class ReadAhead:
                         break
                     data = chunk.data = future.result()
                 self._tick += 1
-                chunk.wanted -= 1
-                chunk.touched = self._tick
-                if not chunk.used:  # no longer ahead of the readers: room to fetch the next
-                    chunk.used = pump = True
-                    self._ahead -= chunk.request.size
-                if chunk.wanted <= 0:
-                    self._drop(chunk)
-                    pump = True
+                pump = self._read_from(chunk) or pump
                 offset = start - chunk.request.start
                 append(data[offset : offset + end - start])
             TAKEN["hits"] += len(out)
@@ -341,7 +282,7 @@ class ReadAhead:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="stoker-prefetch")
         return self._pool
 
-    def _submit(self, chunk: _Chunk) -> None:
+    def _submit(self, chunk: Chunk) -> None:
         request, store = chunk.request, self._stores[chunk.reader]
         chunk.future = self._ensure_pool().submit(
             store.read_range, request.name, request.start, request.size
@@ -355,7 +296,21 @@ class ReadAhead:
         self.peak_bytes = max(self.peak_bytes, self._held)
         self.requests += 1
 
-    def _drop(self, chunk: _Chunk) -> None:
+    def _read_from(self, chunk: Chunk) -> bool:
+        """Count a read that took from ``chunk`` (let go once its last expected read came);
+        whether that made room to fetch more."""
+        chunk.wanted -= 1
+        chunk.touched = self._tick
+        room = False
+        if not chunk.used:  # no longer ahead of the readers: room to fetch the next
+            chunk.used = room = True
+            self._ahead -= chunk.request.size
+        if chunk.wanted <= 0:
+            self._drop(chunk)
+            room = True
+        return room
+
+    def _drop(self, chunk: Chunk) -> None:
         chunk.dropped = True
         chunks = self._by_name.get((chunk.reader, chunk.request.name))
         if chunks is not None and chunk in chunks:
@@ -368,7 +323,7 @@ class ReadAhead:
             if not chunk.used:
                 self._ahead -= chunk.request.size
 
-    def _next_queued(self) -> _Chunk | None:
+    def _next_queued(self) -> Chunk | None:
         """The next request to fetch: the head of the queue of the reader whose turn it is."""
         while self._turns:
             queue = self._queues.get(self._turns[0])

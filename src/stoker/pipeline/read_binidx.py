@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,12 +27,13 @@ from stoker.errors import CorruptShardError, FormatError, StorageError
 from stoker.format.binidx import TokenIndex, idx_name
 from stoker.pipeline.prefetch import ShardSamples
 from stoker.pipeline.read import LineRaws, RawSample, ShardReader
+from stoker.pipeline.read_lines import LazyRaws
 from stoker.storage import Store
 
 _new_tuple = tuple.__new__
 
 
-class TokenRaws(Sequence[RawSample]):
+class TokenRaws(LazyRaws):
     """The raw samples of a run of sequences of one ``.bin`` (:meth:`BinIdxReader.token_run`):
     their token arrays, indices, byte offsets and file; each raw sample is made only when asked
     for (as :meth:`BinIdxReader.read` makes it), since a run's samples are built from the
@@ -52,15 +53,7 @@ class TokenRaws(Sequence[RawSample]):
     def __len__(self) -> int:
         return len(self.tokens)
 
-    @overload
-    def __getitem__(self, at: int) -> RawSample: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
-
-    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
-        if isinstance(at, slice):
-            return [self[i] for i in range(*at.indices(len(self.tokens)))]
+    def _make(self, at: int) -> RawSample:
         index = self.indices[at]
         parts = {"tokens": self.tokens[at]}
         raw: RawSample = _new_tuple(

@@ -101,7 +101,27 @@ def read_lines(
     return done
 
 
-class LineRaws(Sequence[RawSample]):
+class LazyRaws(Sequence[RawSample]):
+    """A run of raw samples of one shard, each made only when asked for (:meth:`_make`)."""
+
+    __slots__ = ()
+
+    def _make(self, at: int) -> RawSample:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, at: int) -> RawSample: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
+
+    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
+        if isinstance(at, slice):
+            return [self._make(i) for i in range(*at.indices(len(self)))]
+        return self._make(at)
+
+
+class LineRaws(LazyRaws):
     """The raw samples of JSONL lines cut in one go (:meth:`ShardReader.line_run
     <stoker.pipeline.read.ShardReader.line_run>`), each made only when asked for: a run's raw
     samples serve only to report a failure or to go one by one, rarely."""
@@ -127,15 +147,7 @@ class LineRaws(Sequence[RawSample]):
     def __len__(self) -> int:
         return len(self.lines)
 
-    @overload
-    def __getitem__(self, at: int) -> RawSample: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> Sequence[RawSample]: ...
-
-    def __getitem__(self, at: int | slice) -> RawSample | Sequence[RawSample]:
-        if isinstance(at, slice):
-            return [self[i] for i in range(*at.indices(len(self.lines)))]
+    def _make(self, at: int) -> RawSample:
         return line_sample(self.lines[at], self.shard, self.indices[at], self.starts[at])
 
 
