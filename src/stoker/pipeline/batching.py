@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
 from stoker.pipeline import hook_index
+from stoker.pipeline.column_batches import ColumnSamples, samples_of
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.sample_failure import SkipSample
 from stoker.pipeline.skip_policy import ErrorTracker
@@ -64,7 +65,7 @@ class BatchMaker:
     ) -> None:
         self.encoder, self.slots, self.tracker = encoder, slots, tracker
 
-    def make(self, samples: list[Any]) -> Any:
+    def make(self, samples: list[Any] | ColumnSamples) -> Any:
         """The encoded batch of ``samples``, or :data:`SKIPPED` (``batch`` or ``encode_batch``
         skipped it on purpose, or failed under a skipping error policy)."""
         index = self.slots.batch_index()
@@ -72,21 +73,28 @@ class BatchMaker:
         stage = "batch"
         CLOCK.start(BATCH)
         try:
-            batch = self.encoder.batch(samples)
-            keys = [
-                s.get("__restore_key__")
-                if isinstance(s, dict)
-                else getattr(s, "__restore_key__", None)
-                for s in samples
-            ]  # restore_key_of, inline: once per sample
+            columnar = None if type(samples) is list else samples.columnar_batch()
+            if columnar is not None:  # a run of token sequences, batched from its columns
+                batch, keys = columnar
+            else:
+                samples = samples_of(samples)
+                batch = self.encoder.batch(samples)
+                keys = [
+                    s.get("__restore_key__")
+                    if isinstance(s, dict)
+                    else getattr(s, "__restore_key__", None)
+                    for s in samples
+                ]  # restore_key_of, inline: once per sample
             set_restore_key(batch, (BATCH_KEY, index, *keys))
             stage = "encode_batch"
             CLOCK.switch(ENCODE_BATCH)
             batch = _one(self.encoder.encode_batch(batch))
         except SkipSample:
+            samples = samples_of(samples)
             self.tracker.skip(samples, stage)
             return SKIPPED
         except Exception as e:
+            samples = samples_of(samples)
             self.tracker.failed(e, samples, stage)  # raises unless the policy skips
             return SKIPPED
         finally:

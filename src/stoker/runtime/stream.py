@@ -47,7 +47,7 @@ from stoker.pipeline.skips import REST_OF_SHARD, STORAGE
 from stoker.pipeline.stage_clock import CLOCK, DECODE, ENCODE_SAMPLE, READ
 from stoker.plan import global_to_shard
 from stoker.plan.sized_blend import size_units
-from stoker.runtime import worker_watch
+from stoker.runtime import token_batches, worker_watch
 from stoker.runtime.build import SampleBuilder
 from stoker.runtime.plain_runs import Prepared, plain_outputs, same_runs
 from stoker.runtime.token_runs import applies as token_runs_apply
@@ -129,6 +129,8 @@ class SampleStream(RefSource):
         #: measured (:class:`~stoker.runtime.sized_stream.SizedSampleStream`).
         self.sizer: Any = None
         self.size = 0
+        #: Whether a fixed-size batcher takes the samples (runs of token samples as columns).
+        self._columnar = False
 
     def state(self) -> NodeState:
         """``{"stream": position after the last sample handed out}``."""
@@ -157,6 +159,7 @@ class SampleStream(RefSource):
         if runs is None:
             if not self._ready:
                 self.reset()
+            self._columnar = True
             runs = self._runs = Runs(self._chunks())
         return runs
 
@@ -186,7 +189,9 @@ class SampleStream(RefSource):
         queues = [Prepared() for _ in counts]
         # The default encode_sample: each sample is its one output (plain_outputs).
         identity = self.direct_hook is _IDENTITY
-        out: list[Any] = []
+        columnar = self._columnar and token_batches.applies(self, identity)
+        new_out = token_batches.collector(columnar)  # a list, or token runs as columns
+        out: Any = new_out()
         last: tuple[Position, Ref] | None = None
         want: int = yield  # type: ignore[misc]  # primed by Runs / _run
         while block is not None:
@@ -237,7 +242,7 @@ class SampleStream(RefSource):
                                 if len(out) >= want:
                                     self.position = last[0]
                                     want = yield out, last[0], last[1]
-                                    out = []
+                                    out = new_out()
                         skip = 0
                         counts[d] += 1
                         calls += 1
@@ -245,7 +250,7 @@ class SampleStream(RefSource):
                     if len(out) >= want and last is not None:
                         self.position = last[0]
                         want = yield out, last[0], last[1]
-                        out = []
+                        out = new_out()
         if out and last is not None:
             self.position = last[0]
             yield out, last[0], last[1]
@@ -259,7 +264,7 @@ class SampleStream(RefSource):
         at: int,
         count: int,
         calls: int,
-        out: list[Any],
+        out: Any,
     ) -> tuple[int, int | None]:
         """The outputs of the next ``n`` prepared samples of ``queue`` (references ``at`` ...
         of ``refs``, counts ``count`` ...) under the default ``encode_sample``, cooked and keyed,
@@ -267,6 +272,9 @@ class SampleStream(RefSource):
         count of the last that gave an output (None: none did)."""
         slots = self.slots
         start = queue.at
+        first, kitchen = calls * slots.step + slots.first % slots.step, self.io[d].builder.kitchen
+        if token_batches.add_columns(out, queue, n, kitchen, first, slots.step, self.tracker):
+            return n, count + n - 1
 
         def failed(e: Exception, j: int) -> None:
             raw = queue.raws[start + j]
@@ -274,9 +282,9 @@ class SampleStream(RefSource):
 
         done, made = plain_outputs(
             queue.samples[start : start + n],
-            self.io[d].builder.kitchen,
+            kitchen,
             slots.first + slots.made * slots.step,
-            calls * slots.step + slots.first % slots.step,
+            first,
             slots.step,
             self.tracker,
             out,
