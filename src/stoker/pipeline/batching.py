@@ -73,7 +73,7 @@ class BatchMaker:
         stage = "batch"
         CLOCK.start(BATCH)
         try:
-            columnar = None if type(samples) is list else samples.columnar_batch()
+            columnar = samples.columnar_batch() if isinstance(samples, ColumnSamples) else None
             if columnar is not None:  # a run of token sequences, batched from its columns
                 batch, keys = columnar
             else:

@@ -36,12 +36,12 @@ class Prepared:
     __slots__ = ("at", "good", "raws", "samples")
 
     def __init__(self) -> None:
-        self.samples: list[Any] = []
+        self.samples: Sequence[Any] = []
         self.raws: Sequence[RawSample | None] = []
         self.at = 0
         self.good = 0
 
-    def fill(self, samples: list[Any], raws: Sequence[RawSample | None], good: int) -> None:
+    def fill(self, samples: Sequence[Any], raws: Sequence[RawSample | None], good: int) -> None:
         """Hold ``samples`` (the first ``good`` assembled) and their raw samples."""
         self.samples, self.raws, self.at, self.good = samples, raws, 0, good
 
@@ -68,7 +68,7 @@ def same_runs(choices: npt.NDArray[np.integer[Any]]) -> list[tuple[int, int]]:
 
 
 def plain_outputs(
-    samples: list[Any],
+    samples: Sequence[Any],
     kitchen: Kitchen | None,
     batch_index: int,
     sample_index: int,

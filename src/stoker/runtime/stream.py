@@ -442,8 +442,9 @@ class SampleStream(RefSource):
                 error: Exception | None = None
                 clock.switch(DECODE)
                 samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
-            elif tokens is not None:
-                (raws, samples), error, failed = tokens, None, None
+            elif tokens is not None:  # its samples made only if asked for (TokenColumns)
+                queue.fill(tokens[1], tokens[0], len(tokens[1]))
+                return
             else:
                 read, error = io.reader.read_run(shard_ids, refs[2][at:end])
                 raws = read

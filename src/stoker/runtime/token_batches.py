@@ -176,7 +176,7 @@ def add_columns(
     """Add the next ``n`` samples of ``queue`` to ``out`` as columns (sample indices ``first``,
     ``first + step``, ...), where ``out`` collects them so and ``queue`` holds a run's columns
     and no cooker runs on them; whether it did (else nothing was done)."""
-    columns = queue.samples
+    columns: Any = queue.samples
     if type(out) is not TokenPieces or type(columns) is not TokenColumns or kitchen is not None:
         return False
     out.add(columns, queue.at, n, first, step)

@@ -113,7 +113,7 @@ def collect_samples(src: str) -> tuple[list[Sample], list[SkippedFile]]:
         FormatError: a JSONL line is not valid JSON.
     """
     if is_parquet_source(src):
-        samples, skipped = parquet_samples(src), []
+        samples, skipped = parquet_samples(src), list[SkippedFile]()
     elif os.path.isdir(src):
         samples, skipped = _folder_samples(src)
     elif os.path.isfile(src) and src.lower().endswith(".jsonl"):
