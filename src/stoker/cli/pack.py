@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,12 @@ import click
 from stoker.cli.common import CONTEXT_SETTINGS, echo_json, human_bytes, reports_errors
 from stoker.format.distributed import init_distributed
 from stoker.format.pack import PackReport, pack
+from stoker.format.pack.parquet_rows import (
+    check_field_map,
+    is_parquet_source,
+    parquet_columns,
+    part_field_map,
+)
 
 if TYPE_CHECKING:
     from stoker.format.pending import PrepareReport
@@ -245,13 +252,16 @@ def command(
     no_sample_index: bool,
     distributed: bool,
 ) -> None:
-    """Turn a folder of files, or a JSONL file, into WebDataset tar shards in OUT.
+    """Turn a folder of files, a JSONL file, or Parquet files into WebDataset tar shards in OUT.
 
     SRC is a folder, walked recursively in sorted order: files that share a name up to the first
     dot form one sample (sub/0001.jpg + sub/0001.txt -> key sub/0001, parts jpg and txt). Hidden
     files and files without an extension are skipped and listed. SRC may instead be a .jsonl
     file: each non-blank line becomes a sample with one part, json, keyed by its line number
-    (line 42 -> 00000042).
+    (line 42 -> 00000042). SRC may also be a .parquet file or a folder of them: each row becomes
+    a sample keyed by its row number, each column a part (image.jpg for an image column's
+    bytes, text.txt for a string, n.json for other values); there --field-map names columns,
+    as `stoker prepare` takes it for Parquet (e.g. '{"image": "image", "caption": "text"}').
 
     Shards are written as OUT/shard-000000.tar, ...; the same input gives the same bytes. Nothing
     in OUT changes unless every shard was written. With --prepare, OUT is then prepared for
@@ -263,12 +273,17 @@ def command(
       stoker pack ./texts.jsonl ./shards --samples-per-shard 10000 --shuffle --seed 1
       stoker pack ./coco ./coco-wds --prepare --split-ratio 8,1,1 \\
           --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}'
+      stoker pack ./hf-parquet ./wds --prepare --sample-type CaptioningSample \\
+          --field-map '{"image": "image", "caption": "text"}'
       torchrun --nproc-per-node 8 -m stoker.cli pack ./raw ./shards --distributed --prepare
     """
     flags: dict[str, Any] = {"split_ratio": split_ratio, "split_parts": split_parts}
     flags |= {"sample_type": sample_type, "field_map": field_map, "num_workers": num_workers}
     flags["no_sample_index"] = no_sample_index or None  # a flag: None when not given
     prepare_args = _prepare_args(prepare, flags)
+    parquet = prepare_args is not None and bool(field_map) and is_parquet_source(src)
+    if parquet:  # its field map names columns: checked before packing
+        check_field_map(json.loads(field_map or "{}"), parquet_columns(src))
     report = pack(
         src,
         out,
@@ -281,6 +296,10 @@ def command(
         overwrite=force_overwrite,
         distributed=distributed,
     )
+    if parquet and prepare_args is not None:  # the field map's columns as part names
+        parts = part_field_map(json.loads(field_map or "{}"), report.part_names)
+        yaml = _dataset_yaml(sample_type, json.dumps(parts))
+        prepare_args = dataclasses.replace(prepare_args, dataset_yaml=yaml)
     prepared = None
     if prepare_args is not None:
         prepared = _run_prepare(out, prepare_args, shuffle, seed, progress, distributed)

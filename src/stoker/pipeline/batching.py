@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from stoker.errors import ConfigError
+from stoker.pipeline.column_batches import ColumnSamples, samples_of
 from stoker.pipeline.hook_index import HookCall
 from stoker.pipeline.node import Node, NodeState
 from stoker.pipeline.sample_failure import SkipSample
@@ -70,7 +71,7 @@ class BatchMaker:
         #: Whether a batch another worker hands out is left unmade (Energon's #236).
         self.elides = batch_elided(encoder)
 
-    def make(self, samples: list[Any]) -> Any:
+    def make(self, samples: list[Any] | ColumnSamples) -> Any:
         """The encoded batch of ``samples``, or :data:`SKIPPED` (``batch`` or ``encode_batch``
         skipped it on purpose, or failed under a skipping error policy), or :data:`ELIDED`."""
         if self.slots.skipping and self.elides:
@@ -79,22 +80,27 @@ class BatchMaker:
         stage = "batch"
         with HookCall(index, BATCH):
             try:
-                batch = self.encoder.batch(samples)
-                keys = [
-                    s.get("__restore_key__")
-                    if isinstance(s, dict)
-                    else getattr(s, "__restore_key__", None)
-                    for s in samples
-                ]  # restore_key_of, inline: once per sample
+                columnar = samples.columnar_batch() if isinstance(samples, ColumnSamples) else None
+                if columnar is not None:  # a run of token sequences, batched from its columns
+                    batch, keys = columnar
+                else:
+                    samples = samples_of(samples)
+                    batch = self.encoder.batch(samples)
+                    keys = [
+                        s.get("__restore_key__")
+                        if isinstance(s, dict)
+                        else getattr(s, "__restore_key__", None)
+                        for s in samples
+                    ]  # restore_key_of, inline: once per sample
                 set_restore_key(batch, (BATCH_KEY, index, *keys))
                 stage = "encode_batch"
                 CLOCK.switch(ENCODE_BATCH)
                 batch = _one(self.encoder.encode_batch(batch))
             except SkipSample:
-                self.tracker.skip(samples, stage)
+                self.tracker.skip(samples_of(samples), stage)
                 return SKIPPED
             except Exception as e:
-                self.tracker.failed(e, samples, stage)  # raises unless the policy skips
+                self.tracker.failed(e, samples_of(samples), stage)  # raises unless policy skips
                 return SKIPPED
         if batch is SKIPPED:
             return SKIPPED

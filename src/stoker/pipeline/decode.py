@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from stoker.errors import ConfigError, MissingDependencyError, SampleError
+from stoker.format.magic import guess_extension as guess_extension
 from stoker.media.gpu_image_decoder import decode_one_on_gpu
 from stoker.media.gpu_images import CompressedImage, gpu_images_usable
 from stoker.media.image import decode_image
@@ -251,23 +252,6 @@ def _run(key: str, name: str, ext: str, fn: Callable[[], Any]) -> Any:
         raise SampleError(
             f"cannot decode the part as {ext!r}: {type(e).__name__}: {e}", key=key, part=name
         ) from e
-
-
-_MAGIC: tuple[tuple[int, bytes, str], ...] = (
-    (0, b"\xff\xd8\xff", "jpg"), (0, b"\x89PNG\r\n\x1a\n", "png"), (0, b"GIF8", "gif"),
-    (8, b"WEBP", "webp"), (0, b"BM", "bmp"), (0, b"II*\x00", "tif"), (0, b"MM\x00*", "tif"),
-    (4, b"ftyp", "mp4"), (0, b"\x1a\x45\xdf\xa3", "mkv"), (8, b"WAVE", "wav"),
-    (0, b"fLaC", "flac"), (0, b"OggS", "ogg"), (0, b"ID3", "mp3"), (8, b"AVI ", "avi"),
-    (4, b"jP  \r\n\x87\n", "jp2"), (0, b"\xffO\xffQ", "j2k"),
-)  # fmt: skip
-
-
-def guess_extension(data: bytes) -> str | None:
-    """The extension implied by the magic number at the start of ``data``, if known."""
-    for offset, magic, ext in _MAGIC:
-        if data[offset : offset + len(magic)] == magic:
-            return ext
-    return None
 
 
 def _text(ext: str, data: bytes, decoder: SampleDecoder) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stoker.errors import FormatError
+from stoker.format.magic import DEFAULT_MEDIA_EXT
 from stoker.format.parquet import ParquetFile
 from stoker.pipeline.decode import SampleDecoder, guess_extension
 from stoker.pipeline.read import RawSample
@@ -149,10 +150,6 @@ class ParquetReader:
         self._weight = 0
 
 
-#: The extension a media column's bytes decode as where their magic number says nothing.
-_DEFAULT_EXT = {"image": "png", "audio": "wav"}
-
-
 def decode_row(
     decoder: SampleDecoder | None, key: str, parts: dict[str, Any], media: dict[str, str]
 ) -> dict[str, Any]:
@@ -169,6 +166,6 @@ def decode_row(
     for name, kind in media.items():
         data = out.get(name)
         if isinstance(data, bytes):
-            ext = guess_extension(data) or _DEFAULT_EXT.get(kind, kind)
+            ext = guess_extension(data) or DEFAULT_MEDIA_EXT.get(kind, kind)
             out[name] = decoder.decode_part(key, f"{name}.{ext}", data)
     return out

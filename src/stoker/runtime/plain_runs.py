@@ -10,7 +10,7 @@ per sample between the stages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -42,7 +42,7 @@ def same_runs(choices: npt.NDArray[np.integer[Any]]) -> list[tuple[int, int]]:
 
 
 def plain_outputs(
-    samples: list[Any],
+    samples: Sequence[Any],
     kitchen: Kitchen | None,
     batch_index: int,
     sample_index: int,
@@ -79,7 +79,7 @@ def plain_outputs(
 
 
 def _outputs(
-    samples: list[Any], cook: Callable[[Any], Any] | None,
+    samples: Sequence[Any], cook: Callable[[Any], Any] | None,
     reraise: Callable[[Exception, Any], NoReturn] | None, active: list[tuple[int, int]],
     batch_index: int, sample_index: int, step: int, tracker: ErrorTracker, out: list[Any],
     failed: Callable[[Exception, int], None],

@@ -18,7 +18,7 @@ from stoker.pipeline.read import RawSample
 from stoker.pipeline.refs import Position, Ref
 from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.stage_clock import CLOCK, DECODE, READ
-from stoker.runtime import worker_watch
+from stoker.runtime import token_batches, worker_watch
 from stoker.runtime.plain_runs import plain_outputs
 from stoker.runtime.sample_encoding import SampleEncoding
 from stoker.runtime.token_runs import token_run
@@ -39,12 +39,12 @@ class Prepared:
     __slots__ = ("at", "good", "raws", "samples")
 
     def __init__(self) -> None:
-        self.samples: list[Any] = []
+        self.samples: Sequence[Any] = []
         self.raws: Sequence[RawSample | None] = []
         self.at = 0
         self.good = 0
 
-    def fill(self, samples: list[Any], raws: Sequence[RawSample | None], good: int) -> None:
+    def fill(self, samples: Sequence[Any], raws: Sequence[RawSample | None], good: int) -> None:
         """Hold ``samples`` (the first ``good`` assembled) and their raw samples."""
         self.samples, self.raws, self.at, self.good = samples, raws, 0, good
 
@@ -98,8 +98,9 @@ class PreparedRuns(SampleEncoding):
                 error: Exception | None = None
                 clock.switch(DECODE)
                 samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
-            elif tokens is not None:
-                (raws, samples), error, failed = tokens, None, None
+            elif tokens is not None:  # its samples made only if asked for (TokenColumns)
+                queue.fill(tokens[1], tokens[0], len(tokens[1]))
+                return
             else:
                 read, error = io.reader.read_run(shard_ids, refs[2][at:end])
                 raws = read
@@ -127,7 +128,7 @@ class PreparedRuns(SampleEncoding):
 
     def _plain(
         self, queue: Prepared, n: int, d: int, refs: BlockRefs, at: int, counts: list[int],
-        calls: int, out: list[Any],
+        calls: int, out: Any,
     ) -> tuple[int, tuple[Position, Ref] | None]:  # fmt: skip
         """The outputs of the next ``n`` prepared samples of ``queue`` (references ``at`` ...
         of ``refs``) under the default ``encode_sample``, cooked and keyed, onto ``out``; adds
@@ -135,21 +136,27 @@ class PreparedRuns(SampleEncoding):
         a failure) and the position and reference of the last output (None: none was made)."""
         slots = self.slots
         start = queue.at
+        first, kitchen = calls * slots.step + slots.first % slots.step, self.io[d].builder.kitchen
 
         def failed(e: Exception, j: int) -> None:
             raw = queue.raws[start + j]
             self._failed(e, self.tracker, d, refs[1][at + j], refs[2][at + j], raw)
 
-        done, made = plain_outputs(
-            queue.samples[start : start + n],
-            self.io[d].builder.kitchen,
-            slots.first + slots.made * slots.step,
-            calls * slots.step + slots.first % slots.step,
-            slots.step,
-            self.tracker,
-            out,
-            failed,
-        )
+        done: int
+        made: int | None
+        if token_batches.add_columns(out, queue, n, kitchen, first, slots.step, self.tracker):
+            done, made = n, n - 1  # token runs kept as columns (runtime/token_batches.py)
+        else:
+            done, made = plain_outputs(
+                queue.samples[start : start + n],
+                kitchen,
+                slots.first + slots.made * slots.step,
+                first,
+                slots.step,
+                self.tracker,
+                out,
+                failed,
+            )
         queue.at = start + done
         last = None
         if made is not None:

@@ -30,6 +30,7 @@ from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, Runs, pick
 from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.skip_policy import ErrorPolicy
 from stoker.plan import global_to_shard
+from stoker.runtime import token_batches
 from stoker.runtime.plain_runs import same_runs
 from stoker.runtime.prepared_runs import BlockRefs, Prepared, PreparedRuns
 from stoker.runtime.sample_encoding import IDENTITY, direct_hook
@@ -78,6 +79,8 @@ class SampleStream(PreparedRuns, RefSource):
         self.health = ShardHealth()
         self.sizer: Any = None
         self.size = 0
+        #: Whether a fixed-size batcher takes the samples (runs of token samples as columns).
+        self._columnar = False
 
     def state(self) -> NodeState:
         """``{"stream": position after the last sample handed out}``."""
@@ -106,6 +109,7 @@ class SampleStream(PreparedRuns, RefSource):
         if runs is None:
             if not self._ready:
                 self.reset()
+            self._columnar = True
             runs = self._runs = Runs(self._chunks())
         return runs
 
@@ -129,7 +133,9 @@ class SampleStream(PreparedRuns, RefSource):
         bulk = [RUNS and io.builder.bulk for io in self.io]
         queues = [Prepared() for _ in counts]
         identity = self.direct_hook is IDENTITY  # each sample is its one output (_plain)
-        out: list[Any] = []
+        columnar = self._columnar and token_batches.applies(self, identity)
+        new_out = token_batches.collector(columnar)  # a list, or token runs as columns
+        out: Any = new_out()
         last: tuple[Position, Ref] | None = None
         want: int = yield  # type: ignore[misc]  # primed by Runs / _run
         for choices, refs in self._blocks(list(counts)):
@@ -162,7 +168,7 @@ class SampleStream(PreparedRuns, RefSource):
                                 if len(out) >= want:
                                     self.position = last[0]
                                     want = yield out, last[0], last[1]
-                                    out = []
+                                    out = new_out()
                         skip = 0
                         counts[d] += 1
                         calls += 1
@@ -170,7 +176,7 @@ class SampleStream(PreparedRuns, RefSource):
                     if len(out) >= want and last is not None:
                         self.position = last[0]
                         want = yield out, last[0], last[1]
-                        out = []
+                        out = new_out()
         if out and last is not None:
             self.position = last[0]
             yield out, last[0], last[1]

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from stoker.model.samples import CrudeSample
 from stoker.model.source_info import source_infos
@@ -48,7 +48,7 @@ def applies(builder: SampleBuilder) -> bool:
 def token_run(
     reader: ShardReader, builder: SampleBuilder, shard_ids: Sequence[int], indices: Sequence[int],
     refs: Sequence[int],
-) -> tuple[TokenRaws, list[Any]] | None:  # fmt: skip
+) -> tuple[TokenRaws, TokenColumns] | None:  # fmt: skip
     """The raw samples and crude samples of references ``refs`` (sequences ``indices`` of
     files ``shard_ids``), or None where the run is not one mapped file's (the plain path then
     reads and reports each)."""
@@ -57,7 +57,36 @@ def token_run(
     raws = reader.token_run(shard_ids, indices)
     if raws is None:
         return None
-    return raws, token_samples(builder.source.path, builder.subflavors, raws, refs)
+    return raws, TokenColumns(builder.source.path, builder.subflavors, raws, refs)
+
+
+class TokenColumns(Sequence[CrudeSample]):
+    """The crude samples of a run of sequences (:func:`token_samples`), made when first asked
+    for; until then the run's columns, which :mod:`stoker.runtime.token_batches` batches
+    without them."""
+
+    __slots__ = ("_made", "path", "raws", "refs", "subflavors")
+
+    def __init__(
+        self, path: str, subflavors: dict[str, Any] | None, raws: TokenRaws, refs: Sequence[int]
+    ) -> None:
+        self.path, self.subflavors, self.raws, self.refs = path, subflavors, raws, refs
+        self._made: list[CrudeSample] | None = None
+
+    def __len__(self) -> int:
+        return len(self.raws)
+
+    @overload
+    def __getitem__(self, at: int) -> CrudeSample: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[CrudeSample]: ...
+
+    def __getitem__(self, at: int | slice) -> CrudeSample | list[CrudeSample]:
+        made = self._made
+        if made is None:
+            made = self._made = token_samples(self.path, self.subflavors, self.raws, self.refs)
+        return made[at]
 
 
 def token_samples(
@@ -80,4 +109,4 @@ def token_samples(
     ]  # fmt: skip
 
 
-__all__ = ["applies", "token_run", "token_samples"]
+__all__ = ["TokenColumns", "applies", "token_run", "token_samples"]

@@ -1,4 +1,4 @@
-"""Collect the samples of a source: a folder of loose files or a JSONL file.
+"""Collect the samples of a source: a folder of loose files, a JSONL file, or Parquet rows.
 
 Files are grouped by Energon's rule (:func:`stoker.format.tar.split_name`): the key is the
 relative path up to the first dot of the base name, the part is the rest. Hidden files, reserved
@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterator
 
 from stoker.errors import ConfigError, FormatError, StorageError
+from stoker.format.pack.parquet_rows import is_parquet_source, parquet_samples
 from stoker.format.pack.samples import ENCODING, Part, Sample, SkippedFile
 from stoker.format.tar import SKIP_META_RE, split_name
 
@@ -104,21 +105,25 @@ def _jsonl_samples(path: str) -> list[Sample]:
 
 
 def collect_samples(src: str) -> tuple[list[Sample], list[SkippedFile]]:
-    """The samples of ``src`` (a folder or a ``.jsonl`` file) sorted by key, and skipped files.
+    """The samples of ``src`` (a folder, a ``.jsonl`` file, or a ``.parquet`` file or folder of
+    them: :mod:`~stoker.format.pack.parquet_rows`) sorted by key, and skipped files.
 
     Raises:
         ConfigError: ``src`` is missing, of the wrong kind, or holds no samples.
         FormatError: a JSONL line is not valid JSON.
     """
-    if os.path.isdir(src):
+    if is_parquet_source(src):
+        samples, skipped = parquet_samples(src), list[SkippedFile]()
+    elif os.path.isdir(src):
         samples, skipped = _folder_samples(src)
     elif os.path.isfile(src) and src.lower().endswith(".jsonl"):
         samples, skipped = _jsonl_samples(src), []
     elif os.path.exists(src):
         raise ConfigError(
-            "the source is neither a folder nor a .jsonl file.",
+            "the source is neither a folder nor a .jsonl or .parquet file.",
             path=src,
-            hint="Pass a folder of files (000001.jpg, 000001.txt, ...) or a .jsonl file.",
+            hint="Pass a folder of files (000001.jpg, 000001.txt, ...), a .jsonl file, or "
+            "Parquet files.",
         )
     else:
         raise ConfigError("the source does not exist.", path=src, hint="Check the path.")

@@ -25,12 +25,14 @@ class SkippedFile:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One member to write: ``size`` bytes of the file ``path`` from ``offset``."""
+    """One member to write: ``size`` bytes of the file ``path`` from ``offset`` (or ``data``)."""
 
     name: str
     path: str
     offset: int
     size: int
+    #: The member's bytes themselves, where they are no file's range (a Parquet row's value).
+    data: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ naming the file and the sample.
 
 from __future__ import annotations
 
+import io
 import tarfile
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
@@ -24,6 +25,8 @@ class Sources:
         self._file: BinaryIO | None = None
 
     def at(self, part: Part) -> BinaryIO:
+        if part.data is not None:
+            return io.BytesIO(part.data)
         if self._file is None or part.path != self._path:
             self.close()
             self._file = open(part.path, "rb")  # noqa: SIM115 - closed by close()
