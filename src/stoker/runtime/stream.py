@@ -133,8 +133,7 @@ class SampleStream(PreparedRuns, RefSource):
         bulk = [RUNS and io.builder.bulk for io in self.io]
         queues = [Prepared() for _ in counts]
         identity = self.direct_hook is IDENTITY  # each sample is its one output (_plain)
-        columnar = self._columnar and token_batches.applies(self, identity)
-        new_out = token_batches.collector(columnar)  # a list, or token runs as columns
+        new_out = token_batches.collector(self._columnar and token_batches.applies(self, identity))
         out: Any = new_out()
         last: tuple[Position, Ref] | None = None
         want: int = yield  # type: ignore[misc]  # primed by Runs / _run
