@@ -98,6 +98,14 @@ def run(
         error_policy=ErrorPolicy(mode=policy), repeat=repeat,
         **({"task_encoder": encoder} if encoder is not None else {}), **options,
     )  # fmt: skip
+    return collect(dataset, fields, state, stop)
+
+
+def collect(
+    dataset: Any, fields: Any, state: Any = None, stop: int | None = None
+) -> list[tuple[dict[str, Any], Any]]:
+    """``fields`` of each batch of a savable loader over ``dataset`` and its state after it
+    (restored from ``state`` first; ``stop``: only that many batches)."""
     out = []
     with get_savable_loader(dataset) as loader:
         if state is not None:

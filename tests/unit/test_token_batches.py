@@ -18,12 +18,12 @@ from stoker import (
     SkipSample,
     TaskEncoder,
     WorkerConfig,
-    get_savable_loader,
     get_train_dataset,
 )
 from stoker.model.samples import CrudeSample
 from stoker.runtime import stream as stream_module
 from stoker.runtime.token_batches import TokenPieces, default_batch
+from tests.unit.test_stream_runs import collect
 from tests.unit.test_token_runs import token_file
 
 HEADER = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n"
@@ -81,15 +81,7 @@ def run(
         error_policy=ErrorPolicy(mode=policy), repeat=False,
         **({"task_encoder": encoder} if encoder is not None else {}),
     )  # fmt: skip
-    out = []
-    with get_savable_loader(dataset) as loader:
-        if state is not None:
-            loader.restore_state_rank(state)
-        for batch in loader:
-            out.append((fields(batch), loader.save_state_rank()))
-            if stop is not None and len(out) == stop:
-                break
-    return out, made[0]
+    return collect(dataset, fields, state, stop), made[0]
 
 
 def lengths(count: int) -> list[int]:
