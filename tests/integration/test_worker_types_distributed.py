@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from stoker.format.dataset_config import make_dataset_yaml
-from stoker.format.prepare import prepare_dataset
-from tests.conftest import write_shard
+from tests.contract.contract import write_text_dataset
 from tests.integration.test_state_distributed import interleave, spawn
 
 dist = pytest.importorskip("torch.distributed")
@@ -23,15 +21,7 @@ STEPS, AFTER = 4, 8
 
 
 def test_thread_workers_save_on_2x2_and_restore_on_1x4(tmp_path: Path) -> None:
-    root = tmp_path / "ds"
-    for s in range(6):
-        samples = [(f"s{s}_{i:02d}", {"txt": f"text {s}.{i}".encode()}) for i in range(7)]
-        write_shard(root / f"shard_{s}.tar", samples)
-    prepare_dataset(
-        str(root),
-        split_ratio="1,0,0",
-        dataset_yaml=make_dataset_yaml("TextSample", {"text": "txt"}),
-    )
+    root = write_text_dataset(tmp_path / "ds")
     out = tmp_path / "out"
     out.mkdir()
     spec: dict[str, Any] = {"mode": "save", "tag": "save", "dataset": str(root), "out": str(out),
