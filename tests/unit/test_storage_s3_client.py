@@ -12,7 +12,7 @@ pytest.importorskip("boto3")
 
 import stoker.storage.s3_client as s3_client
 from stoker.storage.config import S3Settings
-from stoker.storage.s3_client import client_for, spare_for_children
+from stoker.storage.s3_client import client_for, expect_client, spare_for_children
 from stoker.storage.s3_get import getter_for
 
 KEYS = S3Settings(endpoint_url="http://127.0.0.1:9", access_key_id="k", secret_access_key="s")
@@ -25,7 +25,7 @@ def fresh_clients(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    for cache in ("_CLIENTS", "_SESSIONS", "_SPARES"):
+    for cache in ("_CLIENTS", "_SESSIONS", "_SPARES", "_EXPECTED"):
         monkeypatch.setattr(s3_client, cache, {})
 
 
@@ -68,3 +68,18 @@ def test_no_spare_where_the_credentials_refresh_or_the_chain_changed(
     monkeypatch.setenv("AWS_REGION", "eu-west-3")  # another client for the child, not the spare
     as_child(monkeypatch)
     assert client_for(KEYS) is not spare
+
+
+def test_a_store_opened_but_never_asked_still_gets_a_spare_for_the_children(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # All of a dataset's metadata came from the metadata cache: the parent opened the store
+    # and made no client, yet each worker it forks will read shards.
+    spare_for_children()
+    assert not s3_client._SPARES  # nothing opened: nothing to make
+    expect_client(KEYS)
+    spare_for_children()
+    assert not s3_client._CLIENTS  # the parent still has no client of its own
+    (_, spare), = s3_client._SPARES.values()  # fmt: skip
+    as_child(monkeypatch)
+    assert client_for(KEYS) is spare

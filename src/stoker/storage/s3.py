@@ -22,7 +22,7 @@ from stoker.storage.options import retry_policy
 from stoker.storage.ranged import open_ranged
 from stoker.storage.retry import with_retry
 from stoker.storage.s3_body import body_length, receive
-from stoker.storage.s3_client import STATS, RequestStats, client_for
+from stoker.storage.s3_client import STATS, RequestStats, client_for, expect_client
 from stoker.storage.s3_get import S3HttpError, getter_for
 
 __all__ = ["STATS", "RequestStats", "S3Store", "client_for", "parse_s3_url"]
@@ -46,6 +46,7 @@ class S3Store(Store):
     def __init__(self, root: str, settings: S3Settings, bucket: str, prefix: str) -> None:
         self.root = root.rstrip("/")
         self.settings = settings
+        expect_client(settings)  # the loader's forked workers will want a client
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         #: HEAD answers for metadata files (path -> (when, answer)), trusted as long as the

@@ -8,7 +8,10 @@ those credentials refresh themselves (a lock held by a parent's thread at the fo
 held in the child). Better still, before the loader forks its workers (:func:`spare_for_children`)
 the parent makes one more client for each of its settings, with its GET transport, and never uses
 it: each forked worker takes its copy of it (no sockets, no lock held), instead of spending ~20 ms
-of its start making one. botocore's own retries are off (one attempt per call, with connect and
+of its start making one. That holds too for the settings of every S3 store the process opened
+(:func:`expect_client`) but never asked anything, as when all of a dataset's metadata came from
+the metadata cache: otherwise each worker of each epoch would make its session and client from
+nothing (0.1-0.2 s of CPU). botocore's own retries are off (one attempt per call, with connect and
 read timeouts): :mod:`stoker.storage.retry` retries instead.
 """
 
@@ -60,6 +63,9 @@ _SESSIONS: dict[tuple[object, ...], tuple[Any, Any]] = {}
 #: Clients made for forked children to take (see above), by settings and chain variables, with
 #: the process that made them (which never uses them).
 _SPARES: dict[tuple[object, ...], tuple[int, Any]] = {}
+#: Settings of the S3 stores this process opened, by settings and chain variables: the clients
+#: its forked children will need (:func:`expect_client`).
+_EXPECTED: dict[tuple[object, ...], S3Settings] = {}
 _LOCK = threading.Lock()
 #: The AWS chain's variables a client depends on: a change makes a new client.
 _CHAIN_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
@@ -68,7 +74,7 @@ _CHAIN_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REG
 
 def client_for(settings: S3Settings) -> Any:
     """The boto3 S3 client of this process for ``settings`` (made on first use)."""
-    key = (os.getpid(), settings, *(os.environ.get(name) for name in _CHAIN_ENV))
+    key = (os.getpid(), *_chain_key(settings))
     client = _CLIENTS.get(key)
     if client is not None:
         return client
@@ -78,6 +84,16 @@ def client_for(settings: S3Settings) -> Any:
                 del _CLIENTS[stale]  # inherited through fork: never used here
             _CLIENTS[key] = _take_spare(key) or _make_client(settings, key[1:])
         return _CLIENTS[key]
+
+
+def _chain_key(settings: S3Settings) -> tuple[object, ...]:
+    return (settings, *(os.environ.get(name) for name in _CHAIN_ENV))
+
+
+def expect_client(settings: S3Settings) -> None:
+    """Note that this process opened a store with ``settings``: :func:`spare_for_children`
+    makes a spare for them even if this process never made a client of its own."""
+    _EXPECTED.setdefault(_chain_key(settings), settings)
 
 
 def _take_spare(key: tuple[object, ...]) -> Any:
@@ -97,17 +113,19 @@ def spare_for_children() -> None:
 
     pid = os.getpid()
     with _LOCK:
-        for key in [k for k in _CLIENTS if k[0] == pid]:
-            found = _SPARES.get(key[1:])
-            session = _SESSIONS.get(key[1:])
-            settings = key[1]
-            if (found is not None and found[0] == pid) or session is None:
+        keys = dict.fromkeys([k[1:] for k in _CLIENTS if k[0] == pid] + list(_EXPECTED))
+        for key in keys:
+            found = _SPARES.get(key)
+            settings = key[0]
+            if (found is not None and found[0] == pid) or not isinstance(settings, S3Settings):
                 continue
-            if not isinstance(settings, S3Settings) or not _fork_safe(session[0], settings):
+            if key not in _SESSIONS and key not in _EXPECTED:
+                continue  # (a client inherited through fork: its owner makes the spares)
+            if not _fork_safe(_session(settings, key)[0], settings):
                 continue
-            spare = _make_client(settings, key[1:])
+            spare = _make_client(settings, key)
             getter_for(spare)  # (its urllib3 pools: ~2 ms, no connection yet)
-            _SPARES[key[1:]] = (pid, spare)
+            _SPARES[key] = (pid, spare)
 
 
 _LOADERS: list[Any] = []
@@ -122,10 +140,11 @@ def _botocore_loader() -> Any:
     return _LOADERS[0]
 
 
-def _make_client(settings: S3Settings, key: tuple[object, ...] = ()) -> Any:
+def _session(settings: S3Settings, key: tuple[object, ...] = ()) -> tuple[Any, Any]:
+    """The (boto3, botocore) sessions for ``settings``: the one kept for ``key`` where it may
+    serve this process, else a new one (kept for ``key``)."""
     try:
         import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
     except ImportError:
         raise MissingDependencyError.for_module("boto3", "reading s3:// paths") from None
     found = _SESSIONS.get(key) if key else None
@@ -133,7 +152,13 @@ def _make_client(settings: S3Settings, key: tuple[object, ...] = ()) -> Any:
         found = _make_session(boto3, settings)
         if key:
             _SESSIONS[key] = found
-    session, core = found
+    return found
+
+
+def _make_client(settings: S3Settings, key: tuple[object, ...] = ()) -> Any:
+    session, core = _session(settings, key)
+    from botocore.config import Config  # type: ignore[import-untyped]
+
     client = session.client(
         "s3",
         endpoint_url=settings.endpoint_url,
