@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,14 @@ TEXT_FIELD = "field name for 'text'"
 TEXT_TYPE = [name for _, name in SAMPLE_TYPE_MENU].index("TextSample")
 
 
+def default_ctrl_c() -> None:
+    """In the child, before it runs: Ctrl-C's default action, as a shell gives a command it runs
+    in the foreground. A suite run as a background job (``make test &``) has SIGINT ignored, and
+    a Python started with it ignored installs no KeyboardInterrupt handler: Ctrl-C would do
+    nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(*args: str) -> pexpect.spawn:
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     child = pexpect.spawn(
@@ -34,6 +43,7 @@ def spawn(*args: str) -> pexpect.spawn:
         encoding="utf-8",
         timeout=60,
         use_poll=True,  # select() refuses descriptors above 1024
+        preexec_fn=default_ctrl_c,
     )
     child.setwinsize(40, 200)
     return child
