@@ -51,7 +51,7 @@ test: install
 	$(BIN)/mypy
 	# The docstring examples of the package (those that need a dataset on disk are marked +SKIP).
 	$(BIN)/python -m pytest -q --doctest-modules src/stoker
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The whole check suite with two CPU-bound processes beside it: it must pass on a loaded machine.
 test-stress: install
