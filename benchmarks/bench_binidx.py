@@ -6,8 +6,12 @@ sequences of 16-1024 uint16 tokens, cached under ``--data-dir``). Each tool read
 own (each a copy, as a training loop gets them):
 
 - ``stoker``: ``get_train_dataset`` (shuffled, batches of 256 lists of arrays);
-- ``megatron``: megatron-core's ``IndexedDataset[i]`` over a random permutation (W = 2: a torch
-  ``DataLoader`` over it with a shuffling sampler, the way Megatron-LM's own loaders drive it);
+- ``megatron``: megatron-core's ``IndexedDataset[i]`` over a random permutation, each sequence
+  copied out of the memory map as megatron-core's ``GPTDataset`` does (it concatenates a
+  sample's parts into a new array) (W = 2: a torch ``DataLoader`` over it with a shuffling
+  sampler, the way Megatron-LM's own loaders drive it, whose transfer copies);
+- ``megatron-view`` (W = 0 only): the same loop keeping ``IndexedDataset[i]``'s view into the
+  memory map, no copy: the floor of megatron-core's indexing, not what a training step gets;
 - ``bare``: ``np.memmap`` of the ``.bin``, slicing each sequence by its pointer and length
   (W = 2: two processes each reading half).
 
@@ -35,6 +39,8 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +50,7 @@ from bench_prepare import TreeMemoryPoller
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT = "BENCH-RESULT "
-TOOLS = ("stoker", "megatron", "bare")
+TOOLS = ("stoker", "megatron", "megatron-view", "bare")
 BATCH = 256
 
 
@@ -87,7 +93,7 @@ def run_stoker(prefix: Path, workers: int, samples: int) -> tuple[int, int]:
     return docs, tokens
 
 
-def run_megatron(prefix: Path, workers: int, samples: int) -> tuple[int, int]:
+def run_megatron(prefix: Path, workers: int, samples: int, copy: bool = True) -> tuple[int, int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from megatron.core.datasets.indexed_dataset import IndexedDataset
@@ -96,7 +102,7 @@ def run_megatron(prefix: Path, workers: int, samples: int) -> tuple[int, int]:
     docs = tokens = 0
     if workers == 0:
         for i in order.tolist():
-            tokens += len(data[i])
+            tokens += len(np.array(data[i]) if copy else data[i])
             docs += 1
         return docs, tokens
     import torch.utils.data as tud
@@ -151,7 +157,11 @@ def cpu_seconds() -> float:
 
 
 def child_main(spec: dict[str, Any]) -> None:
-    run = {"stoker": run_stoker, "megatron": run_megatron, "bare": run_bare}[spec["tool"]]
+    tools: dict[str, Callable[[Path, int, int], tuple[int, int]]] = {
+        "stoker": run_stoker, "megatron": run_megatron, "bare": run_bare,
+        "megatron-view": partial(run_megatron, copy=False),
+    }  # fmt: skip
+    run = tools[spec["tool"]]
     with warnings.catch_warnings():  # imports (seconds: torch) are not timed
         warnings.simplefilter("ignore")
         import megatron.core.datasets.indexed_dataset  # noqa: F401
@@ -200,6 +210,8 @@ def main() -> None:
     for _ in range(args.repeats):  # alternate the tools: the machine's load hits all alike
         for w in workers:
             for tool in TOOLS if args.before is None else (*TOOLS, "before"):
+                if tool == "megatron-view" and w:
+                    continue  # (a DataLoader's transfer copies)
                 spec = {"tool": tool, "workers": w, "prefix": str(prefix), "samples": args.samples}
                 if tool == "before":
                     spec["tool"] = "stoker"
@@ -229,6 +241,9 @@ def main() -> None:
             f"stoker / megatron-core {ours / megatron['docs_s']:.2f}x "
             f"(per CPU second: {bare['cpu_us'] / cpu:.2f}x, {megatron['cpu_us'] / cpu:.2f}x)"
         )
+        if ("megatron-view", w) in median:
+            view = median[("megatron-view", w)]["docs_s"]
+            print(f"W={w}: stoker / megatron-core without the copy {ours / view:.2f}x")
 
 
 if __name__ == "__main__":
