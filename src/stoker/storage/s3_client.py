@@ -107,10 +107,8 @@ def _take_spare(key: tuple[object, ...]) -> Any:
 
 def spare_for_children() -> None:
     """Before forking workers: an unused client (its GET transport made) for each settings
-    this process's clients serve, which each child takes as its own (see module). Only where a
-    child may use this process's session."""
-    from stoker.storage.s3_get import getter_for
-
+    this process's clients serve or its S3 stores were opened with, which each child takes as
+    its own (see module). Only where a child may use this process's session."""
     pid = os.getpid()
     with _LOCK:
         keys = dict.fromkeys([k[1:] for k in _CLIENTS if k[0] == pid] + list(_EXPECTED))
@@ -123,8 +121,10 @@ def spare_for_children() -> None:
                 continue  # (a client inherited through fork: its owner makes the spares)
             if not _fork_safe(_session(settings, key)[0], settings):
                 continue
+            from stoker.storage.s3_get import getter_for
+
             spare = _make_client(settings, key)
-            getter_for(spare)  # (its urllib3 pools: ~2 ms, no connection yet)
+            getter_for(spare)  # (its connection pool: ~2 ms, no connection yet)
             _SPARES[key] = (pid, spare)
 
 
