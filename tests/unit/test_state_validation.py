@@ -124,6 +124,13 @@ GARBLED = [
     ("dataset without plan", _drop(("datasets", 0, "plan")), "datasets[0].plan"),
     ("dataset plan of strs", _set(("datasets", 0, "plan"), ["0", 0]), "datasets[0].plan[0]"),
     ("dataset without path", _drop(("datasets", 0, "path")), "datasets[0].path"),
+    ("blend a bool", _set(("fingerprint", "blend"), True), "fingerprint.blend"),
+    (
+        "blend weights of strs",
+        _set(("fingerprint", "blend"), ["weighted", "1"]),
+        "fingerprint.blend",
+    ),
+    ("blend schedule garbled", _set(("fingerprint", "blend_schedule"), [1]), "blend_schedule"),
     ("bad version str", _set(("stoker_state_version",), "1"), "version '1' (str)"),
     ("bad version 3", _set(("stoker_state_version",), 3), "version 3"),
     ("no version", _drop(("stoker_state_version",)), "not a stoker loader state"),

@@ -244,12 +244,30 @@ def _weights(fingerprint: dict[str, Any], n: int) -> list[str]:
     share at batch 0 and the word "scheduled"."""
     blend = fingerprint.get("blend") or ["single"]
     factors = blend[1:] if len(blend) == n + 1 else [1.0] * n
-    config = fingerprint.get("blend_schedule")
-    if config is None:
+    schedule = _saved_schedule(fingerprint)
+    if schedule is None:
         return [f"share {f:.3g}" for f in factors]
-    at = BlendWeights.from_config(config).at([0])[:, 0]
+    at = schedule.at([0])[:, 0]
     shares = at / at.sum() if at.sum() > 0 else at
     return [f"share {f:.3g} at batch 0, scheduled" for f in shares.tolist()]
+
+
+def _saved_schedule(fingerprint: dict[str, Any]) -> BlendWeights | None:
+    """The weight schedule a state was saved with (None: fixed weights)."""
+    config = fingerprint.get("blend_schedule")
+    if config is None:
+        return None
+    try:
+        return BlendWeights.from_config(config)
+    except ConfigError:
+        raise
+    except Exception as e:
+        shown = repr(config)
+        raise ConfigError(
+            f"loader state field 'fingerprint.blend_schedule' is "
+            f"{shown if len(shown) <= 80 else shown[:77] + '...'}: not a weight schedule ({e}).",
+            hint="Pass the state save_state_rank() returned, unchanged.",
+        ) from None
 
 
 def _describe(
@@ -344,12 +362,7 @@ def _finish_pending(
         return counts
     old = state["fingerprint"]
     blend = old.get("blend") or ["single"]
-    config = old.get("blend_schedule")
-    spec = BlendSpec(
-        blend[0],
-        tuple(blend[1:]),
-        None if config is None else BlendWeights.from_config(config),
-    )
+    spec = BlendSpec(blend[0], tuple(blend[1:]), _saved_schedule(old))
     v = int(state["topology"]["virtual_workers"])
     lengths = [
         int(np.diff(stream_range(int(e["samples"]), stream, v, int(e["plan"][1])))[0])

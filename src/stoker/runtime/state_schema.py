@@ -106,7 +106,16 @@ def _exhausted_and_buffers(state: dict[str, Any], v: int) -> None:
 
 def _mix(state: dict[str, Any], v: int) -> None:
     """``datasets`` (identities, see :mod:`stoker.runtime.mix_change`) and ``origins`` (per
-    stream, the counts where the mix changed); both absent from older states."""
+    stream, the counts where the mix changed); both absent from older states. The fingerprint's
+    ``blend`` too, which a changed mix reads: its kind, then its weights."""
+    blend = state["fingerprint"].get("blend")
+    if blend is not None and not (
+        isinstance(blend, list)
+        and blend
+        and isinstance(blend[0], str)
+        and all(isinstance(w, int | float) and not isinstance(w, bool) for w in blend[1:])
+    ):
+        raise _bad("fingerprint.blend", blend, "a list: the blend's kind (a str), then numbers")
     if "datasets" in state:
         datasets = state["datasets"]
         if not isinstance(datasets, list):
