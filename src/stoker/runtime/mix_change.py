@@ -37,6 +37,7 @@ from stoker.plan.slices import stream_range
 from stoker.plan.weights import BlendWeights
 from stoker.runtime.fingerprint import RECIPE, has_recipe, source_bytes
 from stoker.runtime.state import check_fingerprint, fingerprint_diff
+from stoker.runtime.state_schema import bad_field
 
 if TYPE_CHECKING:
     from stoker.runtime.dataset import LoaderDataset
@@ -262,12 +263,7 @@ def _saved_schedule(fingerprint: dict[str, Any]) -> BlendWeights | None:
     except ConfigError:
         raise
     except Exception as e:
-        shown = repr(config)
-        raise ConfigError(
-            f"loader state field 'fingerprint.blend_schedule' is "
-            f"{shown if len(shown) <= 80 else shown[:77] + '...'}: not a weight schedule ({e}).",
-            hint="Pass the state save_state_rank() returned, unchanged.",
-        ) from None
+        raise bad_field("fingerprint.blend_schedule", config, f"a weight schedule ({e})") from None
 
 
 def _describe(

@@ -21,7 +21,8 @@ MAX_VIRTUAL_WORKERS = 2**20
 _HINT = "Pass the state save_state_rank() returned, unchanged."
 
 
-def _bad(field: str, value: Any, expected: str) -> ConfigError:
+def bad_field(field: str, value: Any, expected: str) -> ConfigError:
+    """The error for loader state field ``field`` holding ``value`` where ``expected`` belongs."""
     shown = repr(value)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     return ConfigError(
@@ -39,20 +40,20 @@ def _get(state: dict[str, Any], key: str, field: str) -> Any:
 def _int(value: Any, field: str, low: int = 0, high: int = MAX_COUNT) -> int:
     """An int (not a bool, not a str) in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _bad(field, value, f"an int from {low} to {high}")
+        raise bad_field(field, value, f"an int from {low} to {high}")
     return value
 
 
 def _dict(value: Any, field: str) -> dict[Any, Any]:
     if not isinstance(value, dict):
-        raise _bad(field, value, "a dict")
+        raise bad_field(field, value, "a dict")
     return value
 
 
 def _stream_key(key: Any, field: str, virtual_workers: int) -> int:
     """A stream id written as a decimal str, below the number of virtual workers."""
     if not isinstance(key, str) or not key.isdigit() or int(key) >= virtual_workers:
-        raise _bad(f"{field}[{key!r}]", key, f"a stream id '0'..'{virtual_workers - 1}'")
+        raise bad_field(f"{field}[{key!r}]", key, f"a stream id '0'..'{virtual_workers - 1}'")
     return int(key)
 
 
@@ -71,24 +72,24 @@ def _topology(state: dict[str, Any]) -> int:
 def _streams(state: dict[str, Any], v: int) -> None:
     streams = _dict(_get(state, "streams", "streams"), "streams")
     if not streams and state["epoch"] == 0 and state["t"] > 0:  # empty only before a batch
-        raise _bad("streams", streams, f"a stream position after t={state['t']} batches")
+        raise bad_field("streams", streams, f"a stream position after t={state['t']} batches")
     lengths: set[int] = set()
     for key, position in streams.items():
         _stream_key(key, "streams", v)
         field = f"streams[{key!r}]"
         if not isinstance(position, list) or len(position) < 2:
-            raise _bad(field, position, "a list of at least 2 ints (counts per source, skip)")
+            raise bad_field(field, position, "a list of at least 2 ints (counts per source, skip)")
         for i, value in enumerate(position):
             _int(value, f"{field}[{i}]")
         lengths.add(len(position))
     if len(lengths) > 1:
-        raise _bad("streams", streams, "positions of one length (one count per source + skip)")
+        raise bad_field("streams", streams, "positions of one length (one count per source + skip)")
 
 
 def _exhausted_and_buffers(state: dict[str, Any], v: int) -> None:
     exhausted = _get(state, "exhausted", "exhausted")
     if not isinstance(exhausted, list):
-        raise _bad("exhausted", exhausted, "a list of stream ids")
+        raise bad_field("exhausted", exhausted, "a list of stream ids")
     for i, stream in enumerate(exhausted):
         _int(stream, f"exhausted[{i}]", 0, v - 1)
     if "buffers" in state:  # absent from older states
@@ -100,7 +101,7 @@ def _exhausted_and_buffers(state: dict[str, Any], v: int) -> None:
         _stream_key(key, "passed", v)
         for name, n in _dict(counts, f"passed[{key!r}]").items():
             if not isinstance(name, str):
-                raise _bad(f"passed[{key!r}]", name, "source paths (str) as keys")
+                raise bad_field(f"passed[{key!r}]", name, "source paths (str) as keys")
             _int(n, f"passed[{key!r}][{name!r}]")
 
 
@@ -115,31 +116,33 @@ def _mix(state: dict[str, Any], v: int) -> None:
         and isinstance(blend[0], str)
         and all(isinstance(w, int | float) and not isinstance(w, bool) for w in blend[1:])
     ):
-        raise _bad("fingerprint.blend", blend, "a list: the blend's kind (a str), then numbers")
+        raise bad_field(
+            "fingerprint.blend", blend, "a list: the blend's kind (a str), then numbers"
+        )
     if "datasets" in state:
         datasets = state["datasets"]
         if not isinstance(datasets, list):
-            raise _bad("datasets", datasets, "a list of datasets")
+            raise bad_field("datasets", datasets, "a list of datasets")
         for i, entry in enumerate(datasets):
             field = f"datasets[{i}]"
             entry = _dict(entry, field)
             for key in ("path", "split", "content"):
                 if not isinstance(entry.get(key), str):
-                    raise _bad(f"{field}.{key}", entry.get(key), "a str")
+                    raise bad_field(f"{field}.{key}", entry.get(key), "a str")
             _int(entry.get("samples"), f"{field}.samples")
             for key, length in (("plan", 2), ("subset", 2)):
                 if key not in entry and key == "subset":
                     continue  # optional: a dataset without a subset
                 value = entry.get(key)
                 if not isinstance(value, list) or len(value) != length:
-                    raise _bad(f"{field}.{key}", value, f"a list of {length} ints")
+                    raise bad_field(f"{field}.{key}", value, f"a list of {length} ints")
                 for j, x in enumerate(value):
                     _int(x, f"{field}.{key}[{j}]")
             _dict(entry.get("subflavors", {}), f"{field}.subflavors")
     for key, counts in _dict(state.get("origins", {}), "origins").items():
         _stream_key(key, "origins", v)
         if not isinstance(counts, list):
-            raise _bad(f"origins[{key!r}]", counts, "a list of ints (a count per dataset)")
+            raise bad_field(f"origins[{key!r}]", counts, "a list of ints (a count per dataset)")
         for i, value in enumerate(counts):
             _int(value, f"origins[{key!r}][{i}]")
 
@@ -152,7 +155,7 @@ def validate_state(state: dict[str, Any]) -> None:
         _int(_get(state, key, key), key)
     finished = _get(state, "finished", "finished")
     if not isinstance(finished, bool):
-        raise _bad("finished", finished, "True or False")
+        raise bad_field("finished", finished, "True or False")
     _streams(state, v)  # after epoch and t: an empty streams dict depends on them
     _exhausted_and_buffers(state, v)
     _mix(state, v)
@@ -163,7 +166,7 @@ def check_positions(state: dict[str, Any], size: int) -> None:
     loader's ``position_size()``: a state of another blend or wrapper stack, or edited)."""
     for key, position in state["streams"].items():
         if len(position) != size:
-            raise _bad(
+            raise bad_field(
                 f"streams[{key!r}]",
                 position,
                 f"a list of {size} ints (this loader's stream position: a count per dataset, "
