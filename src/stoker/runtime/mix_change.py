@@ -243,7 +243,7 @@ def _plain(old: dict[str, Any], now: dict[str, Any]) -> tuple[dict[str, Any], di
 def _weights(fingerprint: dict[str, Any], n: int) -> list[str]:
     """Each dataset's share in words: the blend's weight, normalised; under a schedule, its
     share at batch 0 and the word "scheduled"."""
-    blend = fingerprint.get("blend") or ["single"]
+    blend = _saved_blend(fingerprint)
     factors = blend[1:] if len(blend) == n + 1 else [1.0] * n
     schedule = _saved_schedule(fingerprint)
     if schedule is None:
@@ -251,6 +251,11 @@ def _weights(fingerprint: dict[str, Any], n: int) -> list[str]:
     at = schedule.at([0])[:, 0]
     shares = at / at.sum() if at.sum() > 0 else at
     return [f"share {f:.3g} at batch 0, scheduled" for f in shares.tolist()]
+
+
+def _saved_blend(fingerprint: dict[str, Any]) -> list[Any]:
+    """The blend a state was saved with: its kind, then its weights (checked by the schema)."""
+    return fingerprint.get("blend") or ["single"]
 
 
 def _saved_schedule(fingerprint: dict[str, Any]) -> BlendWeights | None:
@@ -297,7 +302,7 @@ def _check_changeable(
     old: dict[str, Any],
     adopted: LoaderDataset,
 ) -> None:
-    kinds = {(old.get("blend") or ["single"])[0], adopted.blend.kind}
+    kinds = {_saved_blend(old)[0], adopted.blend.kind}
     if kinds & {"epochized", "concat"}:
         raise ConfigError(
             f"a changed mix cannot be restored into or from a {' or '.join(sorted(kinds))} blend: "
@@ -357,7 +362,7 @@ def _finish_pending(
     if not position[-1]:
         return counts
     old = state["fingerprint"]
-    blend = old.get("blend") or ["single"]
+    blend = _saved_blend(old)
     spec = BlendSpec(blend[0], tuple(blend[1:]), _saved_schedule(old))
     v = int(state["topology"]["virtual_workers"])
     lengths = [

@@ -117,8 +117,6 @@ def spare_for_children() -> None:
             settings = key[0]
             if (found is not None and found[0] == pid) or not isinstance(settings, S3Settings):
                 continue
-            if key not in _SESSIONS and key not in _EXPECTED:
-                continue  # (a client inherited through fork: its owner makes the spares)
             if not _fork_safe(_session(settings, key)[0], settings):
                 continue
             from stoker.storage.s3_get import getter_for
