@@ -76,6 +76,9 @@ def test_batch_pickler_notes_shared_resources() -> None:
     assert dump({"text": ["a"], "ids": torch.arange(3)})  # torch shares its storage
     assert dump([{"deep": [torch.zeros(2)]}])
     assert not dump({"text": ["a"]})  # reset for the next batch
+    # numpy's copyreg reducer (for the np.dtype class each array's pickle names) shares nothing
+    assert not dump({"tokens": [np.arange(5, dtype=np.uint16)] * 8, "f": np.zeros(3)})
+    assert dump({"tokens": [np.arange(5)], "ids": torch.arange(2)})
 
 
 @pytest.mark.parametrize("obj", [{"a": [1, "b", (2.0, None)]}, list(range(100))])

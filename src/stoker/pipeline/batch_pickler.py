@@ -12,7 +12,9 @@ before they are used outlive the collector's young generations and make its full
 
 :class:`BatchPickler` pickles like ``ForkingPickler`` and sets :attr:`BatchPickler.shares` when
 any reducer registered with ``ForkingPickler`` (or its ``copyreg`` table) ran that may share a
-resource.
+resource. Only those reducers can: ``copyreg``'s table serves every pickle, so its entries
+(numpy's for the ``np.dtype`` class that every array's pickle names, ``re``'s, ``complex``'s)
+give plain data, and a batch of numpy arrays travels as plain data.
 
 Example:
     >>> import io, torch
@@ -22,6 +24,10 @@ Example:
     >>> pickler = BatchPickler(io.BytesIO())
     >>> pickler.dump({"ids": torch.zeros(3)}); pickler.shares
     True
+    >>> import numpy as np
+    >>> pickler = BatchPickler(io.BytesIO())
+    >>> pickler.dump({"tokens": [np.arange(3)]}); pickler.shares
+    False
 """
 
 from __future__ import annotations
@@ -59,16 +65,15 @@ def _noting(reducer: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _dispatch_table() -> dict[Any, Any]:
-    """``ForkingPickler``'s dispatch table with every reducer that may share a resource wrapped
-    to note it (rebuilt when a reducer is registered)."""
+    """``ForkingPickler``'s dispatch table with every reducer it adds to ``copyreg``'s that may
+    share a resource wrapped to note it (rebuilt when a reducer is registered)."""
     global _table, _table_key
     extra: dict[Any, Any] = getattr(ForkingPickler, "_extra_reducers")  # noqa: B009 (filled by ForkingPickler.register; not in the stubs)
     key = (len(copyreg.dispatch_table), len(extra))
     if key != _table_key:
         table = dict(copyreg.dispatch_table)
-        table.update(extra)
-        _table = {k: v if v in _PLAIN else _noting(v) for k, v in table.items()}
-        _table_key = key
+        table.update({k: v if v in _PLAIN else _noting(v) for k, v in extra.items()})
+        _table, _table_key = table, key
     return _table
 
 
