@@ -1,8 +1,8 @@
 """A batch's samples held as columns, batched without a Python object per sample on the way.
 
 A stream may hand the batcher (:class:`~stoker.pipeline.batching.BatchMaker`) a
-:class:`ColumnSamples` in place of a list of samples: a run of token sequences kept as the
-arrays, indices and references it was read as (:mod:`stoker.runtime.token_batches`).
+:class:`ColumnSamples` in place of a list of samples: runs of token sequences or Parquet rows
+kept as the columns and references they were read as (:mod:`stoker.runtime.column_pieces`).
 :meth:`ColumnSamples.columnar_batch` makes the batch the task encoder's default ``batch`` would
 make of those samples, straight from the columns; where it cannot (mixed with samples of other
 sources), iterating gives the samples themselves and the batcher batches them as usual.

@@ -3,9 +3,10 @@
 The reader of :mod:`stoker.format.parquet` datasets, with the interface of
 :class:`~stoker.pipeline.read.ShardReader` (``read``, ``read_run``, ``prefetch``, ...). A row is
 read through its row group: the group is read once (only the columns asked for), turned into
-Python values, and kept in a cache bounded in bytes, so that the next rows of the same group (a
-slice reads them in order) cost a list lookup. A media column's struct gives its ``bytes``; the
-sample builder decodes them as a tar part of that type.
+one list of Python values per column, and kept in a cache bounded in bytes, so that the next
+rows of the same group (a slice reads them in order) cost a list lookup. A run of rows is read
+as columns (:meth:`ParquetReader.column_run`), gathered from the groups' columns. A media
+column's struct gives its ``bytes``; the sample builder decodes them as a tar part of that type.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy.typing as npt
 from stoker.errors import FormatError
 from stoker.format.magic import DEFAULT_MEDIA_EXT
 from stoker.format.parquet import ParquetFile
+from stoker.pipeline.column_raws import ColumnRaws, member_names
 from stoker.pipeline.decode import SampleDecoder, guess_extension
 from stoker.pipeline.read import RawSample
 from stoker.storage import Store
@@ -29,6 +31,8 @@ from stoker.storage import Store
 GROUP_BUDGET = 256 << 20
 #: Files a reader keeps open.
 _MAX_OPEN = 64
+#: A row group read: its values per column, weight in bytes of the Arrow table, first byte.
+_Group = tuple[dict[str, list[Any]], int, int]
 
 
 class ParquetReader:
@@ -50,15 +54,13 @@ class ParquetReader:
         self.budget = budget
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
         self._files: OrderedDict[int, ParquetFile] = OrderedDict()
-        #: (file, group) -> (a dict per row, weight in bytes of the Arrow table)
-        self._groups: OrderedDict[tuple[int, int], tuple[list[dict[str, Any]], int, int]] = (
-            OrderedDict()
-        )
+        #: (file, group) -> the group's values per column (see :data:`_Group`)
+        self._groups: OrderedDict[tuple[int, int], _Group] = OrderedDict()
         self._weight = 0
         #: Per file, the first row of each row group and the row count (a list: bisect).
         self._starts: dict[int, list[int]] = {}
         #: (file, first row, end row, group) of the row group the last read used.
-        self._last: tuple[int, int, int, tuple[list[dict[str, Any]], int, int]] | None = None
+        self._last: tuple[int, int, int, _Group] | None = None
         #: Row groups read from the files (for tests and stats).
         self.groups_read = 0
 
@@ -76,9 +78,10 @@ class ParquetReader:
         """The first row of each row group of a file, then its row count."""
         return self._file(shard_id).group_starts
 
-    def _group(self, shard_id: int, group: int) -> tuple[list[dict[str, Any]], int, int]:
-        """Row group ``group`` of a file as one dict per row (cached), its weight, and the
-        byte offset of its first page (where errors and previews say the row is)."""
+    def _group(self, shard_id: int, group: int) -> _Group:
+        """Row group ``group`` of a file as one list of values per column (cached), its
+        weight, and the byte offset of its first page (where errors and previews say the row
+        is)."""
         key = (shard_id, group)
         held = self._groups.get(key)
         if held is not None:
@@ -87,38 +90,39 @@ class ParquetReader:
         file = self._file(shard_id)
         table = file.read_group(group, self.columns)
         self.groups_read += 1
-        rows: list[dict[str, Any]] = table.to_pylist()
-        for name in set(self.media) & set(table.column_names):
-            for row in rows:
-                value = row[name]
-                if isinstance(value, dict) and value.get("bytes") is not None:
-                    row[name] = value["bytes"]  # else (a path only) the struct as it is
-        held = (rows, int(table.nbytes), file.group_offset(group))
+        columns: dict[str, list[Any]] = table.to_pydict()
+        for name in set(self.media) & set(columns):
+            columns[name] = [_media_bytes(value) for value in columns[name]]
+        held = (columns, int(table.nbytes), file.group_offset(group))
         self._groups[key] = held
         self._weight += held[1]
         while self._weight > self.budget and len(self._groups) > 1:
             self._weight -= self._groups.popitem(last=False)[1][1]
         return held
 
-    def read(self, shard_id: int, index: int) -> RawSample:
-        """The columns of row ``index`` of file ``shard_id``."""
+    def _row(self, shard_id: int, index: int) -> tuple[_Group, int]:
+        """The row group holding row ``index`` of file ``shard_id``, and the row's place in it."""
         last = self._last
         if last is not None and last[0] == shard_id and last[1] <= index < last[2]:
-            held, first = last[3], last[1]  # the row group of the previous row (a slice's run)
-        else:
-            starts = self._starts.get(shard_id)
-            if starts is None:
-                starts = self._starts[shard_id] = self._file(shard_id).group_starts.tolist()
-            if not 0 <= index < starts[-1]:
-                raise FormatError(
-                    f"row {index} is outside the file's {starts[-1]} rows.",
-                    path=self.store.url(self.shards[shard_id]),
-                    hint="The file changed since the loader was set up; start it again.",
-                )
-            group = bisect.bisect_right(starts, index) - 1
-            held, first = self._group(shard_id, group), starts[group]
-            self._last = (shard_id, first, starts[group + 1], held)
-        parts = held[0][index - first]  # decode_row copies it before changing it
+            return last[3], index - last[1]  # the row group of the previous row (a slice's run)
+        starts = self._starts.get(shard_id)
+        if starts is None:
+            starts = self._starts[shard_id] = self._file(shard_id).group_starts.tolist()
+        if not 0 <= index < starts[-1]:
+            raise FormatError(
+                f"row {index} is outside the file's {starts[-1]} rows.",
+                path=self.store.url(self.shards[shard_id]),
+                hint="The file changed since the loader was set up; start it again.",
+            )
+        group = bisect.bisect_right(starts, index) - 1
+        held, first = self._group(shard_id, group), starts[group]
+        self._last = (shard_id, first, starts[group + 1], held)
+        return held, index - first
+
+    def read(self, shard_id: int, index: int) -> RawSample:
+        """The columns of row ``index`` of file ``shard_id``."""
+        held, at = self._row(shard_id, index)
+        parts = {name: values[at] for name, values in held[0].items()}
         name = self.shards[shard_id]
         return RawSample(f"{name}/{index}", parts, name, index, held[2])
 
@@ -134,6 +138,44 @@ class ParquetReader:
             return out, e
         return out, None
 
+    def column_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> ColumnRaws | None:
+        """Rows ``indices`` of files ``shard_ids`` as columns, each gathered from the row groups'
+        columns in one loop; None (the rows are left to :meth:`read_run`, which reports the
+        one that fails) where a row cannot be read."""
+        starts_of = self._starts
+        found: dict[tuple[int, int], tuple[dict[str, list[Any]], int, int]] = {}
+        groups: list[dict[str, list[Any]]] = []
+        places: list[int] = []
+        offsets: list[int] = []
+        try:
+            for shard_id, index in zip(shard_ids, indices, strict=True):
+                starts = starts_of.get(shard_id)
+                if starts is None:
+                    starts = starts_of[shard_id] = self._file(shard_id).group_starts.tolist()
+                group = bisect.bisect_right(starts, index) - 1
+                held = found.get((shard_id, group))
+                if held is None:  # the run's first row of this group
+                    if not 0 <= index < starts[-1]:
+                        return None
+                    columns, _, offset = self._group(shard_id, group)
+                    held = found[shard_id, group] = (columns, starts[group], offset)
+                groups.append(held[0])
+                places.append(index - held[1])
+                offsets.append(held[2])
+        except Exception:
+            return None
+        if not groups:
+            return None
+        names = list(groups[0])  # every file has the same columns (checked when opened)
+        fields = {
+            name: [columns[name][at] for columns, at in zip(groups, places, strict=True)]
+            for name in names
+        }
+        files = self.shards
+        shards = [files[shard_id] for shard_id in shard_ids]
+        keys = [f"{shard}/{index}" for shard, index in zip(shards, indices, strict=True)]
+        return ColumnRaws(fields, keys, indices, offsets, shards, member_names(keys, names))
+
     def line_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> None:
         return None  # rows are not JSONL lines
 
@@ -148,6 +190,13 @@ class ParquetReader:
         self._starts.clear()
         self._last = None
         self._weight = 0
+
+
+def _media_bytes(value: Any) -> Any:
+    """A media column's value: its struct's ``bytes`` (else, a path only, the struct)."""
+    if isinstance(value, dict) and value.get("bytes") is not None:
+        return value["bytes"]
+    return value
 
 
 def decode_row(

@@ -24,6 +24,7 @@ from stoker.format.tar_index import load_offsets, local_offsets, tar_index_name
 from stoker.format.tar_members import RawSample as RawSample
 from stoker.format.tar_members import parse_sample, parse_simple
 from stoker.pipeline.coalesce import coalesce, coalesce_lists, sorted_unique
+from stoker.pipeline.column_raws import ColumnRaws
 from stoker.pipeline.local_blocks import HINT_BUDGET, LocalBlocks
 from stoker.pipeline.prefetch import Prefetcher, ShardSamples
 from stoker.pipeline.read_lines import JsonlRuns, line_sample
@@ -210,6 +211,12 @@ class ShardReader(LocalTarRuns, RemoteRuns, JsonlRuns):
         except Exception as e:
             return out, e
         return out, None
+
+    def column_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> ColumnRaws | None:
+        """The samples ``indices`` of shards ``shard_ids`` read as columns, where the format is
+        columnar (:class:`~stoker.pipeline.column_raws.ColumnRaws`); None here: tar samples and
+        JSONL lines are read by :meth:`read_run`."""
+        return None
 
     def prefetch(self, shard_ids: npt.NDArray[np.int64], indices: npt.NDArray[np.int64]) -> None:
         """Hint that these samples are read next, in this order (each read once per hint).

@@ -25,41 +25,12 @@ import numpy.typing as npt
 
 from stoker.errors import CorruptShardError, FormatError, StorageError
 from stoker.format.binidx import TokenIndex, idx_name
+from stoker.pipeline.column_raws import ColumnRaws, member_names
 from stoker.pipeline.prefetch import ShardSamples
 from stoker.pipeline.read import LineRaws, RawSample, ShardReader
-from stoker.pipeline.read_lines import LazyRaws
 from stoker.storage import Store
 
 _new_tuple = tuple.__new__
-
-
-class TokenRaws(LazyRaws):
-    """The raw samples of a run of sequences of one ``.bin`` (:meth:`BinIdxReader.token_run`):
-    their token arrays, indices, byte offsets and file; each raw sample is made only when asked
-    for (as :meth:`BinIdxReader.read` makes it), since a run's samples are built from the
-    columns (:mod:`stoker.runtime.token_runs`)."""
-
-    __slots__ = ("indices", "shard", "starts", "tokens")
-
-    def __init__(
-        self,
-        tokens: list[npt.NDArray[Any]],
-        indices: Sequence[int],
-        starts: list[int],
-        shard: str,
-    ) -> None:
-        self.tokens, self.indices, self.starts, self.shard = tokens, indices, starts, shard
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def _make(self, at: int) -> RawSample:
-        index = self.indices[at]
-        parts = {"tokens": self.tokens[at]}
-        raw: RawSample = _new_tuple(
-            RawSample, (str(index), parts, self.shard, index, self.starts[at])
-        )
-        return raw
 
 
 class BinIdxReader(ShardReader):
@@ -143,7 +114,7 @@ class BinIdxReader(ShardReader):
         out: list[RawSample] = []
         try:
             if self.local:
-                run = self.token_run(shard_ids, indices)
+                run = self.column_run(shard_ids, indices)
                 if run is not None:
                     return list(run), None
                 read, append = self.read, out.append
@@ -156,11 +127,11 @@ class BinIdxReader(ShardReader):
             return out, e
         return out, None
 
-    def token_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> TokenRaws | None:
-        """Sequences ``indices`` of one mapped local file in one go: their tokens gathered into
-        one new array, each sequence a view of its part; None (nothing read) where that does
-        not apply (remote, several files, an index or byte outside): :meth:`read` then reads
-        and reports each."""
+    def column_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> ColumnRaws | None:
+        """Sequences ``indices`` of one mapped local file in one go, as the column ``tokens``:
+        their tokens gathered into one new array, each sequence a view of its part; None
+        (nothing read) where that does not apply (remote, several files, an index or byte
+        outside): :meth:`read` then reads and reports each."""
         if not shard_ids or not self.local or min(shard_ids) != max(shard_ids):
             return None
         shard_id = shard_ids[0]
@@ -181,7 +152,10 @@ class BinIdxReader(ShardReader):
         gathered = np.concatenate([tokens[a:b] for a, b in zip(first, last, strict=True)])
         cuts = np.cumsum(lengths).tolist()
         views = [gathered[a:b] for a, b in zip([0, *cuts], cuts, strict=False)]
-        return TokenRaws(views, indices, starts.tolist(), self.shards[shard_id])
+        keys = list(map(str, indices))
+        shards = [self.shards[shard_id]] * len(keys)
+        names = member_names(keys, ("tokens",))
+        return ColumnRaws({"tokens": views}, keys, indices, starts.tolist(), shards, names)
 
     def _held(self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]) -> None:
         """The remote sequences whose bytes the read-ahead received, up to the first not."""

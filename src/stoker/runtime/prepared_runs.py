@@ -6,7 +6,8 @@
 A run ends at the first reference that fails to read or assemble; its failure is held
 (:class:`_Failure`) and reported when the stream reaches that reference, with its file and
 offset, as one by one. Local tar shards, JSONL lines of one file (``ShardReader.line_run``) and
-token sequences of one mapped file (:mod:`stoker.runtime.token_runs`) each have their own read.
+columnar formats (token sequences of one mapped file, Parquet rows:
+:mod:`stoker.runtime.column_runs`) each have their own read.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from stoker.pipeline.read import RawSample
 from stoker.pipeline.refs import Position, Ref
 from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.stage_clock import CLOCK, DECODE, READ
-from stoker.runtime import token_batches, worker_watch
+from stoker.runtime import column_pieces, worker_watch
+from stoker.runtime.column_runs import column_run
 from stoker.runtime.plain_runs import plain_outputs
 from stoker.runtime.sample_encoding import SampleEncoding
-from stoker.runtime.token_runs import token_run
 
 #: References read and assembled at a time, in one call (see :meth:`PreparedRuns._prepare`).
 RUN = 64
@@ -87,10 +88,10 @@ class PreparedRuns(SampleEncoding):
             lines = (
                 io.reader.line_run(shard_ids, refs[2][at:end]) if io.builder.jsonl_crude else None
             )
-            # Token sequences of one mapped .bin: crude samples built from columns
-            tokens = (
-                token_run(io.reader, io.builder, shard_ids, refs[2][at:end], refs[0][at:end])
-                if io.tokens
+            # Columnar formats (tokens of one mapped .bin, Parquet rows): crude samples from columns
+            columns = (
+                column_run(io.reader, io.builder, shard_ids, refs[2][at:end], refs[0][at:end])
+                if io.columns and lines is None
                 else None
             )
             if lines is not None:
@@ -98,8 +99,8 @@ class PreparedRuns(SampleEncoding):
                 error: Exception | None = None
                 clock.switch(DECODE)
                 samples, failed = io.builder.assemble_lines(lines, refs[0][at:end])
-            elif tokens is not None:  # its samples made only if asked for (TokenColumns)
-                queue.fill(tokens[1], tokens[0], len(tokens[1]))
+            elif columns is not None:  # its samples made only if asked for (RunColumns)
+                queue.fill(columns[1], columns[0], len(columns[1]))
                 return
             else:
                 read, error = io.reader.read_run(shard_ids, refs[2][at:end])
@@ -144,8 +145,8 @@ class PreparedRuns(SampleEncoding):
 
         done: int
         made: int | None
-        if token_batches.add_columns(out, queue, n, kitchen, first, slots.step, self.tracker):
-            done, made = n, n - 1  # token runs kept as columns (runtime/token_batches.py)
+        if column_pieces.add_columns(out, queue, n, kitchen, first, slots.step, self.tracker):
+            done, made = n, n - 1  # runs kept as columns (runtime/column_pieces.py)
         else:
             done, made = plain_outputs(
                 queue.samples[start : start + n],

@@ -30,7 +30,7 @@ from stoker.pipeline.refs import Buffers, Position, Ref, RefSource, Runs, pick
 from stoker.pipeline.refs import position as make_position
 from stoker.pipeline.skip_policy import ErrorPolicy
 from stoker.plan import global_to_shard
-from stoker.runtime import token_batches
+from stoker.runtime import column_pieces
 from stoker.runtime.plain_runs import same_runs
 from stoker.runtime.prepared_runs import BlockRefs, Prepared, PreparedRuns
 from stoker.runtime.sample_encoding import IDENTITY, direct_hook
@@ -133,7 +133,7 @@ class SampleStream(PreparedRuns, RefSource):
         bulk = [RUNS and io.builder.bulk for io in self.io]
         queues = [Prepared() for _ in counts]
         identity = self.direct_hook is IDENTITY  # each sample is its one output (_plain)
-        new_out = token_batches.collector(self._columnar and token_batches.applies(self, identity))
+        new_out = column_pieces.collector(self._columnar and column_pieces.applies(self, identity))
         out: Any = new_out()
         last: tuple[Position, Ref] | None = None
         want: int = yield  # type: ignore[misc]  # primed by Runs / _run

@@ -11,7 +11,7 @@ from stoker.pipeline.pack_groups import PackingGroups
 from stoker.pipeline.read import ShardReader
 from stoker.pipeline.schedule import StreamSchedule
 from stoker.runtime.build import SampleBuilder
-from stoker.runtime.token_runs import applies as token_runs_apply
+from stoker.runtime.column_runs import applies as column_runs_apply
 from stoker.sources.source import DataSource
 
 
@@ -38,8 +38,8 @@ class SourceIO:
     builder: SampleBuilder
 
     def __post_init__(self) -> None:
-        #: Whether runs of token sequences are built from columns (:mod:`.token_runs`).
-        self.tokens = token_runs_apply(self.builder)
+        #: Whether runs are read and built as columns (:mod:`.column_runs`).
+        self.columns = column_runs_apply(self.builder)
 
 
 __all__ = ["SourceIO", "StreamSpec"]

@@ -1,6 +1,6 @@
-"""Runs of token sequences built from columns (stoker.runtime.token_runs) are the samples the
-plain path builds one by one; a run it cannot take (an index outside the file, a truncated
-.bin) is left to the plain path, which reports it."""
+"""Runs read as columns (stoker.runtime.column_runs: token sequences, Parquet rows) are the
+samples the plain path builds one by one; a run it cannot take (an index outside the file, a
+truncated .bin, a row outside its Parquet file) is left to the plain path, which reports it."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import pytest
 
 from stoker.errors import CorruptShardError, FormatError
 from stoker.format.binidx import encode_index
+from stoker.pipeline.decode import SampleDecoder
 from stoker.runtime.build import SampleBuilder
-from stoker.runtime.token_runs import applies, token_run
+from stoker.runtime.column_runs import applies, column_run
 from stoker.sources.binidx import binidx_source
+from stoker.sources.load import load_source
 
 
 def token_file(tmp_path: Path, lengths: list[int], dtype: Any = np.int32) -> tuple[Path, Any]:
@@ -38,7 +40,7 @@ def test_a_token_run_is_the_plain_paths_samples(tmp_path: Path, dtype: Any) -> N
     assert applies(builder)
     indices = [4, 0, 1, 5, 4, 2]
     refs = [40, 10, 11, 50, 40, 20]
-    run = token_run(reader, builder, [0] * len(indices), indices, refs)
+    run = column_run(reader, builder, [0] * len(indices), indices, refs)
     assert run is not None
     raws, samples = run
     plain, failed = builder.assemble_run([reader.read(0, i) for i in indices], refs)
@@ -65,7 +67,7 @@ def test_a_run_outside_the_index_or_the_file_goes_to_the_plain_path(tmp_path: Pa
     path, _ = token_file(tmp_path, [4, 4, 4])
     source = binidx_source(str(path), "train", {})
     builder, reader = SampleBuilder(source, None), source.reader()
-    assert token_run(reader, builder, [0, 0], [0, 3], [0, 3]) is None
+    assert column_run(reader, builder, [0, 0], [0, 3], [0, 3]) is None
     read, error = reader.read_run([0, 0], [1, 3])
     assert [r.key for r in read] == ["1"] and isinstance(error, FormatError)
     assert "outside the index" in str(error)
@@ -73,7 +75,56 @@ def test_a_run_outside_the_index_or_the_file_goes_to_the_plain_path(tmp_path: Pa
 
     path.write_bytes(path.read_bytes()[:-4])  # the last sequence loses a token
     reader = source.reader()
-    assert token_run(reader, builder, [0, 0], [0, 2], [0, 2]) is None
+    assert column_run(reader, builder, [0, 0], [0, 2], [0, 2]) is None
     read, error = reader.read_run([0, 0], [0, 2])
     assert [r.key for r in read] == ["0"] and isinstance(error, CorruptShardError)
     reader.close()
+
+
+def parquet_folder(tmp_path: Path) -> Path:
+    """Two Parquet files of 25 and 30 rows in row groups of 7 (pyarrow's writer): text, an
+    int, a list and a struct column."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    for number, rows in enumerate((25, 30)):
+        table = {
+            "text": [f"row {number}-{i}" for i in range(rows)],
+            "n": list(range(rows)),
+            "ids": [list(range(i % 4)) for i in range(rows)],
+            "meta": [{"a": i, "b": None if i % 3 else "x"} for i in range(rows)],
+        }
+        pq.write_table(pa.table(table), folder / f"train-{number:05d}-of-00002.parquet", 7)
+    return folder
+
+
+def test_a_parquet_run_across_files_and_row_groups_is_the_plain_paths_samples(
+    tmp_path: Path,
+) -> None:
+    source = load_source(str(parquet_folder(tmp_path)))
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    assert applies(builder)
+    shard_ids = [1, 0, 0, 1, 1, 0, 1]
+    indices = [29, 0, 24, 7, 6, 3, 0]  # groups of both files, back and forth
+    refs = [100 + i for i in range(len(indices))]
+    run = column_run(reader, builder, shard_ids, indices, refs)
+    assert run is not None
+    raws, samples = run
+    plain, failed = builder.assemble_run(
+        [reader.read(s, i) for s, i in zip(shard_ids, indices, strict=True)], refs
+    )
+    assert failed is None and list(samples) == plain
+    assert samples[0]["text"] == "row 1-29" and samples[0]["meta"] == {"a": 29, "b": None}
+    assert samples[2]["__sources__"][0].file_names == tuple(
+        f"train-00000-of-00002.parquet/24.{c}" for c in ("text", "n", "ids", "meta")
+    )
+    assert list(raws) == [reader.read(s, i) for s, i in zip(shard_ids, indices, strict=True)]
+
+
+def test_a_parquet_run_it_cannot_take_goes_to_the_plain_path(tmp_path: Path) -> None:
+    source = load_source(str(parquet_folder(tmp_path)))
+    builder, reader = SampleBuilder(source, SampleDecoder()), source.reader()
+    assert column_run(reader, builder, [0, 0], [3, 25], [3, 25]) is None  # row 25 of 25
+    read, error = reader.read_run([0, 0], [3, 25])
+    assert len(read) == 1 and isinstance(error, FormatError) and "row 25" in str(error)

@@ -1,24 +1,25 @@
-"""Batches of token sequences made from the columns they were read as, not from samples.
+"""Batches made from the columns their samples were read as, not from the samples.
 
-Under the default task encoder, a batch of crude token samples (a ``.bin``/``.idx`` dataset) is
-a :class:`~stoker.model.samples.CrudeSample` of lists: the token arrays, keys, restore keys,
-subflavors and sources of its samples. The plain path makes each sample (a dict of five
-entries, its restore key extended) and then takes the lists apart again. Where a stream's
-samples go into a fixed-size batch under the default ``batch`` and nothing runs on them in
-between (:func:`applies`), the stream collects them in :class:`TokenPieces`: the runs read
-(:class:`~stoker.runtime.token_runs.TokenColumns`) with where each piece starts and its hook
-indices, and :meth:`TokenPieces.columnar_batch` makes the batch's lists straight from those
+Under the default task encoder, a batch of crude samples is a
+:class:`~stoker.model.samples.CrudeSample` of lists: each field's values (batched as the
+default ``batch`` batches a field: ``generic_batch``), keys, restore keys, subflavors and
+sources. The plain path makes each sample (a dict, its restore key extended) and then takes the
+lists apart again. Where a stream's samples go into a fixed-size batch under the default
+``batch`` and nothing runs on them in between (:func:`applies`), the stream collects them in
+:class:`ColumnPieces`: the runs read as columns (token sequences, Parquet rows:
+:class:`~stoker.runtime.column_runs.RunColumns`) with where each piece starts and its hook
+indices, and :meth:`ColumnPieces.columnar_batch` makes the batch's lists straight from those
 columns, each in one C loop. The batch equals the plain path's; a piece list mixed with other
-samples (a blend with a webdataset) is made into its samples and batched as before.
-``benchmarks/bench_binidx.py`` measures it.
+samples (a blend with a webdataset), or with runs of other fields, is made into its samples and
+batched as before. ``benchmarks/bench_binidx.py`` and ``bench_parquet.py`` measure it.
 
 Example:
     >>> import numpy as np
-    >>> from stoker.pipeline.read_binidx import TokenRaws
-    >>> raws = TokenRaws([np.arange(3, dtype=np.uint16), np.arange(2, dtype=np.uint16)],
-    ...                  [5, 6], [10, 16], "c.bin")
-    >>> pieces = TokenPieces()
-    >>> pieces.add(TokenColumns("/d/c.bin", None, raws, [40, 41]), 0, 2, 100, 2)
+    >>> from stoker.pipeline.column_raws import ColumnRaws
+    >>> raws = ColumnRaws({"tokens": [np.arange(3), np.arange(2)]}, ["5", "6"], [5, 6],
+    ...                   [10, 16], ["c.bin"] * 2, [("5.tokens",), ("6.tokens",)])
+    >>> pieces = ColumnPieces()
+    >>> pieces.add(RunColumns("/d/c.bin", None, raws, [40, 41]), 0, 2, 100, 2)
     >>> batch, keys = pieces.columnar_batch()
     >>> batch["__key__"], batch["__sources__"][1][0].file_names
     (['5', '6'], ('6.tokens',))
@@ -32,14 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import repeat
-from operator import add
 from typing import TYPE_CHECKING, Any
 
 from stoker.model.samples import CrudeSample
 from stoker.model.source_info import source_infos
 from stoker.model.task import DefaultTaskEncoder, TaskEncoder
+from stoker.pipeline.batch import generic_batch
 from stoker.pipeline.column_batches import ColumnSamples
-from stoker.runtime.token_runs import TokenColumns
+from stoker.runtime.column_runs import RunColumns
 
 if TYPE_CHECKING:
     from stoker.pipeline.skip_policy import ErrorTracker
@@ -48,15 +49,15 @@ if TYPE_CHECKING:
 
 
 def applies(stream: SampleStream, identity: bool) -> bool:
-    """Whether ``stream``'s samples may be collected in :class:`TokenPieces`: it reads a token
-    dataset, each sample is its one output (``identity``: the default ``encode_sample``), no
-    blend measures them, and the task encoder's ``batch`` is the default one (into the
-    samples' own type)."""
+    """Whether ``stream``'s samples may be collected in :class:`ColumnPieces`: it reads a
+    dataset as columns (:mod:`stoker.runtime.column_runs`), each sample is its one output
+    (``identity``: the default ``encode_sample``), no blend measures them, and the task
+    encoder's ``batch`` is the default one (into the samples' own type)."""
     encoder = stream.spec.task_encoder
     return (
         identity
         and stream.sizer is None
-        and any(io.tokens and io.builder.kitchen is None for io in stream.io)
+        and any(io.columns and io.builder.kitchen is None for io in stream.io)
         and default_batch(encoder)
     )
 
@@ -81,7 +82,7 @@ class _Piece:
 
     __slots__ = ("columns", "count", "first", "start", "step")
 
-    def __init__(self, columns: TokenColumns, start: int, count: int, first: int, step: int):
+    def __init__(self, columns: RunColumns, start: int, count: int, first: int, step: int):
         self.columns, self.start, self.count = columns, start, count
         self.first, self.step = first, step
 
@@ -104,8 +105,8 @@ class _Piece:
         return made
 
 
-class TokenPieces(ColumnSamples):
-    """A list of samples being filled by a stream (``append``, ``len``), whose runs of token
+class ColumnPieces(ColumnSamples):
+    """A list of samples being filled by a stream (``append``, ``len``), whose runs read as
     samples are added as columns (:meth:`add`); see the module docstring."""
 
     __slots__ = ("_count", "_pieces", "_plain")
@@ -120,7 +121,7 @@ class TokenPieces(ColumnSamples):
         self._count += 1
         self._plain = True
 
-    def add(self, columns: TokenColumns, start: int, count: int, first: int, step: int) -> None:
+    def add(self, columns: RunColumns, start: int, count: int, first: int, step: int) -> None:
         """Samples ``start`` ... of ``columns``, ``count`` of them, whose sample indices are
         ``first``, ``first + step``, ..."""
         self._pieces.append(_Piece(columns, start, count, first, step))
@@ -139,7 +140,8 @@ class TokenPieces(ColumnSamples):
     def columnar_batch(self) -> tuple[Any, list[Any]] | None:
         if self._plain or not self._pieces:
             return None
-        tokens: list[Any] = []
+        names = list(self._pieces[0].columns.raws.fields)
+        fields: list[list[Any]] = [[] for _ in names]
         keys: list[str] = []
         restore_keys: list[Any] = []
         subflavors: list[Any] = []
@@ -147,19 +149,21 @@ class TokenPieces(ColumnSamples):
         for piece in self._pieces:
             columns, start, n = piece.columns, piece.start, piece.count
             raws, end = columns.raws, start + n
-            tokens += raws.tokens[start:end]
-            names = list(map(str, raws.indices[start:end]))
-            keys += names
+            if list(raws.fields) != names:  # runs of other fields: batched from samples
+                return None
+            for values, column in zip(fields, raws.fields.values(), strict=True):
+                values += column[start:end]
+            keys += raws.keys[start:end]
             restore_keys += piece.restore_keys()
             subflavors += [columns.subflavors] * n
-            files = list(zip(map(add, names, repeat(".tokens", n))))
             infos = source_infos(
-                n, [columns.path] * n, columns.refs[start:end], [raws.shard] * n, files
-            )
+                n, [columns.path] * n, columns.refs[start:end], raws.shards[start:end],
+                raws.names[start:end],
+            )  # fmt: skip
             sources += zip(infos)
         batch = CrudeSample(
-            tokens=tokens, __key__=keys, __restore_key__=restore_keys,
-            __subflavors__=subflavors, __sources__=sources,
+            zip(names, map(generic_batch, fields), strict=True), __key__=keys,
+            __restore_key__=restore_keys, __subflavors__=subflavors, __sources__=sources,
         )  # fmt: skip
         return batch, restore_keys
 
@@ -177,7 +181,7 @@ def add_columns(
     ``first + step``, ...), where ``out`` collects them so and ``queue`` holds a run's columns
     and no cooker runs on them; whether it did (else nothing was done)."""
     columns: Any = queue.samples
-    if type(out) is not TokenPieces or type(columns) is not TokenColumns or kitchen is not None:
+    if type(out) is not ColumnPieces or type(columns) is not RunColumns or kitchen is not None:
         return False
     out.add(columns, queue.at, n, first, step)
     queue.at += n
@@ -186,10 +190,10 @@ def add_columns(
     return True
 
 
-def collector(columns: bool) -> type[list[Any]] | type[TokenPieces]:
-    """What a stream fills with the samples of a batch: :class:`TokenPieces` where its runs of
-    token samples are collected as columns (``columns``), else a list."""
-    return TokenPieces if columns else list
+def collector(columns: bool) -> type[list[Any]] | type[ColumnPieces]:
+    """What a stream fills with the samples of a batch: :class:`ColumnPieces` where its runs
+    are collected as columns (``columns``), else a list."""
+    return ColumnPieces if columns else list
 
 
-__all__ = ["TokenPieces", "add_columns", "applies", "collector", "default_batch"]
+__all__ = ["ColumnPieces", "add_columns", "applies", "collector", "default_batch"]

@@ -1,8 +1,9 @@
-"""Batches of token sequences made from their columns (stoker.runtime.token_batches) equal the
-batches the one-by-one path makes: every field (tokens, keys, restore keys, sources,
-subflavors), the saved state after each batch, a restore mid-epoch, a blend of two token
-datasets of different dtypes, ``encode_batch`` skipping a batch, and a damaged ``.bin`` under a
-skipping error policy (its batches mix columns with samples)."""
+"""Batches made from the columns their samples were read as (stoker.runtime.column_pieces)
+equal the batches the one-by-one path makes: every field (tokens, Parquet columns, keys,
+restore keys, sources, subflavors), the saved state after each batch, a restore mid-epoch, a
+blend of two token datasets of different dtypes, ``encode_batch`` skipping a batch, and a
+damaged ``.bin`` under a skipping error policy (its batches mix columns with samples); runs of
+other fields in one batch are batched from their samples."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from stoker import (
     get_train_dataset,
 )
 from stoker.model.samples import CrudeSample
+from stoker.pipeline.column_raws import ColumnRaws, member_names
 from stoker.runtime import stream as stream_module
-from stoker.runtime.token_batches import TokenPieces, default_batch
+from stoker.runtime.column_pieces import ColumnPieces, default_batch
+from stoker.runtime.column_runs import RunColumns
+from tests.unit.test_column_runs import parquet_folder, token_file
 from tests.unit.test_stream_runs import collect
-from tests.unit.test_token_runs import token_file
 
 HEADER = "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n"
 
@@ -33,7 +36,8 @@ def fields(batch: Any) -> dict[str, Any]:
     """A batch's contents, arrays as (dtype, values), for comparisons."""
     assert type(batch) is CrudeSample
     out = dict(batch)
-    out["tokens"] = [(t.dtype.name, t.tolist()) for t in batch["tokens"]]
+    if "tokens" in batch:
+        out["tokens"] = [(t.dtype.name, t.tolist()) for t in batch["tokens"]]
     return out
 
 
@@ -63,18 +67,18 @@ def run(
     policy: str = "raise",
 ) -> tuple[list[tuple[dict[str, Any], Any]], int]:
     """Each batch's fields and the state after it (``columns``: the stream makes its samples in
-    runs, so token batches come from columns; else one by one), and how many batches were made
+    runs, so batches come from columns; else one by one), and how many batches were made
     from columns (in this process)."""
     monkeypatch.setattr(stream_module, "RUNS", columns)
     made = [0]
-    plain = TokenPieces.columnar_batch
+    plain = ColumnPieces.columnar_batch
 
-    def counted(self: TokenPieces) -> Any:
+    def counted(self: ColumnPieces) -> Any:
         batch = plain(self)
         made[0] += batch is not None
         return batch
 
-    monkeypatch.setattr(TokenPieces, "columnar_batch", counted)
+    monkeypatch.setattr(ColumnPieces, "columnar_batch", counted)
     dataset = get_train_dataset(
         path, batch_size=10, shuffle_buffer_size=20, max_samples_per_sequence=30,
         worker_config=WorkerConfig(rank=0, world_size=1, num_workers=workers),
@@ -101,6 +105,24 @@ def test_batches_and_states_equal_the_one_by_one_path(
     first = got[0][0]
     assert first["__restore_key__"][:2] == ("BatchDataset", 0)
     assert len(first["__restore_key__"]) == 12 and len(first["__sources__"]) == 10
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_parquet_batches_and_states_equal_the_one_by_one_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    folder = str(parquet_folder(tmp_path))
+    got, made = run(monkeypatch, folder, columns=True, workers=workers)
+    assert got == run(monkeypatch, folder, columns=False, workers=workers)[0]
+    assert sorted(n for batch, _ in got for n in batch["n"]) == sorted([*range(25), *range(30)])
+    first = got[0][0]
+    assert list(first)[:4] == ["text", "n", "ids", "meta"]
+    assert isinstance(first["meta"], dict) and len(first["meta"]["a"]) == 10  # a struct column
+    if workers == 0:
+        assert made == len(got) == 6
+    state = got[2][1]
+    rest, made = run(monkeypatch, folder, columns=True, workers=workers, state=state)
+    assert rest == got[3:]
 
 
 def test_restored_mid_epoch_runs_on_as_uninterrupted(
@@ -132,6 +154,27 @@ def test_a_blend_of_two_dtypes_equals_the_one_by_one_path(
     assert made == len(got) == 35
     dtypes = {dtype for batch, _ in got for dtype, _ in batch["tokens"]}
     assert dtypes == {"uint16", "int64"}
+
+
+def test_runs_of_other_fields_in_one_batch_are_batched_from_their_samples() -> None:
+    def run_of(fields: dict[str, list[Any]], shard: str) -> RunColumns:
+        keys = [f"{shard}/{i}" for i in range(2)]
+        names = member_names(keys, list(fields))
+        raws = ColumnRaws(fields, keys, [0, 1], [0, 0], [shard] * 2, names)
+        return RunColumns(f"/d/{shard}", {}, raws, [0, 1])
+
+    pieces = ColumnPieces()
+    pieces.add(run_of({"tokens": [np.arange(2), np.arange(3)]}, "c.bin"), 0, 2, 0, 1)
+    pieces.add(run_of({"text": ["a", "b"]}, "r.parquet"), 0, 2, 2, 1)
+    assert pieces.columnar_batch() is None  # a blend's default batch: as from samples
+    samples = list(pieces)
+    assert [sorted(k for k in s if not k.startswith("__")) for s in samples] == [
+        ["tokens"],
+        ["tokens"],
+        ["text"],
+        ["text"],
+    ]
+    assert [s["__restore_key__"][3] for s in samples] == [0, 1, 2, 3]
 
 
 def test_encode_batch_skipping_a_batch_equals_the_one_by_one_path(
