@@ -1,5 +1,6 @@
 """Lists of arrays in a batch pickle as one buffer (stoker.pipeline.array_lists) through the
-worker's pickler and come back as lists of equal arrays; anything else is pickled as it is."""
+worker's pickler and come back as lists of equal arrays, its sources as columns and come back
+equal; anything else is pickled as it is."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from stoker.model.samples import CrudeSample
+from stoker.model.source_info import SourceColumns, SourceInfo, source_info
 from stoker.pipeline.array_lists import ArrayList, packed
 from stoker.pipeline.batch_pickler import BatchPickler
 
@@ -51,3 +53,17 @@ def test_lists_that_are_not_one_dtype_of_vectors_are_left_as_they_are() -> None:
     assert back["matrices"][0].shape == (2, 2) and back["objects"][0].tolist() == [None, 1]
     assert [v.tolist() for v in back["tuple"]] == [[0, 1, 2]] * 4
     assert packed(vectors) is vectors  # only dict batches
+
+
+def test_a_batchs_sources_cross_as_columns_and_come_back_equal() -> None:
+    infos = [source_info("/d", i, f"s{i % 2}.tar", (f"{i}.txt", f"{i}.json")) for i in range(6)]
+    sources = [(info,) for info in infos]
+    batch = CrudeSample(txt=["a"] * 6, __sources__=sources)
+    sent = packed(batch)
+    assert type(sent["__sources__"]) is SourceColumns and batch["__sources__"] is sources
+    back = round_trip(batch)
+    assert type(back["__sources__"]) is list and back["__sources__"] == sources
+    assert all(type(s) is tuple and type(s[0]) is SourceInfo for s in back["__sources__"])
+    joined = [(infos[0], infos[1])] * 6  # a joined sample's several sources: as they are
+    assert packed({"__sources__": joined})["__sources__"] is joined
+    assert round_trip({"__sources__": joined})["__sources__"] == joined

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
+from stoker.pipeline.array_lists import pack_field
+
 _FIELDS = ("dataset_path", "index", "shard_name", "file_names")
 
 
@@ -126,4 +128,41 @@ def source_infos(
     return made
 
 
-__all__ = ["SourceInfo", "source_info", "source_infos"]
+class SourceColumns(list[tuple[SourceInfo]]):
+    """A batch's ``__sources__`` of one :class:`SourceInfo` per sample (each in a tuple of its
+    own, as a sample's ``__sources__`` is) that pickles as four columns and unpickles as a plain
+    list made by :func:`source_infos`: a worker's batch crosses with no reduce call per sample,
+    and the training process makes the infos in C loops (see
+    :func:`stoker.pipeline.array_lists.packed`).
+
+    Example:
+        >>> import pickle
+        >>> sources = [(source_info("/d", i, "a.tar", (f"{i}.txt",)),) for i in range(3)]
+        >>> back = pickle.loads(pickle.dumps(SourceColumns(sources)))
+        >>> type(back) is list and back == sources
+        True
+    """
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        infos = [one for (one,) in self]
+        columns = (list(map(getter, infos)) for getter in _GETTERS)
+        return _from_columns, tuple(columns)
+
+
+def single_sources(values: list[Any]) -> bool:
+    """Whether ``values`` (a batch's ``__sources__``) holds one :class:`SourceInfo` per
+    sample, each in a tuple of its own."""
+    return all(type(v) is tuple and len(v) == 1 and type(v[0]) is SourceInfo for v in values)
+
+
+def _from_columns(
+    paths: list[str], indices: list[int | str], shards: list[str | None], files: list[Any]
+) -> list[tuple[SourceInfo]]:
+    return list(zip(source_infos(len(paths), paths, indices, shards, files), strict=True))
+
+
+#: The slots' getters, in field order.
+_GETTERS = tuple(getattr(SourceInfo, name).__get__ for name in _FIELDS)
+pack_field("__sources__", single_sources, SourceColumns)
+
+__all__ = ["SourceColumns", "SourceInfo", "single_sources", "source_info", "source_infos"]
