@@ -11,9 +11,12 @@ fresh subprocess, alternating the tools, ``--repeats`` times; the table shows me
 - ``datasets``: Hugging Face ``Dataset.from_parquet`` (its Arrow cache built before timing) in a
   torch ``DataLoader(shuffle=True, batch_size=256)`` at W = 0 and 2.
 
-Imports are not timed.
-
-``peak MiB`` is the peak resident memory of the process plus its largest child (``ru_maxrss``).
+Imports are not timed. The table shows medians of rows/s over the whole run (the loader's
+start-up included), the seconds to the first batch, rows/s after it (the steady rate, what a
+long epoch sees), CPU time per row (the run's processes together: on a loaded machine a steadier
+measure of the work than the wall clock) and the peak memory of the run's process tree (the sum
+of PSS over the live processes, polled every 0.1 s: ``bench_prepare.TreeMemoryPoller``); then
+the ratios of stoker to the others.
 
 Usage::
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -32,6 +36,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_prepare import TreeMemoryPoller
 
 RESULT = "BENCH-RESULT "
 FILES = 4
@@ -58,44 +64,72 @@ def ensure_data(root: Path, rows: int) -> Path:
     return folder
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its children that ended."""
+    own, ended = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+
+
 def run(tool: str, workers: int, folder: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
     import torch
 
     import stoker
 
-    start = time.perf_counter()  # after the imports (seconds on a loaded machine)
-    rows = 0
+    start, cpu = time.perf_counter(), cpu_seconds()  # after the imports (seconds when loaded)
+    rows, first = 0, None
     if tool == "bare":
         for path in sorted(folder.glob("*.parquet")):
             for batch in pq.ParquetFile(path).iter_batches(batch_size=GROUP_ROWS):
                 for row in batch.to_pylist():
                     rows += row["n"] >= 0
-    elif tool == "stoker":
-        dataset = stoker.get_train_dataset(
-            str(folder),
-            batch_size=BATCH,
-            shuffle_buffer_size=1000,
-            max_samples_per_sequence=100,
-            worker_config=stoker.WorkerConfig(rank=0, world_size=1, num_workers=workers),
-            repeat=False,
-        )
-        for batch in stoker.get_loader(dataset):
-            rows += len(batch["n"])
+                first = first or time.perf_counter()
     else:
-        import datasets
+        if tool == "stoker":
+            loader: Any = stoker.get_loader(
+                stoker.get_train_dataset(
+                    str(folder), batch_size=BATCH, shuffle_buffer_size=1000,
+                    max_samples_per_sequence=100, repeat=False,
+                    worker_config=stoker.WorkerConfig(rank=0, world_size=1, num_workers=workers),
+                )
+            )  # fmt: skip
+        else:
+            import datasets
 
-        table = datasets.Dataset.from_parquet([str(p) for p in sorted(folder.glob("*.parquet"))])
-        start = time.perf_counter()  # the Arrow cache is built: time the loading only
-        loader = torch.utils.data.DataLoader(
-            table, batch_size=BATCH, shuffle=True, num_workers=workers
-        )
+            files = [str(p) for p in sorted(folder.glob("*.parquet"))]
+            table = datasets.Dataset.from_parquet(files)
+            start, cpu = time.perf_counter(), cpu_seconds()  # the Arrow cache is built
+            loader = torch.utils.data.DataLoader(
+                table, batch_size=BATCH, shuffle=True, num_workers=workers
+            )
         for batch in loader:
             rows += len(batch["n"])
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peak += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"rows": int(rows), "seconds": seconds, "peak_mib": peak / 1024}
+            first = first or time.perf_counter()
+    end = time.perf_counter()
+    first = first or end
+    return {
+        "rows_s": rows / (end - start),
+        "first_s": first - start,
+        "steady_s": rows / max(end - first, 1e-9),
+        "cpu_us": (cpu_seconds() - cpu) / max(rows, 1) * 1e6,
+        "rows": int(rows),
+    }
+
+
+def in_subprocess(spec: dict[str, Any]) -> dict[str, Any] | None:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    with TreeMemoryPoller(proc.pid, 0.1) as poller:
+        out, err = proc.communicate(timeout=1800)
+    line = [x for x in out.decode().splitlines() if x.startswith(RESULT)]
+    if proc.returncode != 0 or not line:
+        print(f"{spec} failed:\n{err.decode()[-2000:]}", file=sys.stderr)
+        return None
+    return {**json.loads(line[0][len(RESULT) :]), "peak_mib": poller.peak_bytes / 2**20}
 
 
 def main() -> None:
@@ -114,24 +148,37 @@ def main() -> None:
     results: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
     for _ in range(args.repeats):
         for tool, workers in configs:  # alternating, so load on the machine hits all alike
-            spec = json.dumps({"tool": tool, "workers": workers, "folder": str(folder)})
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", spec], capture_output=True, text=True
-            )
-            line = [x for x in out.stdout.splitlines() if x.startswith(RESULT)]
-            if out.returncode != 0 or not line:
-                print(f"{tool} W={workers} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-                continue
-            results[(tool, workers)].append(json.loads(line[0][len(RESULT) :]))
-    bare = statistics.median(r["rows"] / r["seconds"] for r in results[("bare", 0)])
-    print(f"{args.rows} rows, {FILES} files, row groups of {GROUP_ROWS}; medians of {args.repeats}")
-    print(f"{'tool':<10} {'W':>2} {'rows/s':>10} {'x bare':>7} {'peak MiB':>9}")
-    for (tool, workers), runs in results.items():
-        if not runs:
+            got = in_subprocess({"tool": tool, "workers": workers, "folder": str(folder)})
+            if got is not None:
+                results[(tool, workers)].append(got)
+    median = {
+        key: {m: statistics.median(r[m] for r in runs) for m in runs[0]}
+        for key, runs in results.items()
+        if runs
+    }
+    print(
+        f"{args.rows:,} rows, {FILES} files, row groups of {GROUP_ROWS}; medians of {args.repeats}"
+    )
+    print(
+        f"{'tool':<10} {'W':>2} {'rows/s':>10} {'first s':>8} {'steady/s':>10} "
+        f"{'CPU us/row':>11} {'peak MiB':>9}"
+    )
+    for (tool, workers), m in median.items():
+        print(
+            f"{tool:<10} {workers:>2} {m['rows_s']:>10,.0f} {m['first_s']:>8.2f} "
+            f"{m['steady_s']:>10,.0f} {m['cpu_us']:>11.1f} {m['peak_mib']:>9.0f}"
+        )
+    bare = median.get(("bare", 0))
+    for workers in (0, 2):
+        ours, peer = median.get(("stoker", workers)), median.get(("datasets", workers))
+        if ours is None or peer is None or bare is None:
             continue
-        rate = statistics.median(r["rows"] / r["seconds"] for r in runs)
-        peak = statistics.median(r["peak_mib"] for r in runs)
-        print(f"{tool:<10} {workers:>2} {rate:>10,.0f} {rate / bare:>7.2f} {peak:>9.0f}")
+        print(
+            f"W={workers}: stoker / bare pyarrow {ours['rows_s'] / bare['rows_s']:.2f}x "
+            f"(steady {ours['steady_s'] / bare['steady_s']:.2f}x), stoker / datasets "
+            f"{ours['rows_s'] / peer['rows_s']:.2f}x (steady "
+            f"{ours['steady_s'] / peer['steady_s']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

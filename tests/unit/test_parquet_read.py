@@ -1,4 +1,5 @@
-"""ParquetReader: rows through their row groups, a byte budget on the decoded groups kept."""
+"""ParquetReader: rows through their row groups, turned into values a chunk at a time, a byte
+budget on the tables and chunks kept."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stoker.errors import FormatError
-from stoker.pipeline.parquet_read import ParquetReader
+from stoker.pipeline.parquet_read import CHUNK_ROWS, ParquetReader
 from stoker.storage import open_store
 
 pa = pytest.importorskip("pyarrow")
@@ -45,3 +46,22 @@ def test_decoded_groups_are_kept_within_the_budget(tmp_path: Path) -> None:
     for index in (0, 10, 0):
         large.read(0, index)
     assert large.groups_read == 2
+
+
+def test_a_read_turns_its_rows_chunk_into_values_not_its_whole_group(tmp_path: Path) -> None:
+    table = pa.table({"n": list(range(2000))})
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=1000)
+    reader = ParquetReader(open_store(str(tmp_path)), ["a.parquet"])
+    for index in (0, 1000, CHUNK_ROWS - 1, 1999, 1000 + CHUNK_ROWS):
+        assert reader.read(0, index).parts["n"] == index
+    chunks = {key[2]: value[0] for key, value in reader._cache.items() if key[0] == "chunk"}
+    assert reader.groups_read == 2
+    sizes = {chunk: len(columns["n"]) for chunk, (columns, _, _) in chunks.items()}
+    per_group = -(-1000 // CHUNK_ROWS)  # a group's chunks, its last one shorter
+    short = 1000 - (per_group - 1) * CHUNK_ROWS
+    assert sizes == {
+        0: CHUNK_ROWS, per_group: CHUNK_ROWS, 2 * per_group - 1: short, per_group + 1: CHUNK_ROWS
+    }  # fmt: skip
+    run = reader.column_run([0] * 4, [999, 1000, 5, 1500])
+    assert run is not None and run.fields["n"] == [999, 1000, 5, 1500]
+    assert run.starts[0] < run.starts[1] == run.starts[3]  # the byte offsets of their groups

@@ -2,11 +2,14 @@
 
 The reader of :mod:`stoker.format.parquet` datasets, with the interface of
 :class:`~stoker.pipeline.read.ShardReader` (``read``, ``read_run``, ``prefetch``, ...). A row is
-read through its row group: the group is read once (only the columns asked for), turned into
-one list of Python values per column, and kept in a cache bounded in bytes, so that the next
-rows of the same group (a slice reads them in order) cost a list lookup. A run of rows is read
-as columns (:meth:`ParquetReader.column_run`), gathered from the groups' columns. A media
-column's struct gives its ``bytes``; the sample builder decodes them as a tar part of that type.
+read through its row group: the group is read once (only the columns asked for) as an Arrow
+table, and its rows are turned into Python values :data:`CHUNK_ROWS` at a time (one list per
+column), the chunk holding the row first; tables and chunks are kept in one cache bounded in
+bytes, so that the next rows of a chunk (a slice reads them in order) cost a list lookup, and a
+shuffle buffer's slices, each in another row group, cost a chunk each to start, not a group. A
+run of rows is read as columns (:meth:`ParquetReader.column_run`), gathered from the chunks'
+columns. A media column's struct gives its ``bytes``; the sample builder decodes them as a tar
+part of that type.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -27,12 +31,16 @@ from stoker.pipeline.decode import SampleDecoder, guess_extension
 from stoker.pipeline.read import RawSample
 from stoker.storage import Store
 
-#: Decoded row groups a reader keeps, in bytes of their Arrow tables.
+#: Row groups (Arrow tables) and chunks of their rows as Python values a reader keeps, in bytes
+#: (a chunk weighs what its rows weigh in Arrow).
 GROUP_BUDGET = 256 << 20
+#: Rows of a row group turned into Python values at a time.
+CHUNK_ROWS = 256
 #: Files a reader keeps open.
 _MAX_OPEN = 64
-#: A row group read: its values per column, weight in bytes of the Arrow table, first byte.
-_Group = tuple[dict[str, list[Any]], int, int]
+#: A chunk of rows: its values per column, its first row in the file, and the byte offset of
+#: its row group's first page (where errors and previews say its rows are).
+_Chunk = tuple[dict[str, list[Any]], int, int]
 
 
 class ParquetReader:
@@ -54,13 +62,16 @@ class ParquetReader:
         self.budget = budget
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
         self._files: OrderedDict[int, ParquetFile] = OrderedDict()
-        #: (file, group) -> the group's values per column (see :data:`_Group`)
-        self._groups: OrderedDict[tuple[int, int], _Group] = OrderedDict()
+        #: ("table", file, group) -> (Arrow table, offset); ("chunk", file, chunk) -> _Chunk;
+        #: each with its weight, least recently used first.
+        self._cache: OrderedDict[tuple[str, int, int], tuple[Any, int]] = OrderedDict()
         self._weight = 0
-        #: Per file, the first row of each row group and the row count (a list: bisect).
+        #: Per file, the first row of each chunk and the row count (a list: bisect), and each
+        #: chunk's row group and first row in it.
         self._starts: dict[int, list[int]] = {}
-        #: (file, first row, end row, group) of the row group the last read used.
-        self._last: tuple[int, int, int, _Group] | None = None
+        self._places: dict[int, list[tuple[int, int]]] = {}
+        #: (file, first row, end row, chunk) of the chunk the last read used.
+        self._last: tuple[int, int, int, _Chunk] | None = None
         #: Row groups read from the files (for tests and stats).
         self.groups_read = 0
 
@@ -78,46 +89,79 @@ class ParquetReader:
         """The first row of each row group of a file, then its row count."""
         return self._file(shard_id).group_starts
 
-    def _group(self, shard_id: int, group: int) -> _Group:
-        """Row group ``group`` of a file as one list of values per column (cached), its
-        weight, and the byte offset of its first page (where errors and previews say the row
-        is)."""
-        key = (shard_id, group)
-        held = self._groups.get(key)
-        if held is not None:
-            self._groups.move_to_end(key)
-            return held
-        file = self._file(shard_id)
-        table = file.read_group(group, self.columns)
-        self.groups_read += 1
-        columns: dict[str, list[Any]] = table.to_pydict()
-        for name in set(self.media) & set(columns):
-            columns[name] = [_media_bytes(value) for value in columns[name]]
-        held = (columns, int(table.nbytes), file.group_offset(group))
-        self._groups[key] = held
-        self._weight += held[1]
-        while self._weight > self.budget and len(self._groups) > 1:
-            self._weight -= self._groups.popitem(last=False)[1][1]
-        return held
-
-    def _row(self, shard_id: int, index: int) -> tuple[_Group, int]:
-        """The row group holding row ``index`` of file ``shard_id``, and the row's place in it."""
-        last = self._last
-        if last is not None and last[0] == shard_id and last[1] <= index < last[2]:
-            return last[3], index - last[1]  # the row group of the previous row (a slice's run)
+    def _chunk_starts(self, shard_id: int) -> list[int]:
+        """The first row of each chunk of a file, then its row count (its chunks laid out)."""
         starts = self._starts.get(shard_id)
         if starts is None:
-            starts = self._starts[shard_id] = self._file(shard_id).group_starts.tolist()
+            groups = self._file(shard_id).group_starts.tolist()
+            starts, places = [], []
+            for group, (first, end) in enumerate(pairwise(groups)):
+                for row in range(first, end, CHUNK_ROWS):
+                    starts.append(row)
+                    places.append((group, row - first))
+            starts.append(groups[-1])
+            self._starts[shard_id], self._places[shard_id] = starts, places
+        return starts
+
+    def _held(self, key: tuple[str, int, int]) -> Any:
+        held = self._cache.get(key)
+        if held is None:
+            return None
+        self._cache.move_to_end(key)
+        return held[0]
+
+    def _keep(self, key: tuple[str, int, int], value: Any, weight: int) -> None:
+        self._cache[key] = (value, weight)
+        self._weight += weight
+        while self._weight > self.budget and len(self._cache) > 1:
+            self._weight -= self._cache.popitem(last=False)[1][1]
+
+    def _chunk(self, shard_id: int, chunk: int) -> _Chunk:
+        """Chunk ``chunk`` of a file's rows as one list of values per column (cached)."""
+        key = ("chunk", shard_id, chunk)
+        held: _Chunk | None = self._held(key)
+        if held is not None:
+            return held
+        starts = self._starts[shard_id]
+        group, at = self._places[shard_id][chunk]
+        table, offset = self._table(shard_id, group)
+        rows = table.slice(at, starts[chunk + 1] - starts[chunk])
+        columns: dict[str, list[Any]] = rows.to_pydict()
+        for name in set(self.media) & set(columns):
+            columns[name] = [_media_bytes(value) for value in columns[name]]
+        held = (columns, starts[chunk], offset)
+        self._keep(key, held, int(rows.nbytes))
+        return held
+
+    def _table(self, shard_id: int, group: int) -> tuple[Any, int]:
+        """Row group ``group`` of a file as an Arrow table (cached), and the byte offset of its
+        first page."""
+        key = ("table", shard_id, group)
+        held: tuple[Any, int] | None = self._held(key)
+        if held is None:
+            file = self._file(shard_id)
+            table = file.read_group(group, self.columns)
+            self.groups_read += 1
+            held = (table, file.group_offset(group))
+            self._keep(key, held, int(table.nbytes))
+        return held
+
+    def _row(self, shard_id: int, index: int) -> tuple[_Chunk, int]:
+        """The chunk holding row ``index`` of file ``shard_id``, and the row's place in it."""
+        last = self._last
+        if last is not None and last[0] == shard_id and last[1] <= index < last[2]:
+            return last[3], index - last[1]  # the chunk of the previous row (a slice's run)
+        starts = self._chunk_starts(shard_id)
         if not 0 <= index < starts[-1]:
             raise FormatError(
                 f"row {index} is outside the file's {starts[-1]} rows.",
                 path=self.store.url(self.shards[shard_id]),
                 hint="The file changed since the loader was set up; start it again.",
             )
-        group = bisect.bisect_right(starts, index) - 1
-        held, first = self._group(shard_id, group), starts[group]
-        self._last = (shard_id, first, starts[group + 1], held)
-        return held, index - first
+        chunk = bisect.bisect_right(starts, index) - 1
+        held = self._chunk(shard_id, chunk)
+        self._last = (shard_id, starts[chunk], starts[chunk + 1], held)
+        return held, index - starts[chunk]
 
     def read(self, shard_id: int, index: int) -> RawSample:
         """The columns of row ``index`` of file ``shard_id``."""
@@ -139,26 +183,23 @@ class ParquetReader:
         return out, None
 
     def column_run(self, shard_ids: Sequence[int], indices: Sequence[int]) -> ColumnRaws | None:
-        """Rows ``indices`` of files ``shard_ids`` as columns, each gathered from the row groups'
+        """Rows ``indices`` of files ``shard_ids`` as columns, each gathered from the chunks'
         columns in one loop; None (the rows are left to :meth:`read_run`, which reports the
         one that fails) where a row cannot be read."""
         starts_of = self._starts
-        found: dict[tuple[int, int], tuple[dict[str, list[Any]], int, int]] = {}
+        found: dict[tuple[int, int], _Chunk] = {}
         groups: list[dict[str, list[Any]]] = []
         places: list[int] = []
         offsets: list[int] = []
         try:
             for shard_id, index in zip(shard_ids, indices, strict=True):
-                starts = starts_of.get(shard_id)
-                if starts is None:
-                    starts = starts_of[shard_id] = self._file(shard_id).group_starts.tolist()
-                group = bisect.bisect_right(starts, index) - 1
-                held = found.get((shard_id, group))
-                if held is None:  # the run's first row of this group
+                starts = starts_of.get(shard_id) or self._chunk_starts(shard_id)
+                chunk = bisect.bisect_right(starts, index) - 1
+                held = found.get((shard_id, chunk))
+                if held is None:  # the run's first row of this chunk
                     if not 0 <= index < starts[-1]:
                         return None
-                    columns, _, offset = self._group(shard_id, group)
-                    held = found[shard_id, group] = (columns, starts[group], offset)
+                    held = found[shard_id, chunk] = self._chunk(shard_id, chunk)
                 groups.append(held[0])
                 places.append(index - held[1])
                 offsets.append(held[2])
@@ -186,8 +227,9 @@ class ParquetReader:
         for opened in self._files.values():
             opened.close()
         self._files.clear()
-        self._groups.clear()
+        self._cache.clear()
         self._starts.clear()
+        self._places.clear()
         self._last = None
         self._weight = 0
 
