@@ -78,6 +78,7 @@ def run(tool: str, workers: int, folder: Path) -> dict[str, Any]:
     import torch
 
     import stoker
+    from stoker import get_loader  # noqa: F401  # (loads stoker.api, imported lazily)
 
     start, cpu = time.perf_counter(), cpu_seconds()  # after the imports (seconds when loaded)
     rows, first = 0, None

@@ -65,3 +65,7 @@ def test_a_read_turns_its_rows_chunk_into_values_not_its_whole_group(tmp_path: P
     run = reader.column_run([0] * 4, [999, 1000, 5, 1500])
     assert run is not None and run.fields["n"] == [999, 1000, 5, 1500]
     assert run.starts[0] < run.starts[1] == run.starts[3]  # the byte offsets of their groups
+    assert ("table", 0, 0) in reader._cache
+    assert [reader.read(0, i).parts["n"] for i in range(1000)] == list(range(1000))
+    assert ("table", 0, 0) not in reader._cache  # all its rows are values: the table let go
+    assert ("table", 0, 1) in reader._cache and reader.groups_read == 2

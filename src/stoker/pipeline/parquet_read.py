@@ -4,8 +4,8 @@ The reader of :mod:`stoker.format.parquet` datasets, with the interface of
 :class:`~stoker.pipeline.read.ShardReader` (``read``, ``read_run``, ``prefetch``, ...). A row is
 read through its row group: the group is read once (only the columns asked for) as an Arrow
 table, and its rows are turned into Python values :data:`CHUNK_ROWS` at a time (one list per
-column), the chunk holding the row first; tables and chunks are kept in one cache bounded in
-bytes, so that the next rows of a chunk (a slice reads them in order) cost a list lookup, and a
+column), the chunk holding the row first (the table is let go once all its chunks are made);
+tables and chunks are kept in one cache bounded in bytes, so that the next rows of a chunk (a slice reads them in order) cost a list lookup, and a
 shuffle buffer's slices, each in another row group, cost a chunk each to start, not a group. A
 run of rows is read as columns (:meth:`ParquetReader.column_run`), gathered from the chunks'
 columns. A media column's struct gives its ``bytes``; the sample builder decodes them as a tar
@@ -70,6 +70,9 @@ class ParquetReader:
         #: chunk's row group and first row in it.
         self._starts: dict[int, list[int]] = {}
         self._places: dict[int, list[tuple[int, int]]] = {}
+        #: (file, group) -> chunks made from its table since it was read (when all are, the
+        #: table is let go: its rows are values now).
+        self._made: dict[tuple[int, int], int] = {}
         #: (file, first row, end row, chunk) of the chunk the last read used.
         self._last: tuple[int, int, int, _Chunk] | None = None
         #: Row groups read from the files (for tests and stats).
@@ -131,7 +134,18 @@ class ParquetReader:
             columns[name] = [_media_bytes(value) for value in columns[name]]
         held = (columns, starts[chunk], offset)
         self._keep(key, held, int(rows.nbytes))
+        made = self._made.get((shard_id, group), 0) + 1
+        if made == self._chunks_in(shard_id, group):  # all its rows are values: the table goes
+            dropped = self._cache.pop(("table", shard_id, group), None)
+            self._weight -= 0 if dropped is None else dropped[1]
+            made = 0
+        self._made[shard_id, group] = made
         return held
+
+    def _chunks_in(self, shard_id: int, group: int) -> int:
+        """How many chunks row group ``group`` of a file has."""
+        starts = self._file(shard_id).group_starts
+        return -(-int(starts[group + 1] - starts[group]) // CHUNK_ROWS)
 
     def _table(self, shard_id: int, group: int) -> tuple[Any, int]:
         """Row group ``group`` of a file as an Arrow table (cached), and the byte offset of its
@@ -144,6 +158,7 @@ class ParquetReader:
             self.groups_read += 1
             held = (table, file.group_offset(group))
             self._keep(key, held, int(table.nbytes))
+            self._made[shard_id, group] = 0
         return held
 
     def _row(self, shard_id: int, index: int) -> tuple[_Chunk, int]:
@@ -230,6 +245,7 @@ class ParquetReader:
         self._cache.clear()
         self._starts.clear()
         self._places.clear()
+        self._made.clear()
         self._last = None
         self._weight = 0
 
