@@ -175,7 +175,9 @@ class ParquetFile:
     def read_group(self, group: int, columns: list[str] | None) -> Any:
         """Row group ``group`` (a ``pyarrow.Table``) of only ``columns`` (None: all)."""
         try:
-            return self.file.read_row_group(group, columns=columns)
+            # One thread: the loader's workers are the parallelism; Arrow's pool beside them
+            # only waits for cores (a group read took 2-15 ms with it, 1 ms without, loaded).
+            return self.file.read_row_group(group, columns=columns, use_threads=False)
         except Exception as e:
             raise FormatError(
                 f"row group {group} cannot be read ({' '.join(str(e).split())}).",

@@ -5,11 +5,11 @@ The reader of :mod:`stoker.format.parquet` datasets, with the interface of
 read through its row group: the group is read once (only the columns asked for) as an Arrow
 table, and its rows are turned into Python values :data:`CHUNK_ROWS` at a time (one list per
 column), the chunk holding the row first (the table is let go once all its chunks are made);
-tables and chunks are kept in one cache bounded in bytes, so that the next rows of a chunk (a slice reads them in order) cost a list lookup, and a
-shuffle buffer's slices, each in another row group, cost a chunk each to start, not a group. A
-run of rows is read as columns (:meth:`ParquetReader.column_run`), gathered from the chunks'
-columns. A media column's struct gives its ``bytes``; the sample builder decodes them as a tar
-part of that type.
+tables and chunks are kept in one cache bounded in bytes, so that the next rows of a chunk (a
+slice reads them in order) cost a list lookup, and a shuffle buffer's slices, each in another
+row group, cost a chunk each to start, not a group. A run of rows is read as columns
+(:meth:`ParquetReader.column_run`), gathered from the chunks' columns. A media column's struct
+gives its ``bytes``; the sample builder decodes them as a tar part of that type.
 """
 
 from __future__ import annotations
