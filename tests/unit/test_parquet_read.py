@@ -69,3 +69,14 @@ def test_a_read_turns_its_rows_chunk_into_values_not_its_whole_group(tmp_path: P
     assert [reader.read(0, i).parts["n"] for i in range(1000)] == list(range(1000))
     assert ("table", 0, 0) not in reader._cache  # all its rows are values: the table let go
     assert ("table", 0, 1) in reader._cache and reader.groups_read == 2
+
+
+def test_a_chunk_is_let_go_once_all_its_rows_were_read(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"n": list(range(1000))}), tmp_path / "a.parquet")
+    reader = ParquetReader(open_store(str(tmp_path)), ["a.parquet"])
+    assert [reader.read(0, i).parts["n"] for i in range(CHUNK_ROWS - 1)] == list(range(255))
+    assert ("chunk", 0, 0) in reader._cache
+    run = reader.column_run([0, 0, 0], [CHUNK_ROWS - 1, CHUNK_ROWS, CHUNK_ROWS + 1])
+    assert run is not None and run.fields["n"] == [255, 256, 257]
+    assert ("chunk", 0, 0) not in reader._cache and ("chunk", 0, 1) in reader._cache
+    assert reader._weight == sum(weight for _, weight in reader._cache.values())

@@ -4,8 +4,9 @@ The reader of :mod:`stoker.format.parquet` datasets, with the interface of
 :class:`~stoker.pipeline.read.ShardReader` (``read``, ``read_run``, ``prefetch``, ...). A row is
 read through its row group: the group is read once (only the columns asked for) as an Arrow
 table, and its rows are turned into Python values :data:`CHUNK_ROWS` at a time (one list per
-column), the chunk holding the row first (the table is let go once all its chunks are made);
-tables and chunks are kept in one cache bounded in bytes, so that the next rows of a chunk (a
+column), the chunk holding the row first (the table is let go once all its chunks are made, a
+chunk once all its rows were read: an epoch reads each row once); tables and chunks are kept in
+one cache bounded in bytes, so that the next rows of a chunk (a
 slice reads them in order) cost a list lookup, and a shuffle buffer's slices, each in another
 row group, cost a chunk each to start, not a group. A run of rows is read as columns
 (:meth:`ParquetReader.column_run`), gathered from the chunks' columns. A media column's struct
@@ -73,8 +74,10 @@ class ParquetReader:
         #: (file, group) -> chunks made from its table since it was read (when all are, the
         #: table is let go: its rows are values now).
         self._made: dict[tuple[int, int], int] = {}
-        #: (file, first row, end row, chunk) of the chunk the last read used.
-        self._last: tuple[int, int, int, _Chunk] | None = None
+        #: (file, first row, end row, values, number) of the chunk the last read used.
+        self._last: tuple[int, int, int, _Chunk, int] | None = None
+        #: (file, chunk) -> its rows read so far (see :meth:`_taken`).
+        self._read_rows: dict[tuple[int, int], int] = {}
         #: Row groups read from the files (for tests and stats).
         self.groups_read = 0
 
@@ -142,6 +145,19 @@ class ParquetReader:
         self._made[shard_id, group] = made
         return held
 
+    def _taken(self, shard_id: int, chunk: int, rows: int) -> None:
+        """Note that ``rows`` rows of a chunk were read; once all its rows were, it is let go
+        (an epoch reads each row once: a read chunk only holds memory)."""
+        key = (shard_id, chunk)
+        taken = self._read_rows.get(key, 0) + rows
+        starts = self._starts[shard_id]
+        if taken < starts[chunk + 1] - starts[chunk]:
+            self._read_rows[key] = taken
+            return
+        self._read_rows.pop(key, None)
+        dropped = self._cache.pop(("chunk", shard_id, chunk), None)
+        self._weight -= 0 if dropped is None else dropped[1]
+
     def _chunks_in(self, shard_id: int, group: int) -> int:
         """How many chunks row group ``group`` of a file has."""
         starts = self._file(shard_id).group_starts
@@ -162,9 +178,11 @@ class ParquetReader:
         return held
 
     def _row(self, shard_id: int, index: int) -> tuple[_Chunk, int]:
-        """The chunk holding row ``index`` of file ``shard_id``, and the row's place in it."""
+        """The chunk holding row ``index`` of file ``shard_id``, and the row's place in it (the
+        row counted as read)."""
         last = self._last
         if last is not None and last[0] == shard_id and last[1] <= index < last[2]:
+            self._taken(shard_id, last[4], 1)
             return last[3], index - last[1]  # the chunk of the previous row (a slice's run)
         starts = self._chunk_starts(shard_id)
         if not 0 <= index < starts[-1]:
@@ -175,7 +193,8 @@ class ParquetReader:
             )
         chunk = bisect.bisect_right(starts, index) - 1
         held = self._chunk(shard_id, chunk)
-        self._last = (shard_id, starts[chunk], starts[chunk + 1], held)
+        self._last = (shard_id, starts[chunk], starts[chunk + 1], held, chunk)
+        self._taken(shard_id, chunk, 1)
         return held, index - starts[chunk]
 
     def read(self, shard_id: int, index: int) -> RawSample:
@@ -202,7 +221,7 @@ class ParquetReader:
         columns in one loop; None (the rows are left to :meth:`read_run`, which reports the
         one that fails) where a row cannot be read."""
         starts_of = self._starts
-        found: dict[tuple[int, int], _Chunk] = {}
+        found: dict[tuple[int, int], list[Any]] = {}  # chunk -> [its values, rows read]
         groups: list[dict[str, list[Any]]] = []
         places: list[int] = []
         offsets: list[int] = []
@@ -210,16 +229,20 @@ class ParquetReader:
             for shard_id, index in zip(shard_ids, indices, strict=True):
                 starts = starts_of.get(shard_id) or self._chunk_starts(shard_id)
                 chunk = bisect.bisect_right(starts, index) - 1
-                held = found.get((shard_id, chunk))
-                if held is None:  # the run's first row of this chunk
+                entry = found.get((shard_id, chunk))
+                if entry is None:  # the run's first row of this chunk
                     if not 0 <= index < starts[-1]:
                         return None
-                    held = found[shard_id, chunk] = self._chunk(shard_id, chunk)
+                    entry = found[shard_id, chunk] = [self._chunk(shard_id, chunk), 0]
+                entry[1] += 1
+                held = entry[0]
                 groups.append(held[0])
                 places.append(index - held[1])
                 offsets.append(held[2])
         except Exception:
             return None
+        for (shard_id, chunk), (_, rows) in found.items():
+            self._taken(shard_id, chunk, rows)
         if not groups:
             return None
         names = list(groups[0])  # every file has the same columns (checked when opened)
@@ -246,6 +269,7 @@ class ParquetReader:
         self._starts.clear()
         self._places.clear()
         self._made.clear()
+        self._read_rows.clear()
         self._last = None
         self._weight = 0
 
