@@ -22,6 +22,7 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("cache_dir", ""),
     ("cache_dir", 3),
     ("cache_max_bytes", -1),
+    ("row_group_cache_bytes", 2.5),
     ("cache_fresh_seconds", "soon"),
     ("retry_seconds", 0),
     ("retry_seconds", float("inf")),
@@ -34,6 +35,7 @@ BAD_ENV: list[tuple[str, str]] = [
     ("STOKER_PREFETCH_THREADS", "2.5"),
     ("STOKER_BATCH_SLOTS_MB", "big"),
     ("STOKER_CACHE_MAX_BYTES", "-1"),
+    ("STOKER_ROW_GROUP_CACHE_BYTES", "half"),
     ("STOKER_CACHE_FRESH_SECONDS", "soon"),
 ]
 
@@ -81,10 +83,12 @@ def test_the_environment_sets_the_defaults(monkeypatch: pytest.MonkeyPatch) -> N
         "STOKER_CACHE_MAX_BYTES": "1e6",
         "STOKER_CACHE_FRESH_SECONDS": "0",
         "STOKER_STORAGE_CONFIG": "/etc/s.yaml",
+        "STOKER_ROW_GROUP_CACHE_BYTES": "2e9",
     }
     assert from_env(environ) == LoaderOptions(
         prefetch_bytes=1 << 20, prefetch_threads=3, batch_slots_mb=0.5, cache_dir="/tmp/c",
         cache_max_bytes=1_000_000, cache_fresh_seconds=0.0, storage_config="/etc/s.yaml",
+        row_group_cache_bytes=2_000_000_000,
     )  # fmt: skip
     assert from_env({"STOKER_CACHE_DIR": "off"}).cache_dir is None
     assert from_env({"XDG_CACHE_HOME": "/x"}).cache_dir == "/x/stoker"

@@ -31,10 +31,8 @@ from stoker.pipeline.column_raws import ColumnRaws, member_names
 from stoker.pipeline.decode import SampleDecoder, guess_extension
 from stoker.pipeline.read import RawSample
 from stoker.storage import Store
+from stoker.storage.options import current
 
-#: Row groups (Arrow tables) and chunks of their rows as Python values a reader keeps, in bytes
-#: (a chunk weighs what its rows weigh in Arrow).
-GROUP_BUDGET = 256 << 20
 #: Rows of a row group turned into Python values at a time.
 CHUNK_ROWS = 256
 #: Files a reader keeps open.
@@ -54,13 +52,15 @@ class ParquetReader:
         *,
         columns: Sequence[str] | None = None,
         media: dict[str, str] | None = None,
-        budget: int = GROUP_BUDGET,
+        budget: int | None = None,
     ) -> None:
         self.store = store
         self.shards = list(files)
         self.columns = None if columns is None else list(columns)
         self.media = dict(media or {})
-        self.budget = budget
+        #: Bytes of row groups (Arrow tables) and chunks of rows made values it keeps (a chunk
+        #: weighs what its rows weigh in Arrow); None: ``LoaderOptions.row_group_cache_bytes``.
+        self.budget = current().row_group_cache_bytes if budget is None else budget
         self.local = bool(self.shards) and store.local_path(self.shards[0]) is not None
         self._files: OrderedDict[int, ParquetFile] = OrderedDict()
         #: ("table", file, group) -> (Arrow table, offset); ("chunk", file, chunk) -> _Chunk;

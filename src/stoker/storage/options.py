@@ -41,6 +41,7 @@ ENV: dict[str, str] = {
     "storage_config": "STOKER_STORAGE_CONFIG",
     "stats": "STOKER_STATS",
     "trust_pickles": "STOKER_TRUST_PICKLES",
+    "row_group_cache_bytes": "STOKER_ROW_GROUP_CACHE_BYTES",
 }
 #: The variable that allows full unpickling of ``.pickle`` parts (``trust_pickles``).
 TRUST_PICKLES_ENV = ENV["trust_pickles"]
@@ -48,6 +49,7 @@ TRUST_PICKLES_ENV = ENV["trust_pickles"]
 BATCH_SLOTS_MB: float | None = None  # sized from the batches and prefetch_factor
 CACHE_MAX_BYTES = 4 << 30
 CACHE_FRESH_SECONDS = 10.0
+ROW_GROUP_CACHE_BYTES = 256 << 20
 #: Other variables the defaults depend on (where the cache goes by default).
 _OTHER_ENV = ("XDG_CACHE_HOME", "HOME")
 #: Values of ``STOKER_CACHE_DIR`` that turn the cache off.
@@ -97,6 +99,10 @@ class LoaderOptions:
         trust_pickles: Unpickle ``.pickle``/``.pyd`` parts fully, running whatever code they
             name (``STOKER_TRUST_PICKLES``, off: only plain data and numpy arrays are
             unpickled, anything else is refused; docs/security.md). Only for data you trust.
+        row_group_cache_bytes: Bytes of Parquet row groups (Arrow tables) and of rows made
+            Python values that one reader keeps (``STOKER_ROW_GROUP_CACHE_BYTES``, 256 MiB).
+            A shuffled epoch reads each row group once where this holds the row groups its
+            slices touch, else again for each slice that finds it gone (docs/parquet.md).
         allow_mix_change: Let a restore continue a state saved under another mix of datasets
             (weights, schedules, datasets added or removed; docs/schedules.md); off: such a
             restore is refused, listing what differs. No environment variable.
@@ -119,6 +125,7 @@ class LoaderOptions:
     stats: bool = _env_field("stats")
     max_storage_skip_share: float = 0.01
     trust_pickles: bool = _env_field("trust_pickles")
+    row_group_cache_bytes: int = _env_field("row_group_cache_bytes")
     allow_mix_change: bool = False
 
     def __post_init__(self) -> None:
@@ -168,6 +175,7 @@ _CHECKS = {
     "stats": lambda value: "" if isinstance(value, bool) else "True or False",
     "max_storage_skip_share": lambda value: _number()(value) or ("" if value <= 1 else "<= 1"),
     "trust_pickles": lambda value: "" if isinstance(value, bool) else "True or False",
+    "row_group_cache_bytes": _whole(0),
     "allow_mix_change": lambda value: "" if isinstance(value, bool) else "True or False",
 }
 
@@ -180,6 +188,7 @@ _BUILT_IN: dict[str, Any] = {
     "storage_config": None,
     "stats": True,
     "trust_pickles": False,
+    "row_group_cache_bytes": ROW_GROUP_CACHE_BYTES,
 }
 
 
@@ -214,7 +223,7 @@ def _parse(name: str, var: str, text: str) -> Any:
     check = _CHECKS[name]
     value: Any = text
     with contextlib.suppress(ValueError, OverflowError):
-        if name == "cache_max_bytes":  # a byte count may be written 4e9
+        if name in ("cache_max_bytes", "row_group_cache_bytes"):  # a byte count may be 4e9
             value = int(float(text)) if math.isfinite(float(text)) else text
         else:
             value = int(text) if isinstance(_BUILT_IN[name], int) else float(text)
