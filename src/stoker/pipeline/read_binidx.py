@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ class BinIdxReader(ShardReader):
         super().__init__(store, shards)
         self._indexes: dict[int, TokenIndex] = {}
         self._maps: dict[int, mmap.mmap | None] = {}
+        #: Per file, whether its index's sequences all lie whole in the mapped file.
+        self._whole: dict[int, bool] = {}
 
     def index(self, shard_id: int) -> TokenIndex:
         """The index of ``.bin`` file ``shard_id`` (mapped once; a remote one cached locally)."""
@@ -137,25 +140,43 @@ class BinIdxReader(ShardReader):
         shard_id = shard_ids[0]
         index, mapped = self.index(shard_id), self._map(shard_id)
         size = index.dtype.itemsize
-        if mapped is None or len(mapped) % size:
+        if mapped is None or len(mapped) % size or min(indices) < 0 or max(indices) >= len(index):
             return None
-        picked = np.asarray(indices, dtype=np.int64)
-        if int(picked.min()) < 0 or int(picked.max()) >= len(index):
-            return None
-        starts = index.pointers[picked].astype(np.int64)
-        lengths = index.lengths[picked].astype(np.int64)
-        ends = starts + lengths * size
-        if int((starts % size).max()) or int(ends.max()) > len(mapped) or int(lengths.min()) < 0:
-            return None
+        starts = index.pointers[indices]
+        lengths = index.lengths[indices]
+        if not self._mapped_whole(shard_id, index, mapped):  # check this run's sequences
+            ends = starts + lengths.astype(np.int64) * size
+            if (
+                (starts % size).any()
+                or int(ends.max()) > len(mapped)
+                or min(int(lengths.min()), int(starts.min())) < 0
+            ):
+                return None
+        counts = lengths.tolist()
         tokens = np.frombuffer(mapped, index.dtype)
-        first, last = (starts // size).tolist(), (ends // size).tolist()
-        gathered = np.concatenate([tokens[a:b] for a, b in zip(first, last, strict=True)])
-        cuts = np.cumsum(lengths).tolist()
+        first = (starts // size).tolist()
+        gathered = np.concatenate([tokens[a : a + n] for a, n in zip(first, counts, strict=True)])
+        cuts = list(accumulate(counts))
         views = [gathered[a:b] for a, b in zip([0, *cuts], cuts, strict=False)]
         keys = list(map(str, indices))
         shards = [self.shards[shard_id]] * len(keys)
         names = member_names(keys, ("tokens",))
         return ColumnRaws({"tokens": views}, keys, indices, starts.tolist(), shards, names)
+
+    def _mapped_whole(self, shard_id: int, index: TokenIndex, mapped: mmap.mmap) -> bool:
+        """Whether every sequence of the index lies whole in the mapped file, at a multiple of
+        the dtype's size (checked once per file; where not, each run's sequences are checked,
+        and :meth:`read` reports the bad ones)."""
+        whole = self._whole.get(shard_id)
+        if whole is None:
+            size = index.dtype.itemsize
+            starts, lengths = index.pointers, index.lengths.astype(np.int64)
+            whole = self._whole[shard_id] = bool(
+                (len(index) == 0 or min(int(lengths.min()), int(starts.min())) >= 0)
+                and not (starts % size).any()
+                and (len(index) == 0 or int((starts + lengths * size).max()) <= len(mapped))
+            )
+        return whole
 
     def _held(self, shard_ids: Sequence[int], indices: Sequence[int], out: list[RawSample]) -> None:
         """The remote sequences whose bytes the read-ahead received, up to the first not."""
@@ -214,6 +235,7 @@ class BinIdxReader(ShardReader):
                 _close_map(mapped)
         self._maps.clear()
         self._indexes.clear()
+        self._whole.clear()
         super().close()
 
 
