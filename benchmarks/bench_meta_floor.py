@@ -5,8 +5,9 @@ Every sample stoker gives carries what Energon's carry: ``__key__``, ``__restore
 small samples that costs as much as reading them. This measures, in one process and alternating,
 per row of a Parquet row group (two columns) and per token sequence:
 
-- ``bare``: what ``bench_parquet.py`` / ``bench_binidx.py`` time as the limit (``to_pylist`` of
-  each row group; ``np.frombuffer`` + copy of each sequence in a random order);
+- ``bare``: ``bench_parquet.py``'s limit (``to_pylist`` of each row group); for tokens, each
+  sequence read in a random order as megatron-core's ``IndexedDataset`` reads it
+  (``np.frombuffer`` on the map, then a copy);
 - ``metadata``: building those four fields for the same samples, in runs of 64, with the
   functions stoker's columnar path uses (``member_names``, ``source_infos``), and nothing else.
 
