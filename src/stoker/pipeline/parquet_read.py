@@ -4,13 +4,13 @@ The reader of :mod:`stoker.format.parquet` datasets, with the interface of
 :class:`~stoker.pipeline.read.ShardReader` (``read``, ``read_run``, ``prefetch``, ...). A row is
 read through its row group: the group is read once (only the columns asked for) as an Arrow
 table, and its rows are turned into Python values :data:`CHUNK_ROWS` at a time (one list per
-column), the chunk holding the row first (the table is let go once all its chunks are made, a
-chunk once all its rows were read: an epoch reads each row once); tables and chunks are kept in
-one cache bounded in bytes, so that the next rows of a chunk (a
-slice reads them in order) cost a list lookup, and a shuffle buffer's slices, each in another
-row group, cost a chunk each to start, not a group. A run of rows is read as columns
-(:meth:`ParquetReader.column_run`), gathered from the chunks' columns. A media column's struct
-gives its ``bytes``; the sample builder decodes them as a tar part of that type.
+column), the chunk holding the row first. The table is let go once all its chunks are made, a
+chunk once all its rows were read (an epoch reads each row once). Tables and chunks are kept in
+one cache bounded in bytes, so that the next rows of a chunk (a slice reads them in order) cost
+a list lookup, and a shuffle buffer's slices, each in another row group, cost a chunk each to
+start, not a group. A run of rows is read as columns (:meth:`ParquetReader.column_run`),
+gathered from the chunks' columns. A media column's struct gives its ``bytes``; the sample
+builder decodes them as a tar part of that type.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class ParquetReader:
         one that fails) where a row cannot be read."""
         starts_of = self._starts
         found: dict[tuple[int, int], list[Any]] = {}  # chunk -> [its values, rows read]
-        groups: list[dict[str, list[Any]]] = []
+        chunks: list[dict[str, list[Any]]] = []
         places: list[int] = []
         offsets: list[int] = []
         try:
@@ -236,18 +236,18 @@ class ParquetReader:
                     entry = found[shard_id, chunk] = [self._chunk(shard_id, chunk), 0]
                 entry[1] += 1
                 held = entry[0]
-                groups.append(held[0])
+                chunks.append(held[0])
                 places.append(index - held[1])
                 offsets.append(held[2])
         except Exception:
             return None
         for (shard_id, chunk), (_, rows) in found.items():
             self._taken(shard_id, chunk, rows)
-        if not groups:
+        if not chunks:
             return None
-        names = list(groups[0])  # every file has the same columns (checked when opened)
+        names = list(chunks[0])  # every file has the same columns (checked when opened)
         fields = {
-            name: [columns[name][at] for columns, at in zip(groups, places, strict=True)]
+            name: [columns[name][at] for columns, at in zip(chunks, places, strict=True)]
             for name in names
         }
         files = self.shards
