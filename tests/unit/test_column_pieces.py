@@ -3,7 +3,8 @@ equal the batches the one-by-one path makes: every field (tokens, Parquet column
 restore keys, sources, subflavors), the saved state after each batch, a restore mid-epoch, a
 blend of two token datasets of different dtypes, ``encode_batch`` skipping a batch, and a
 damaged ``.bin`` under a skipping error policy (its batches mix columns with samples); runs of
-other fields in one batch are batched from their samples."""
+other fields in one batch are batched from their samples; batches of arrays a loop keeps outlive
+the payload ring they crossed in."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from stoker import (
     SkipSample,
     TaskEncoder,
     WorkerConfig,
+    get_loader,
     get_train_dataset,
 )
 from stoker.model.samples import CrudeSample
@@ -206,3 +208,27 @@ def test_only_the_default_batch_is_made_from_columns() -> None:
     assert default_batch(DefaultTaskEncoder(raw_batch_type=CrudeSample))
     assert not default_batch(DefaultTaskEncoder(raw_batch_type=dict))
     assert not default_batch(OwnBatch())
+
+
+def test_batches_of_arrays_kept_by_the_loop_survive_the_payload_ring(tmp_path: Path) -> None:
+    """Batches of numpy arrays cross from the workers in the shared-memory ring, which is
+    written over; a loop that keeps every batch still holds each as it was handed out."""
+    rng = np.random.default_rng(5)
+    path, _ = token_file(tmp_path, rng.integers(400, 600, 2000).tolist(), np.uint16)
+
+    def batches(keep: bool) -> list[Any]:
+        dataset = get_train_dataset(
+            str(path), batch_size=100, shuffle_buffer_size=20, max_samples_per_sequence=30,
+            worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
+        )  # fmt: skip
+        out: list[Any] = []
+        with get_loader(dataset) as loader:
+            for batch in loader:  # ~100 kB each: the ring (4 MiB and up) wraps in ~40
+                out.append(batch if keep else [t.tolist() for t in batch["tokens"]])
+                if len(out) == 120:
+                    return out
+        return out
+
+    kept, copied = batches(keep=True), batches(keep=False)
+    assert len(kept) == len(copied) == 120
+    assert [[t.tolist() for t in batch["tokens"]] for batch in kept] == copied
