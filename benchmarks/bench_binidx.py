@@ -15,6 +15,9 @@ own (each a copy, as a training loop gets them):
 - ``bare``: ``np.memmap`` of the ``.bin``, slicing each sequence by its pointer and length
   (W = 2: two processes each reading half).
 
+``--keep N``: the stoker and megatron-core loops keep their last N batches (as a prefetcher or
+collected micro-batches do) before letting one go.
+
 Every run is a fresh subprocess; the tools alternate, ``--repeats`` times; the table shows
 medians of sequences/s, tokens/s, CPU time per sequence (the run's processes together: on a
 loaded machine a steadier measure of the work than the wall clock) and the peak memory of the
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -76,7 +80,7 @@ def ensure_data(data_dir: Path, sequences: int) -> Path:
     return prefix
 
 
-def run_stoker(prefix: Path, workers: int, samples: int) -> tuple[int, int]:
+def run_stoker(prefix: Path, workers: int, samples: int, keep: int = 0) -> tuple[int, int]:
     from stoker import WorkerConfig, get_loader, get_train_dataset
 
     dataset = get_train_dataset(
@@ -84,16 +88,21 @@ def run_stoker(prefix: Path, workers: int, samples: int) -> tuple[int, int]:
         shuffle_buffer_size=1000, max_samples_per_sequence=100,
     )  # fmt: skip
     docs = tokens = 0
+    kept: deque[Any] = deque(maxlen=keep or None)
     with get_loader(dataset) as loader:
         for batch in loader:
             docs += len(batch["tokens"])
             tokens += sum(len(t) for t in batch["tokens"])
+            if keep:
+                kept.append(batch)
             if docs >= samples:
                 break
     return docs, tokens
 
 
-def run_megatron(prefix: Path, workers: int, samples: int, copy: bool = True) -> tuple[int, int]:
+def run_megatron(
+    prefix: Path, workers: int, samples: int, copy: bool = True, keep: int = 0
+) -> tuple[int, int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from megatron.core.datasets.indexed_dataset import IndexedDataset
@@ -111,9 +120,12 @@ def run_megatron(prefix: Path, workers: int, samples: int, copy: bool = True) ->
         data, batch_size=BATCH, sampler=order.tolist(), num_workers=workers,
         collate_fn=list, persistent_workers=False,
     )  # fmt: skip
+    kept: deque[Any] = deque(maxlen=keep or None)
     for batch in loader:
         docs += len(batch)
         tokens += sum(len(t) for t in batch)
+        if keep:
+            kept.append(batch)
     return docs, tokens
 
 
@@ -162,6 +174,8 @@ def child_main(spec: dict[str, Any]) -> None:
         "megatron-view": partial(run_megatron, copy=False),
     }  # fmt: skip
     run = tools[spec["tool"]]
+    if spec.get("keep") and spec["tool"] in ("stoker", "megatron"):
+        run = partial(run, keep=spec["keep"])
     with warnings.catch_warnings():  # imports (seconds: torch) are not timed
         warnings.simplefilter("ignore")
         import megatron.core.datasets.indexed_dataset  # noqa: F401
@@ -196,6 +210,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100_000, help="sequences read per run")
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", type=int, default=0, help="batches the loops keep (W>0)")
     parser.add_argument(
         "--before", type=Path, help="another stoker src folder, run as tool 'before' (A/B)"
     )
@@ -212,7 +227,10 @@ def main() -> None:
             for tool in TOOLS if args.before is None else (*TOOLS, "before"):
                 if tool == "megatron-view" and w:
                     continue  # (a DataLoader's transfer copies)
-                spec = {"tool": tool, "workers": w, "prefix": str(prefix), "samples": args.samples}
+                spec = {
+                    "tool": tool, "workers": w, "prefix": str(prefix), "samples": args.samples,
+                    "keep": args.keep,
+                }  # fmt: skip
                 if tool == "before":
                     spec["tool"] = "stoker"
                     result = in_subprocess(spec, args.before.resolve())
