@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,13 @@ import psutil
 import pytest
 
 from tests.conftest import make_dataset, snapshot
-from tests.integration.test_prepare_resume import _env, make_many_shards, prepare_command
+from tests.integration.test_prepare_resume import (
+    _env,
+    held_prepare,
+    make_many_shards,
+    prepare_command,
+    wait_for,
+)
 
 LOCK = ".nv-meta/.stoker-work/prepare.lock"
 
@@ -112,14 +117,9 @@ def test_lock_of_a_killed_prepare_is_taken_over(tmp_path: Path) -> None:
     root = make_many_shards(tmp_path / "ds")
     command = prepare_command(root)
     command[command.index("--num-workers") + 1] = "2"  # forked workers share the lock
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = held_prepare(command, tmp_path / "held", 4)  # a worker holds after 4 results
+    wait_for(tmp_path / "held", proc)
     work = root / ".nv-meta" / ".stoker-work"
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline:
-        if work.exists() and len(list((work / "shard").rglob("*.npz"))) >= 4:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "prepare finished before it could be killed: make it bigger"
     assert json.loads((root / LOCK).read_text())["pid"] == proc.pid
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

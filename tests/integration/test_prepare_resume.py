@@ -19,7 +19,7 @@ from tests.conftest import snapshot, write_shard
 
 Image = pytest.importorskip("PIL.Image")
 
-SHARDS = 120
+SHARDS = 40
 PER_SHARD = 40
 WORK = ".nv-meta/.stoker-work"
 
@@ -37,7 +37,7 @@ def make_many_shards(root: Path, shards: int = SHARDS, per_shard: int = PER_SHAR
             (f"s{s:04d}_{i:03d}", {"jpg": jpeg, "txt": f"caption {s} {i}".encode()})
             for i in range(per_shard)
         ]
-        write_shard(root / f"part_{s // 40}" / f"shard_{s:04d}.tar", samples)
+        write_shard(root / f"part_{s // 16}" / f"shard_{s:04d}.tar", samples)
     return root
 
 
@@ -68,10 +68,25 @@ def _env() -> dict[str, str]:
     return {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
 
 
-#: The least CPU share (nice 19; nice execs the command, same PID): the test, which waits for a
-#: point in the run to kill it there, sees that point long before the run ends, however loaded
-#: the machine (the processes beside it take the CPU first).
-LOWEST_PRIORITY = ["nice", "-n", "19"]
+HOLD = Path(__file__).with_name("_prepare_hold.py")
+HOLD_AT = 10  # shard results on disk when the killed prepare holds
+
+
+def held_prepare(command: list[str], marker: Path, hold_at: int) -> subprocess.Popen[bytes]:
+    """``command`` (a ``stoker prepare``) started so that it holds, never to finish, once a
+    process of it has stored ``hold_at`` shard results; ``marker`` appears then."""
+    return subprocess.Popen(
+        [sys.executable, str(HOLD), str(hold_at), str(marker), *command[command.index("prepare"):]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
+    )  # fmt: skip
+
+
+def wait_for(marker: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 300  # a hang guard only: the held prepare cannot finish
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert marker.exists(), f"prepare never held (exit status {proc.poll()})"
+    assert proc.poll() is None, "prepare ended while held"
 
 
 def run_prepare(path: Path) -> dict[str, object]:
@@ -85,23 +100,13 @@ def test_sigkill_half_way_then_rerun_gives_identical_bytes(tmp_path: Path) -> No
     killed = make_many_shards(tmp_path / "killed")
     fresh = tmp_path / "fresh"
     shutil.copytree(killed, fresh)
-    proc = subprocess.Popen(
-        [*LOWEST_PRIORITY, *prepare_command(killed)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
-    )  # fmt: skip
-    work = killed / WORK
-    deadline = time.monotonic() + 300
-    done: list[Path] = []
-    while proc.poll() is None and time.monotonic() < deadline:
-        done = list((work / "shard").rglob("*.npz")) if work.exists() else []
-        if len(done) >= 10:  # a tenth of the way: 110 shards of margin
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "prepare finished before it could be killed: make it bigger"
+    proc = held_prepare(prepare_command(killed), tmp_path / "held", HOLD_AT)
+    wait_for(tmp_path / "held", proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    work = killed / WORK
     kept = len(list((work / "shard").rglob("*.npz")))
-    assert 10 <= kept < SHARDS
+    assert kept == HOLD_AT  # the one indexing process stored that many, then held
     assert not (killed / ".nv-meta" / ".info.json").exists()  # nothing published
 
     report = run_prepare(killed)
@@ -172,17 +177,15 @@ def test_workers_end_when_prepare_is_killed(tmp_path: Path) -> None:
     dataset = make_many_shards(tmp_path / "ds")
     command = [*prepare_command(dataset)]
     command[command.index("--num-workers") + 1] = "2"
-    proc = subprocess.Popen(
-        [*LOWEST_PRIORITY, *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=_env(),
-    )  # fmt: skip
+    proc = held_prepare(command, tmp_path / "held", 1)
+    wait_for(tmp_path / "held", proc)  # one worker holds, so the prepare never ends
     main = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 300  # a hang guard only
     workers: list[psutil.Process] = []
-    while proc.poll() is None and time.monotonic() < deadline and len(workers) < 2:
+    while time.monotonic() < deadline and len(workers) < 2:
         workers = main.children(recursive=True)
         time.sleep(0.02)
-    assert len(workers) >= 2, "prepare finished before its workers could be seen"
+    assert len(workers) >= 2, f"prepare has {len(workers)} workers, not 2"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     _gone, alive = psutil.wait_procs(workers, timeout=60)  # they end by themselves
