@@ -36,6 +36,33 @@ def test_planned_shares_per_window(mds: Path) -> None:
     assert mix.knots == [1000]
 
 
+@pytest.mark.parametrize(
+    ("body", "shares"),
+    [
+        (
+            "      - weight: 3\n        path: ./a\n      - weight: 1\n        path: ./b\n",
+            [0.75, 0.25],
+        ),
+        (  # a nested blend: its datasets share their parent's weight
+            "      - weight: 1\n        path: ./a\n      - weight: 1\n        path: ./inner.yaml\n",
+            [0.5, 0.4, 0.1],
+        ),
+    ],
+)
+def test_constant_weights_are_planned_as_their_shares(
+    tmp_path: Path, body: str, shares: list[float]
+) -> None:
+    """Without a schedule, every window has the weights' shares (each dataset was 1.0 before)."""
+    head = YAML.split("      - weight: 100")[0]
+    (tmp_path / "inner.yaml").write_text(
+        head + "      - weight: 4\n        path: ./c\n      - weight: 1\n        path: ./d\n"
+    )
+    (tmp_path / "mix.yaml").write_text(head + body)
+    mix = planned_mix(str(tmp_path / "mix.yaml"), 1000, windows=3)
+    assert mix.shares.round(9).tolist() == [[s] * 3 for s in shares]
+    assert mix.knots == []
+
+
 def test_a_million_steps_from_the_planner_alone(mds: Path) -> None:
     started = time.process_time()
     mix = planned_mix(str(mds), 10**6, windows=100)

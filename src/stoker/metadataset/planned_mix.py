@@ -36,9 +36,9 @@ def planned_mix(path: str, steps: int, windows: int = 10, split: str = "train") 
     """The planned mix of ``path``'s ``split`` over ``steps`` global batches, in ``windows``.
 
     Example:
-        >>> mix = planned_mix("/cfg/mix.yaml", 10**6)  # doctest: +SKIP
-        >>> mix.shares[:, 0]  # doctest: +SKIP
-        array([0.5, 0.5])
+        >>> mix = planned_mix("mix.yaml", 10**6)  # weights 0.7 and 0.3
+        >>> mix.shares[:, 0]
+        array([0.7, 0.3])
     """
     if steps < 1 or windows < 1:
         raise ConfigError(f"{steps=} and {windows=} must be >= 1.")
@@ -49,9 +49,9 @@ def planned_mix(path: str, steps: int, windows: int = 10, split: str = "train") 
             "the batch index.",
             hint="stoker mix shows weighted blends (blend: with weight: ...).",
         )
-    tree = plan.schedule() or BlendWeights(
-        tuple(((((leaf.weight or 1.0),), 0),) for leaf in plan.leaves)
-    )
+    # Constant weights: one level of the leaves' flattened weights (nested blends multiplied).
+    flat = tuple(leaf.weight or 1.0 for leaf in plan.leaves)
+    tree = plan.schedule() or BlendWeights(tuple(((flat, i),) for i in range(len(flat))))
     edges = np.linspace(0, steps, min(windows, steps) + 1).astype(np.int64)
     sums = share_sums(tree, edges.tolist())
     shares = (sums[:, 1:] - sums[:, :-1]) / np.diff(edges)
