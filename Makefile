@@ -49,7 +49,7 @@ test: install
 	$(BIN)/ruff format --check $(PY_DIRS)
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/mypy
-	# The docstring examples of the package (those that need a dataset on disk are marked +SKIP).
+	# The docstring examples of the package, run on the small datasets src/conftest.py makes.
 	$(BIN)/python -m pytest -q --doctest-modules src/stoker
 	$(BIN)/python -m pytest -q --durations=25
 

@@ -5,15 +5,19 @@ An Energon-compatible loader for WebDataset shards and indexed JSONL: change
 
 Example:
     >>> from stoker import WorkerConfig, get_loader, get_train_dataset
-    >>> ds = get_train_dataset(  # doctest: +SKIP
-    ...     "/data/coco-wds",
+    >>> ds = get_train_dataset(
+    ...     "coco-wds",
     ...     worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
     ...     batch_size=32,
     ...     shuffle_buffer_size=100,
     ...     max_samples_per_sequence=100,
     ... )
-    >>> for batch in get_loader(ds):  # doctest: +SKIP
-    ...     print(batch.image.shape, batch.caption[:2])
+    >>> for step, batch in enumerate(get_loader(ds)):
+    ...     print(batch.image.shape, len(batch.caption))
+    ...     if step == 1:
+    ...         break
+    torch.Size([32, 3, 48, 64]) 32
+    torch.Size([32, 3, 48, 64]) 32
 """
 
 from __future__ import annotations

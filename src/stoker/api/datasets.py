@@ -168,9 +168,10 @@ def get_val_datasets(
     Arguments as :func:`get_val_dataset`; ``limit`` applies to each dataset.
 
     Example:
-        >>> for val, source in get_val_datasets("/cfg/mix.yaml", worker_config=wc,  # doctest: +SKIP
-        ...                                     batch_size=8):
+        >>> for val, source in get_val_datasets("mix.yaml", worker_config=wc, batch_size=4):
         ...     print(source.subflavors, len(val))
+        {'source': 'coco'} 3
+        {} 3
     """
     dataset = get_val_dataset(
         path,

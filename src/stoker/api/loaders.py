@@ -59,7 +59,9 @@ def get_loader(
     Example:
         >>> from stoker import LoaderOptions
         >>> options = LoaderOptions(prefetch_bytes=64 << 20, batch_slots_mb=512)
-        >>> loader = get_loader(ds, options=options)  # doctest: +SKIP
+        >>> loader = get_loader(val_ds, options=options)
+        >>> [len(batch.caption) for batch in loader]
+        [4, 4, 2]
     """
     return _loader(BasicDataLoader, **locals())  # every argument, by name (see _loader)
 

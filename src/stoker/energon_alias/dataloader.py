@@ -35,7 +35,9 @@ class DataLoader(SavableDataLoader):
     """#162's loader: ``DataLoader(dataset, worker_type=ThreadDataLoaderWorker, ...)``.
 
     Example:
-        >>> loader = DataLoader(train_ds, worker_type=ThreadDataLoaderWorker)  # doctest: +SKIP
+        >>> loader = DataLoader(val_ds, worker_type=ThreadDataLoaderWorker)
+        >>> [len(batch.caption) for batch in loader]
+        [4, 4, 2]
     """
 
     def __init__(

@@ -6,10 +6,12 @@ stoker serves that: the result is :func:`stoker.load_dataset`'s, with Energon's
 ``post_initialize`` and ``get_datasets``. Any other config is refused with what to use instead.
 
 Example:
-    >>> mds = load_config("/cfg/mix.yaml", default_type=MetadatasetV2)  # doctest: +SKIP
-    >>> mds.post_initialize()  # doctest: +SKIP
-    >>> found = mds.get_datasets(  # doctest: +SKIP
-    ...     training=False, split_part="train", worker_config=wc)
+    >>> from stoker import MetadatasetV2
+    >>> mds = load_config("mix.yaml", default_type=MetadatasetV2)
+    >>> mds.post_initialize()
+    >>> found = mds.get_datasets(training=False, split_part="train", worker_config=wc)
+    >>> [(d.dataset.paths[0].name, d.weight) for d in found.datasets]
+    [('coco-wds', 0.7), ('coyo-wds', 0.3)]
 """
 
 from __future__ import annotations

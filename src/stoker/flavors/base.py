@@ -8,11 +8,12 @@ subclasses them (``class ChatMLWebdataset(DefaultDecoderWebdatasetFactory[ChatML
 keeps working after the import changes.
 
 Example:
-    >>> factory = get_dataset_from_config(  # doctest: +SKIP
-    ...     "/data/coco-wds", split_part="val", training=False, worker_config=wc
+    >>> from stoker import get_dataset_from_config, get_loader
+    >>> factory = get_dataset_from_config(
+    ...     "coco-wds", split_part="val", training=False, worker_config=wc
     ... )
-    >>> for sample in get_loader(factory.build()):  # doctest: +SKIP
-    ...     print(sample.__key__)
+    >>> [sample.__key__ for sample in get_loader(factory.build())][:4]
+    ['000040', '000041', '000042', '000043']
 """
 
 from __future__ import annotations

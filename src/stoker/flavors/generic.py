@@ -6,8 +6,16 @@ map machinery; ``DefaultDecoderWebdatasetFactory`` decodes the parts first (``de
 A user's subclass may set ``__sample_type__``, replace ``_decoder`` or override ``load_sample``.
 
 Example:
-    >>> class ChatMLWebdataset(DefaultDecoderWebdatasetFactory[ChatMLSample]):  # doctest: +SKIP
+    >>> from stoker import Sample, edataclass
+    >>> @edataclass
+    ... class ChatMLSample(Sample):
+    ...     conversation: str
+    >>> class ChatMLWebdataset(DefaultDecoderWebdatasetFactory[ChatMLSample]):
     ...     __sample_type__ = ChatMLSample
+    >>> factory = ChatMLWebdataset("coco-wds", field_map={"conversation": "txt"},
+    ...                            split_part="val", training=False, worker_config=wc)
+    >>> len(factory), type(next(iter(factory.build()))).__name__
+    (10, 'ChatMLSample')
 """
 
 from __future__ import annotations
@@ -175,9 +183,12 @@ class StandardWebdatasetFactory(DefaultDecoderWebdatasetFactory[T_sample], Gener
     """The factory of a plain ``dataset.yaml``: samples of ``sample_type`` (a Sample subclass).
 
     Example:
-        >>> StandardWebdatasetFactory(  # doctest: +SKIP
-        ...     "/data/coco", sample_type=CaptioningSample, field_map={"image": "jpg",
+        >>> from stoker import CaptioningSample
+        >>> factory = StandardWebdatasetFactory(
+        ...     "coco-wds", sample_type=CaptioningSample, field_map={"image": "jpg",
         ...     "caption": "txt"}, split_part="train", training=False, worker_config=wc)
+        >>> len(factory)
+        40
     """
 
     def __init__(self, path: Any, *, sample_type: type[T_sample], **kwargs: Any) -> None:

@@ -7,10 +7,18 @@ called, or an importable function) makes the joined sample. Primary samples that
 partner are skipped.
 
 Example:
-    >>> joined = JoinedWebdatasetFactory(  # doctest: +SKIP
-    ...     [images_factory, captions_factory], training=False, worker_config=wc,
+    >>> from stoker import CaptioningSample, get_dataset_from_config, get_loader
+    >>> images, recaptioned = (
+    ...     get_dataset_from_config(name, split_part="train", training=False, worker_config=wc)
+    ...     for name in ("coco-wds", "coco-recap")
+    ... )
+    >>> joined = JoinedWebdatasetFactory(
+    ...     [images, recaptioned], training=False, worker_config=wc,
     ...     join_index=None, joiner=CaptioningSample,
     ... )
+    >>> sample = next(iter(get_loader(joined.build())))
+    >>> sample.__key__, sample.caption
+    ('000000', 'a photo of a green square on white')
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Factories of an indexed JSONL file: each line is one crude sample (``{"json": ...}``).
 
 Example:
-    >>> CrudeJsonlDatasetFactory.prepare_dataset("/data/texts.jsonl")  # doctest: +SKIP
-    100000
+    >>> CrudeJsonlDatasetFactory.prepare_dataset("texts.jsonl")
+    100
 """
 
 from __future__ import annotations

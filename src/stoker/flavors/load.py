@@ -20,9 +20,11 @@ def load_dataset(path: str | os.PathLike[str] | EPath) -> Metadataset | str:
     :class:`~stoker.flavors.metadataset_tools.LoadedMetadataset`) or the path.
 
     Example:
-        >>> mds = load_dataset("/data/blend.yaml")  # doctest: +SKIP
-        >>> sorted(mds.splits)  # doctest: +SKIP
+        >>> mds = load_dataset("mix.yaml")
+        >>> sorted(mds.splits)
         ['train', 'val']
+        >>> load_dataset("coco-wds")
+        'coco-wds'
     """
     path = location(path)
     if is_metadataset(path):

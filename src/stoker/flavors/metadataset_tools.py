@@ -65,9 +65,9 @@ def traverse_metadataset(
     Joins are not supported (as in Energon: ``NotImplementedError``).
 
     Example:
-        >>> refs = traverse_metadataset("/cfg/mix.yaml", split_part="train")  # doctest: +SKIP
-        >>> [(str(r.path), r.subflavors) for r in refs]  # doctest: +SKIP
-        [('/data/coco', {'source': 'coco'}), ('/data/coyo', {})]
+        >>> refs = traverse_metadataset("mix.yaml", split_part="train")
+        >>> [(r.path.name, r.subflavors) for r in refs]
+        [('coco-wds', {'source': 'coco'}), ('coyo-wds', {})]
     """
     location = _metadataset_path(path, "traverse_metadataset")
     plan = flatten(load_metadataset(location), split_part, training=False)
@@ -97,8 +97,8 @@ def prepare_metadataset(
     joins). ``allowed_modules`` lets joiners from those modules be named.
 
     Example:
-        >>> [r.matched for r in prepare_metadataset("/cfg/joined.yaml")]  # doctest: +SKIP
-        [(1000,)]
+        >>> [r.matched for r in prepare_metadataset("joined.yaml")]
+        [(40,)]
     """
     location = _metadataset_path(path, "prepare_metadataset")
     return prepare_joins(location, allowed_modules=allowed_modules)
@@ -139,10 +139,11 @@ class LoadedMetadataset(Metadataset):
         factory is a :class:`~stoker.flavors.DefaultBinIdxDatasetFactory`.
 
         Example:
-            >>> found = load_dataset("/cfg/mix.yaml").get_datasets(  # doctest: +SKIP
+            >>> from stoker import load_dataset
+            >>> found = load_dataset("mix.yaml").get_datasets(
             ...     training=False, split_part="train", worker_config=wc)
-            >>> [(d.dataset.paths[0].name, d.weight) for d in found.datasets]  # doctest: +SKIP
-            [('coco', 0.7), ('coyo', 0.3)]
+            >>> [(d.dataset.paths[0].name, d.weight) for d in found.datasets]
+            [('coco-wds', 0.7), ('coyo-wds', 0.3)]
         """
         if subset is not None:
             raise ConfigError(

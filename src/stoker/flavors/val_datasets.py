@@ -29,9 +29,10 @@ class SourceDatasetFactory(BaseCoreDatasetFactory[Any]):
     ``build()`` gives the source's unbatched samples in order (one pass), as a val factory's.
 
     Example:
-        >>> (val, factory), *_ = get_val_datasets("/cfg/mix.yaml", ...)  # doctest: +SKIP
-        >>> factory.subflavors, len(factory)  # doctest: +SKIP
-        ({'source': 'coco'}, 5000)
+        >>> from stoker import get_val_datasets
+        >>> (val, factory), *_ = get_val_datasets("mix.yaml", worker_config=wc, batch_size=4)
+        >>> factory.subflavors, len(factory)
+        ({'source': 'coco'}, 10)
     """
 
     def __init__(

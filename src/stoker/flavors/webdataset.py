@@ -176,10 +176,14 @@ class BaseWebdatasetFactory(BaseCoreDatasetFactory[T_sample], Generic[T_sample])
         dataset as it was, and duplicate keys are an error (``fix_duplicates`` is refused).
 
         Example:
-            >>> BaseWebdatasetFactory.prepare_dataset(  # doctest: +SKIP
-            ...     "/data/ds", ["parts/data-{0..9}.tar"], split_parts_ratio=[("train", 1.0)]
-            ... )
-            {'png', 'txt'}
+            >>> from stoker.format.pack import pack
+            >>> shards = pack("raw", "fresh-wds", samples_per_shard=20).shards
+            >>> shards
+            ['shard-000000.tar', 'shard-000001.tar', 'shard-000002.tar']
+            >>> sorted(BaseWebdatasetFactory.prepare_dataset(
+            ...     "fresh-wds", ["shard-{000000..000002}.tar"], split_parts_ratio=[("train", 1.0)]
+            ... ))
+            ['jpg', 'txt']
         """
         from stoker.format.brace import expand
         from stoker.format.prepare import index_shards

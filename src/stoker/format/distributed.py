@@ -8,9 +8,11 @@ single-process run would, so the output is byte-identical. The process group com
 (``SLURM_PROCID``, ``SLURM_NTASKS``, with ``MASTER_ADDR`` exported by the job script).
 
 Example:
-    >>> world = init_distributed()  # doctest: +SKIP
     >>> assign_shards(["a.tar", "b.tar", "c.tar"], rank=1, world_size=2)
     ['b.tar']
+    >>> init_distributed()  # outside torchrun and srun  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    stoker.errors.ConfigError: --distributed needs a process group: RANK and WORLD_SIZE...
 """
 
 from __future__ import annotations

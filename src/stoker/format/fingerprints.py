@@ -7,8 +7,10 @@ prepared, which finds shards that were swapped or replaced after ``prepare`` eve
 sizes and sample counts agree.
 
 Example:
-    >>> read_fingerprints(open_store("/data/coco-wds"))  # doctest: +SKIP
-    {'shard_000000.tar': '10240:8f0c...'}
+    >>> from stoker.storage import open_store
+    >>> fingerprints = read_fingerprints(open_store("coco-wds"))
+    >>> sorted(fingerprints)[:2]
+    ['shard-000000.tar', 'shard-000001.tar']
 """
 
 from __future__ import annotations

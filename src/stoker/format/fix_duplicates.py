@@ -9,9 +9,12 @@ long names, pax headers that carry a path, names that would not fit the header, 
 occurs twice within one shard. Local datasets only.
 
 Example:
-    >>> report = fix_duplicate_keys("/data/merged-wds")  # doctest: +SKIP
-    >>> report.renamed_shards, report.duplicate_keys  # doctest: +SKIP
-    (12, 480)
+    >>> from stoker.format.pack import pack
+    >>> for part in ("a", "b"):  # the same 60 keys twice
+    ...     _ = pack("raw", f"merged-wds/{part}", samples_per_shard=30)
+    >>> report = fix_duplicate_keys("merged-wds")
+    >>> report.renamed_shards, report.duplicate_keys
+    (4, 60)
 """
 
 from __future__ import annotations

@@ -83,9 +83,9 @@ def dataset_info(
         StokerError: a metadata file is invalid.
 
     Example:
-        >>> report = dataset_info("/data/coco-wds")  # doctest: +SKIP
-        >>> [(s.name, s.samples) for s in report.splits]  # doctest: +SKIP
-        [('train', 94630), ('val', 11829), ('test', 11828)]
+        >>> report = dataset_info("coco-wds")
+        >>> [(s.name, s.samples) for s in report.splits]
+        [('train', 40), ('val', 10), ('test', 10)]
     """
     if path.endswith(".jsonl"):
         return _jsonl_info(path)

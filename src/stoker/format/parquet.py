@@ -12,9 +12,10 @@ the columns asked for (:class:`ParquetFile`). A column holding Hugging Face's ``
 part of that type would be.
 
 Example:
-    >>> layout = scan_parquet(open_store("/data/laion"), "train")  # doctest: +SKIP
-    >>> layout.files[:1], int(layout.rows.sum())  # doctest: +SKIP
-    (('data/train-00000-of-00012.parquet',), 1200000)
+    >>> from stoker.storage import open_store
+    >>> layout = scan_parquet(open_store("laion"), "train")
+    >>> layout.files[:1], int(layout.rows.sum())
+    (('data/train-00000-of-00002.parquet',), 24)
 """
 
 from __future__ import annotations

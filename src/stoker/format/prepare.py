@@ -187,16 +187,18 @@ def prepare_dataset(
     ``sample_index=False`` skips ``index.sqlite`` (see :func:`index_shards`).
 
     Example:
-        >>> report = prepare_dataset(  # doctest: +SKIP
-        ...     "/data/coco-wds",
+        >>> from stoker.format.pack import pack
+        >>> _ = pack("raw", "my-wds", samples_per_shard=10)
+        >>> report = prepare_dataset(
+        ...     "my-wds",
         ...     split_ratio="8,1,1",
         ...     dataset_yaml={
         ...         "sample_type": {"__module__": "stoker", "__class__": "CaptioningSample"},
         ...         "field_map": {"image": "jpg", "caption": "txt"},
         ...     },
         ... )
-        >>> report.samples  # doctest: +SKIP
-        118287
+        >>> report.samples
+        60
     """
     if isinstance(split_ratio, str):
         split_ratio = parse_split_ratio(split_ratio)

@@ -16,7 +16,10 @@ a left-over file says so in the log.
 Datasets on object stores have no local work folder to lock: their prepare is not locked.
 
 Example:
-    >>> with PrepareLock(open_store("/data/shards")):  # doctest: +SKIP
+    >>> from stoker.format.pack import pack
+    >>> from stoker.storage import open_store
+    >>> _ = pack("raw", "locked-wds", samples_per_shard=30)
+    >>> with PrepareLock(open_store("locked-wds")):
     ...     pass  # index and publish
 """
 

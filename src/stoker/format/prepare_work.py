@@ -8,8 +8,16 @@ the shard again, provided the shard's size and modification time still match; ot
 is read again. The folder is removed once the dataset is published.
 
 Example:
-    >>> work = PrepareWork(open_store("/data/shards"))  # doctest: +SKIP
-    >>> shard = work.scan("shard_000.tar")  # doctest: +SKIP
+    >>> from stoker.format.pack import pack
+    >>> from stoker.storage import open_store
+    >>> _ = pack("raw", "work-wds", samples_per_shard=20)
+    >>> work = PrepareWork(open_store("work-wds"))
+    >>> shard = work.scan("shard-000000.tar")
+    >>> len(shard.keys), shard.resumed
+    (20, False)
+    >>> work.scan("shard-000000.tar").resumed  # the stored result, as after a kill
+    True
+    >>> work.remove()
 """
 
 from __future__ import annotations

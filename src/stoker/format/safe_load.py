@@ -29,8 +29,10 @@ def load_yaml_or_json(store: Store, path: str) -> Any:
         ConfigError: the file is not valid JSON or YAML.
 
     Example:
-        >>> load_yaml_or_json(open_store("/data/coco-wds"), ".nv-meta/split.yaml")  # doctest: +SKIP
-        {'split_parts': {'train': ['shard_{000000..000099}.tar']}}
+        >>> from stoker.storage import open_store
+        >>> split = load_yaml_or_json(open_store("coco-wds"), ".nv-meta/split.yaml")
+        >>> split["split_parts"]["val"]
+        ['shard-000004.tar']
     """
     where = store.url(path)
     size = store.size(path)

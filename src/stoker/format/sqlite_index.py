@@ -116,9 +116,12 @@ class SqliteIndexWriter:
     same ``add_shard`` calls.
 
     Example:
-        >>> writer = SqliteIndexWriter("/tmp/index.sqlite")  # doctest: +SKIP
-        >>> writer.add_shard(0, ["a", "b"], [0, 1024, 2048], [(0, "txt", 512, 3)])  # doctest: +SKIP
-        >>> writer.close()  # doctest: +SKIP
+        >>> import sqlite3
+        >>> writer = SqliteIndexWriter("index.sqlite")
+        >>> writer.add_shard(0, ["a", "b"], [0, 1024, 2048], [(0, "txt", 512, 3)])
+        >>> writer.close()
+        >>> sqlite3.connect("index.sqlite").execute("SELECT sample_key FROM samples").fetchall()
+        [('a',), ('b',)]
     """
 
     def __init__(self, local_path: str) -> None:

@@ -5,10 +5,16 @@ run trains on the very batches the uninterrupted run would have, mid-epoch too. 
 Lightning (``pip install 'stoker[lightning]'``).
 
 Example:
-    >>> from stoker.integrations.lightning import StokerDataModule  # doctest: +SKIP
-    >>> dm = StokerDataModule("/data/coco-wds", batch_size=32, num_workers=4)  # doctest: +SKIP
-    >>> trainer = pl.Trainer(max_steps=10_000)  # doctest: +SKIP
-    >>> trainer.fit(model, datamodule=dm, ckpt_path="last.ckpt")  # doctest: +SKIP
+    >>> from stoker.integrations.lightning import StokerDataModule
+    >>> dm = StokerDataModule("coco-wds", batch_size=8, num_workers=0)
+    >>> train = dm.train_dataloader()  # what trainer.fit(model, datamodule=dm) iterates
+    >>> len(train), next(iter(train)).image.shape
+    (5, torch.Size([8, 3, 48, 64]))
+    >>> state = dm.state_dict()  # what a checkpoint keeps
+    >>> resumed = StokerDataModule("coco-wds", batch_size=8, num_workers=0)
+    >>> resumed.load_state_dict(state)  # what trainer.fit(..., ckpt_path=...) does
+    >>> next(iter(resumed.train_dataloader())).__key__ == next(iter(train)).__key__
+    True
 
 How: the training loader has a length (batches per pass), so Lightning does not prefetch
 beyond the batch it trains on, and the position saved with a checkpoint is exactly after the

@@ -7,8 +7,10 @@ training steps, so they land in whatever logger the trainer has (TensorBoard, W&
 ``log_stats_every_n_steps``.
 
 Example:
-    >>> dm = StokerDataModule("/data/coco-wds", batch_size=32)  # doctest: +SKIP
-    >>> trainer = pl.Trainer(callbacks=[StokerStatsCallback(every_n_steps=50)])  # doctest: +SKIP
+    >>> callback = StokerStatsCallback(every_n_steps=50)
+    >>> trainer = pl.Trainer(callbacks=[callback], logger=False, enable_progress_bar=False)
+    >>> callback in trainer.callbacks
+    True
 """
 
 from __future__ import annotations

@@ -11,9 +11,14 @@ from the object they iterate:
   ``restore_state()`` (:class:`StokerDataloader`).
 
 Example:
-    >>> train = ResumableLoader(get_savable_loader(train_ds))  # doctest: +SKIP
-    >>> state = train.state_dict()  # doctest: +SKIP
-    >>> ResumableLoader(get_savable_loader(train_ds)).load_state_dict(state)  # doctest: +SKIP
+    >>> from stoker import get_savable_loader
+    >>> train = ResumableLoader(get_savable_loader(train_ds))
+    >>> first = next(iter(train))
+    >>> state = train.state_dict()
+    >>> resumed = ResumableLoader(get_savable_loader(train_ds))
+    >>> resumed.load_state_dict(state)
+    >>> next(iter(resumed)).__key__ == next(iter(train)).__key__  # the same next batch
+    True
 """
 
 from __future__ import annotations

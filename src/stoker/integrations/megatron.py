@@ -90,9 +90,12 @@ class MultiModalDataModule:
     :class:`~stoker.runtime.loader.Loader` under each iterator, None until built).
 
     Example:
-        >>> data = MultiModalDataModule("/data/llava", tokenizer, seq_length=4096,  # doctest: +SKIP
-        ...                             micro_batch_size=2, num_workers=4)
-        >>> train_iter, valid_iter = data.build()  # doctest: +SKIP
+        >>> data = MultiModalDataModule("coco-wds", tokenizer, seq_length=64,
+        ...                             micro_batch_size=2, num_workers=0,
+        ...                             image_processor=image_processor)
+        >>> train_iter, valid_iter = data.build()
+        >>> next(train_iter).tokens.shape
+        torch.Size([2, 64])
     """
 
     __signature__: ClassVar[inspect.Signature] = CURRENT
@@ -207,7 +210,14 @@ class MultiModalDataModule:
         :meth:`train_dataloader`), for the training loop to log.
 
         Example:
-            >>> writer.add_scalars("data", data.stats(reset=True).flat(""), step)  # doctest: +SKIP
+            >>> data = MultiModalDataModule("coco-wds", tokenizer, seq_length=64,
+            ...                             micro_batch_size=2, num_workers=0,
+            ...                             image_processor=image_processor)
+            >>> data.stats() is None  # before the training loader is built
+            True
+            >>> batch = next(data.train_dataloader())
+            >>> "wait_frac" in data.stats(reset=True).flat("")  # e.g. for writer.add_scalars
+            True
         """
         loader = self.train_dataloader_object
         return None if loader is None else loader.stats(reset=reset)

@@ -7,9 +7,11 @@ loader has a ``packing_buffer_size``, it packs several sequences into one of at 
 ``seq_length`` tokens with first-fit-decreasing.
 
 Example:
-    >>> encoder = MultiModalTaskEncoder(tokenizer, image_processor, seq_length=64)  # doctest: +SKIP
-    >>> ds = get_train_dataset(path, task_encoder=encoder, batch_size=8, ...)  # doctest: +SKIP
-    >>> next(iter(get_loader(ds))).tokens.shape  # doctest: +SKIP
+    >>> from stoker import get_loader, get_train_dataset
+    >>> encoder = MultiModalTaskEncoder(tokenizer, image_processor, seq_length=64)
+    >>> ds = get_train_dataset(path, task_encoder=encoder, batch_size=8, worker_config=wc,
+    ...                        shuffle_buffer_size=10, max_samples_per_sequence=10)
+    >>> next(iter(get_loader(ds))).tokens.shape
     torch.Size([8, 64])
 """
 

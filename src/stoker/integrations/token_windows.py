@@ -18,13 +18,14 @@ window that straddles two workers' ranges is left in the buffer (with workers, a
 windows but those).
 
 Example:
-    >>> encoder = TokenWindowEncoder(seq_length=4096, eod=0)
-    >>> dataset = get_val_dataset(  # doctest: +SKIP
-    ...     "/data/corpus_text_document", split_part="train", worker_config=wc, batch_size=8,
+    >>> from stoker import get_loader, get_val_dataset
+    >>> encoder = TokenWindowEncoder(seq_length=128, eod=0)
+    >>> dataset = get_val_dataset(
+    ...     "corpus_text_document", split_part="train", worker_config=wc, batch_size=8,
     ...     task_encoder=encoder, packing_buffer_size=64,
     ... )
-    >>> next(iter(get_loader(dataset))).tokens.shape  # doctest: +SKIP
-    torch.Size([8, 4097])
+    >>> next(iter(get_loader(dataset))).tokens.shape
+    torch.Size([8, 129])
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ returning. Failures are :class:`~stoker.errors.SampleError`, which the loader's
 error policy skips and reports.
 
 Example:
-    >>> decoder = AVDecoder(io.BytesIO(mp4_bytes))  # doctest: +SKIP
-    >>> clip = decoder.get_clips(video_clip_ranges=[(0.5, 1.0)]).video_clips[0]  # doctest: +SKIP
-    >>> clip.shape  # 16 frames of a 30 fps video  # doctest: +SKIP
+    >>> import io
+    >>> decoder = AVDecoder(io.BytesIO(mp4_bytes))
+    >>> clip = decoder.get_clips(video_clip_ranges=[(0.5, 1.0)]).video_clips[0]
+    >>> clip.shape  # 16 frames of a 30 fps video
     torch.Size([16, 3, 48, 64])
 """
 
@@ -231,9 +232,13 @@ class AVDecoder:
         """Serve every call inside the block from one open container (saves re-opening).
 
         Example:
-            >>> with decoder.keep_open():  # doctest: +SKIP
+            >>> import io
+            >>> decoder = AVDecoder(io.BytesIO(mp4_bytes))
+            >>> with decoder.keep_open():
             ...     fps = decoder.get_video_fps()
-            ...     clips, _ = decoder.get_video_clips([(0, 8 / fps)])
+            ...     clips, _ = decoder.get_video_clips([(0, 7 / fps)])  # frames 0 to 7
+            >>> fps, clips[0].shape
+            (30.0, torch.Size([8, 3, 48, 64]))
         """
         with self._open() as (container, _, _):
             self._held = container

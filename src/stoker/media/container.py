@@ -5,7 +5,7 @@ off unless asked for: a dataloader worker is forked, and FFmpeg threads alive ac
 left to the garbage collector) can deadlock; the workers already decode in parallel.
 
 Example:
-    >>> with open_container(mp4_bytes) as container:  # doctest: +SKIP
+    >>> with open_container(mp4_bytes) as container:
     ...     container.streams.video[0].average_rate
     Fraction(30, 1)
 """

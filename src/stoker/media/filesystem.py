@@ -8,9 +8,9 @@ a temporary name and swapped in at the end, so an interrupted run changes nothin
 
 Example:
     >>> media = MediaFilter.parse(extension=True)
-    >>> report = prepare_folder_media("/data/raw", media)  # doctest: +SKIP
-    >>> report.files  # doctest: +SKIP
-    120
+    >>> report = prepare_folder_media("clips", media)
+    >>> report.files
+    1
 """
 
 from __future__ import annotations

@@ -153,10 +153,14 @@ class NVImageCodecDecoder:
         device: The CUDA device.
         suppress_warnings: No warning for a failed decode.
 
-    Loaders decode whole batches instead (``SampleDecoder(image_decode=...)``).
+    Loaders decode whole batches instead (``SampleDecoder(image_decode=...)``). On a machine
+    with a GPU and nvImageCodec, ``NVImageCodecDecoder("nvimgcodecrgb8")("0001.jpg", data)`` is
+    the image; a mode it does not know is refused first:
 
     Example:
-        >>> NVImageCodecDecoder("nvimgcodecrgb8")("pdf", b"")  # doctest: +SKIP
+        >>> NVImageCodecDecoder("rgb8")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        stoker.errors.ConfigError: unknown color_space='rgb8'...
     """
 
     def __init__(

@@ -4,11 +4,12 @@ Records come from ``stoker prepare-media`` (or ``prepare --media-metadata-by-*``
 open once per process and dataset (never shared across a fork).
 
 Example:
-    >>> meta = get_media_metadata("/data/clips", "clip_007.mp4")  # doctest: +SKIP
-    >>> meta.video_duration, meta.video_fps  # doctest: +SKIP
-    (10.0, 30.0)
-    >>> sample.get_media_metadata("mp4").video_num_frames  # in encode_sample  # doctest: +SKIP
-    300
+    >>> meta = get_media_metadata("clips", "clip_007.mp4")  # prepared by prepare-media
+    >>> meta.video_duration, meta.video_fps, meta.video_num_frames
+    (10.0, 30.0, 300)
+
+In a task encoder's ``encode_sample``, ``sample.get_media_metadata("mp4")`` reads the record of
+the sample's own ``mp4`` part the same way.
 """
 
 from __future__ import annotations

@@ -11,9 +11,15 @@ its non-reference NAL units is in the highest sub-layer, which the ``hvcC`` head
 (``numTemporalLayers``); where it does not (Annex B extradata, "unknown"), nothing is skipped.
 
 Example:
-    >>> policy = NonRefPolicy("hevc", stream.codec_context.extradata)  # doctest: +SKIP
-    >>> policy.may_skip(packet)  # doctest: +SKIP
-    True
+    >>> import av, io
+    >>> with av.open(io.BytesIO(mp4_bytes)) as container:  # an H.264 video
+    ...     stream = container.streams.video[0]
+    ...     policy = NonRefPolicy(stream.codec_context.name, stream.codec_context.extradata)
+    ...     skippable = [policy.may_skip(p) for p in container.demux(stream) if p.size]
+    >>> len(skippable), all(skippable)  # FFmpeg's rule is exact for every H.264 packet
+    (300, True)
+    >>> NonRefPolicy("hevc", None).may_skip(b"")  # HEVC whose sub-layers are unknown: never
+    False
 """
 
 from __future__ import annotations

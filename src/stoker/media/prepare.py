@@ -6,9 +6,13 @@ as it was. Files that cannot be probed (corrupt, unsupported) are listed in the 
 stored. With ``stoker prepare --media-metadata-by-*`` the records go into the index being built.
 
 Example:
-    >>> report = prepare_media("/data/clips", MediaFilter.parse(extension=True))  # doctest: +SKIP
-    >>> report.files  # doctest: +SKIP
-    1024
+    >>> from stoker.format.pack import pack
+    >>> from stoker.format.prepare import prepare_dataset
+    >>> _ = pack("clips", "clips-wds")
+    >>> _ = prepare_dataset("clips-wds", split_ratio="1,0,0")
+    >>> report = prepare_media("clips-wds", MediaFilter.parse(extension=True))
+    >>> report.files
+    1
 """
 
 from __future__ import annotations
@@ -182,8 +186,8 @@ def prepare_filesystem_dataset(
 
     Example:
         >>> media = MediaFilter.parse(extension=True)
-        >>> prepare_filesystem_dataset("/data/raw", media, progress=False)  # doctest: +SKIP
-        120
+        >>> prepare_filesystem_dataset("clips", media, progress=False)
+        1
     """
     report = prepare_folder_media(
         str(root_path), media_filter, num_workers=workers, progress=progress

@@ -1,10 +1,13 @@
 """Evenly spread clips and single frames over a video, as Energon's helpers of the same names.
 
 Example:
-    >>> frames = get_single_frames_uniform(  # doctest: +SKIP
+    >>> import io
+    >>> from stoker.media.av_decoder import AVDecoder
+    >>> decoder = AVDecoder(io.BytesIO(mp4_bytes))
+    >>> frames = get_single_frames_uniform(
     ...     decoder, 8, video_out_frame_size=(224, 224)
     ... )
-    >>> frames.shape  # doctest: +SKIP
+    >>> frames.shape
     torch.Size([8, 3, 224, 224])
 """
 

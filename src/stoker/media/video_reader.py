@@ -13,9 +13,16 @@ group the reader seeks to that keyframe once and feeds packets to the decoder in
   wanted frame is read or decoded.
 
 Example:
-    >>> with open_container(mp4_bytes) as container:  # doctest: +SKIP
-    ...     for pts, frame in read_frames(container, index, [0, 512, 30720], AVLimits()):
+    >>> from stoker.media.container import open_container
+    >>> from stoker.media.probe import index_streams
+    >>> with open_container(mp4_bytes) as container:
+    ...     video, _ = index_streams(container)
+    ...     wanted = [int(video.pts[k]) for k in (0, 1, 60)]
+    ...     for pts, frame in read_frames(container, video, wanted, AVLimits()):
     ...         print(pts, frame.width)
+    0 64
+    512 64
+    30720 64
 """
 
 from __future__ import annotations

@@ -86,9 +86,11 @@ def flatten(metadataset: Metadataset, split: str, *, training: bool = True) -> B
     """The leaves of ``split``; with ``training=False`` a ``concat`` plan, as Energon's val/test.
 
     Example:
-        >>> plan = flatten(load_metadataset("/cfg/mix.yaml"), "train")  # doctest: +SKIP
-        >>> [(leaf.path, leaf.weight) for leaf in plan.leaves]  # doctest: +SKIP
-        [('/data/coco', 0.714...), ('/data/coyo', 0.285...)]
+        >>> import os
+        >>> from stoker.metadataset.parse import load_metadataset
+        >>> plan = flatten(load_metadataset("mix.yaml"), "train")
+        >>> [(os.path.basename(leaf.path), leaf.weight) for leaf in plan.leaves]
+        [('coco-wds', 0.7), ('coyo-wds', 0.3)]
     """
     node = _split_node(metadataset, split, Where(metadataset.path, "splits"))
     kind, leaves = _walk(node, _Inherited(split, {}))

@@ -34,10 +34,11 @@ class LoadedDatasetList:
     """The datasets of a split and their blend mode.
 
     Example:
-        >>> found = load_dataset("/cfg/mix.yaml").get_datasets(  # doctest: +SKIP
+        >>> from stoker import load_dataset
+        >>> found = load_dataset("mix.yaml").get_datasets(
         ...     training=True, split_part="train", worker_config=wc)
-        >>> found.blend_mode, [d.weight for d in found.datasets]  # doctest: +SKIP
-        (<DatasetBlendMode.DATASET_WEIGHT: 'dataset_weight'>, [0.5, 0.5])
+        >>> found.blend_mode, [d.weight for d in found.datasets]
+        (<DatasetBlendMode.DATASET_WEIGHT: 'dataset_weight'>, [0.7, 0.3])
     """
 
     datasets: list[LoadedDataset] = field(default_factory=list)

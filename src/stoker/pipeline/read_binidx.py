@@ -8,9 +8,10 @@ read, ahead of time in coalesced ranged reads on the read-ahead the plan drives,
 shards. A remote ``.idx`` is kept in the local metadata cache, as a remote JSONL index is.
 
 Example:
-    >>> reader = BinIdxReader(open_store("/data"), ["corpus_text_document.bin"])  # doctest: +SKIP
-    >>> reader.read(0, 5).parts["tokens"][:4]  # doctest: +SKIP
-    array([  464,  2068, 7586, 21831], dtype=int32)
+    >>> from stoker.storage import open_store
+    >>> reader = BinIdxReader(open_store("."), ["corpus_text_document.bin"])
+    >>> reader.read(0, 5).parts["tokens"][:4]
+    array([11263,  9307, 12689, 14575], dtype=int32)
 """
 
 from __future__ import annotations

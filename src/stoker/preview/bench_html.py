@@ -5,9 +5,11 @@ Plots: samples/s per worker count, the data-wait fraction, peak memory, and time
 the loader reports it through ``stats()``.
 
 Example:
-    >>> page = render_bench_html(report)  # doctest: +SKIP
-    >>> page.count("<svg")  # doctest: +SKIP
-    3
+    >>> from stoker.preview.bench import BenchSettings, run_bench
+    >>> report = run_bench(BenchSettings("coco-wds", workers=(0,), batch_size=4, batches=5))
+    >>> page = render_bench_html(report)
+    >>> page.count("<svg")
+    4
 """
 
 from __future__ import annotations

@@ -5,9 +5,12 @@ the weight the metadataset gives it and how many samples it contributed to the f
 the loader really draws from the blend (with no decoding: only the references are counted).
 
 Example:
-    >>> reports = preview_metadataset("/cfg/mix.yaml", num_samples=4)  # doctest: +SKIP
-    >>> [(r.path, r.info["weight"], r.info["drawn"]) for r in reports]  # doctest: +SKIP
-    [('/data/coco', '0.714', '114 of 160 (71.2 %)'), ('/data/coyo', '0.286', '46 of 160 (28.8 %)')]
+    >>> import os
+    >>> reports = preview_metadataset("mix.yaml", num_samples=4)
+    >>> [(os.path.basename(r.path), r.info["weight"], r.info["drawn"])
+    ...  for r in reports]  # doctest: +NORMALIZE_WHITESPACE
+    [('coco-wds', '0.7', '112 of 160 (70.0%) in the first 10 batches'),
+     ('coyo-wds', '0.3', '48 of 160 (30.0%) in the first 10 batches')]
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """The header of a previewed split: samples, shards, sample type, field map, media metadata.
 
 Example:
-    >>> header_info(source, "CaptioningSample")  # doctest: +SKIP
-    {'samples': '800', 'shards': '20', 'sample type': 'CaptioningSample',
-     'field map': 'image: jpg, caption: txt', 'media metadata': 'not prepared (...)'}
+    >>> from stoker.sources.load import load_source
+    >>> header_info(load_source("coco-wds", split_part="train"), "CaptioningSample")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'samples': '40', 'shards': '4', 'sample type': 'CaptioningSample',
+     'field map': 'image: jpg, caption: txt',
+     'media metadata': 'not prepared (run `stoker prepare-media`)'}
 """
 
 from __future__ import annotations

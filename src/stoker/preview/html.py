@@ -8,8 +8,9 @@ images are data URIs (:mod:`stoker.preview.thumbnails`), so the page can be sent
 dataset.
 
 Example:
-    >>> page = render_html([report])  # doctest: +SKIP
-    >>> page.count('class="card"')  # doctest: +SKIP
+    >>> from stoker.preview import preview_dataset
+    >>> page = render_html([preview_dataset("coco-wds", num_samples=5)])
+    >>> page.count('class="card"')
     5
 """
 

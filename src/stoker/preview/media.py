@@ -5,8 +5,10 @@ from its container's metadata; with thumbnails, up to :data:`~stoker.preview.thu
 evenly spaced frames are decoded (one short clip each) into a strip.
 
 Example:
-    >>> summarize_av(decoder, thumbnails=True).summary  # doctest: +SKIP
-    'video 2.00 s, 25 fps, 50 frames, 64x48; audio 2.00 s, 16000 Hz'
+    >>> import io
+    >>> from stoker.media.av_decoder import AVDecoder
+    >>> summarize_av(AVDecoder(io.BytesIO(mp4_bytes)), thumbnails=True).summary
+    'video 10.00 s, 30 fps, 300 frames, 64x48'
 """
 
 from __future__ import annotations

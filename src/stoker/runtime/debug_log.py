@@ -20,8 +20,14 @@ steps)::
 ``idx`` counts the batches of this pass. ``stoker analyze-debug`` reads these files.
 
 Example:
-    >>> config = WorkerConfig(rank=0, world_size=1, num_workers=2,  # doctest: +SKIP
+    >>> from stoker import WorkerConfig, get_loader, get_val_dataset
+    >>> config = WorkerConfig(rank=0, world_size=1, num_workers=2,
     ...                       worker_debug_path="debug/worker_{worker_id}.jsonl")
+    >>> ds = get_val_dataset("coco-wds", split_part="val", worker_config=config, batch_size=4)
+    >>> with get_loader(ds) as loader:
+    ...     batches = list(loader)
+    >>> sorted(os.listdir("debug"))  # the training process (0) and its two workers (1, 2)
+    ['worker_0.jsonl', 'worker_1.jsonl', 'worker_2.jsonl']
 """
 
 from __future__ import annotations

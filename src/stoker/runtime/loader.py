@@ -140,8 +140,18 @@ class Loader(LoaderState, LoaderMeasures):
         Deliberate skips (``SkipSample``) count too, under ``"<hook>: SkipSample"``.
 
         Example:
-            >>> loader.skipped().by_reason  # doctest: +SKIP
-            {'encode_batch: ValueError': 2, 'shard: corrupt': 1, 'storage: retries exhausted': 3}
+            >>> from stoker import DefaultTaskEncoder, SkipSample, get_loader, get_val_dataset
+            >>> class NoRed(DefaultTaskEncoder):
+            ...     def encode_sample(self, sample):
+            ...         if "red" in sample.caption:
+            ...             raise SkipSample()
+            ...         return sample
+            >>> ds = get_val_dataset("coco-wds", split_part="val", worker_config=wc,
+            ...                      batch_size=4, task_encoder=NoRed())
+            >>> loader = get_loader(ds)
+            >>> batches = list(loader)
+            >>> loader.skipped().by_reason
+            {'encode_sample: SkipSample': 6}
         """
         return self._skipped.copy()
 

@@ -48,10 +48,19 @@ class LoaderState:
         sources of all its datasets, counting what the sub-batches of its mixed batches took.
 
         Example:
-            >>> loader.samples_per_dataset()  # doctest: +SKIP
-            {'/data/coco': 10000, '/data/coyo': 4000}
-            >>> loader.samples_per_dataset(this_pass=True)  # in the second pass  # doctest: +SKIP
-            {'/data/coco': 1000, '/data/coyo': 400}
+            >>> import os
+            >>> from stoker import get_loader, get_val_dataset
+            >>> loader = get_loader(get_val_dataset("mix.yaml", worker_config=wc, batch_size=4))
+            >>> for batch in loader:  # a whole pass over both datasets
+            ...     pass
+            >>> for step, batch in enumerate(loader):  # a second pass, stopped after 2 batches
+            ...     if step == 1:
+            ...         break
+            >>> {os.path.basename(k): n for k, n in loader.samples_per_dataset().items()}
+            {'coco-wds': 18, 'coyo-wds': 10}
+            >>> this_pass = loader.samples_per_dataset(this_pass=True)
+            >>> {os.path.basename(k): n for k, n in this_pass.items()}
+            {'coco-wds': 8, 'coyo-wds': 0}
         """
         current = self.dataset.source_counts(self.positions, self.epoch)
         if this_pass:
@@ -78,9 +87,9 @@ class LoaderState:
         (Energon's method): read, decoded and encoded as the loader made it.
 
         Example:
-            >>> batch = next(iter(loader))  # doctest: +SKIP
-            >>> again = loader.restore_sample(batch.__restore_key__)  # doctest: +SKIP
-            >>> again.__key__ == batch.__key__  # doctest: +SKIP
+            >>> batch = next(iter(loader))
+            >>> again = loader.restore_sample(batch.__restore_key__)
+            >>> again.__key__ == batch.__key__
             True
         """
         if not self.can_restore_sample():

@@ -51,13 +51,19 @@ class MixBatchDataset:
             outputs (stoker only).
 
     Example:
-        >>> from stoker import get_loader, homogeneous_concat_mix
-        >>> mix = MixBatchDataset(  # doctest: +SKIP
-        ...     (short_texts, 0.7), (long_texts, 0.3),  # get_train_dataset(..., batch_size=...)
-        ...     batch_size=4, batch_mix_fn=homogeneous_concat_mix, worker_config=worker_config,
+        >>> from stoker import get_loader, get_train_dataset, homogeneous_concat_mix
+        >>> coco, coyo = (
+        ...     get_train_dataset(name, worker_config=wc, batch_size=2, shuffle_buffer_size=None,
+        ...                       max_samples_per_sequence=None)
+        ...     for name in ("coco-wds", "coyo-wds")
         ... )
-        >>> for batch in get_loader(mix):  # doctest: +SKIP
-        ...     ...  # 4 whole sub-batches of one dataset each, concatenated
+        >>> mix = MixBatchDataset(
+        ...     (coco, 0.7), (coyo, 0.3),
+        ...     batch_size=4, batch_mix_fn=homogeneous_concat_mix, worker_config=wc,
+        ... )
+        >>> batch = next(iter(get_loader(mix)))  # 4 whole sub-batches of 2, concatenated
+        >>> batch.image.shape
+        torch.Size([8, 3, 48, 64])
     """
 
     def __init__(

@@ -9,9 +9,12 @@ hooks on them as the stream did (per-sample hooks, then ``postencode_sample`` an
 batch index the hooks saw (``current_batch_index``).
 
 Example:
-    >>> loader = get_loader(dataset)  # doctest: +SKIP
-    >>> batch = next(iter(loader))  # doctest: +SKIP
-    >>> again = loader.restore_sample(batch.__restore_key__)  # doctest: +SKIP
+    >>> from stoker import get_loader
+    >>> loader = get_loader(train_ds)
+    >>> batch = next(iter(loader))
+    >>> again = loader.restore_sample(batch.__restore_key__)
+    >>> again.__key__ == batch.__key__, bool((again.image == batch.image).all())
+    (True, True)
 """
 
 from __future__ import annotations

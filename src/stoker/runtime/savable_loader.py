@@ -23,7 +23,9 @@ class BasicDataLoader(Loader):
     """A loader over ``dataset`` (what :func:`stoker.get_loader` returns; Energon's signature).
 
     Example:
-        >>> loader = BasicDataLoader(val_ds)  # doctest: +SKIP
+        >>> loader = BasicDataLoader(val_ds)
+        >>> [len(batch.caption) for batch in loader]
+        [4, 4, 2]
     """
 
     def __init__(
@@ -58,9 +60,14 @@ class SavableDataLoader(Loader):
     carries, so :meth:`save_state_rank` is exact at any batch without them.
 
     Example:
-        >>> loader = SavableDataLoader(train_ds)  # doctest: +SKIP
-        >>> state = loader.save_state_rank()  # doctest: +SKIP
-        >>> SavableDataLoader(train_ds).restore_state_rank(state)  # doctest: +SKIP
+        >>> loader = SavableDataLoader(train_ds)
+        >>> batches = iter(loader)
+        >>> first = next(batches)
+        >>> state = loader.save_state_rank()
+        >>> resumed = SavableDataLoader(train_ds)
+        >>> resumed.restore_state_rank(state)
+        >>> next(iter(resumed)).__key__ == next(batches).__key__
+        True
     """
 
     def __init__(

@@ -5,7 +5,7 @@ one :class:`~stoker.errors.ConfigError` naming the field, the bad value and what
 of a ``KeyError`` or a wrong restore later.
 
 Example:
-    >>> validate_state({"stoker_state_version": 1})  # doctest: +SKIP
+    >>> validate_state({"stoker_state_version": 1})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     stoker.errors.ConfigError: loader state field 'fingerprint' is missing...
 """

@@ -7,9 +7,11 @@ seconds per stage, busy time, storage counters, memory). :meth:`StatsCollector.s
 it into a :class:`LoaderStats`.
 
 Example:
-    >>> stats = loader.stats()  # doctest: +SKIP
-    >>> stats.recent_wait_frac, stats.bottleneck  # doctest: +SKIP
-    (0.31, 'decode')
+    >>> for batch in loader:  # the val split: 10 samples in batches of 4
+    ...     pass
+    >>> stats = loader.stats()
+    >>> stats.batches, stats.samples, 0 <= stats.recent_wait_frac <= 1
+    (3, 10, True)
 """
 
 from __future__ import annotations

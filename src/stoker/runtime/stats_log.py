@@ -39,8 +39,9 @@ class StatsLog:
     """Logs one line per ``every`` seconds from the snapshots ``stats`` gives.
 
     Example:
-        >>> log = StatsLog(60.0, loader.stats)  # doctest: +SKIP
-        >>> log.tick()  # after each batch handed out  # doctest: +SKIP
+        >>> log = StatsLog(60.0, loader.stats)
+        >>> for batch in loader:
+        ...     log.tick()  # after each batch handed out: logs once a minute
     """
 
     def __init__(self, every: float, stats: Callable[[], LoaderStats]) -> None:

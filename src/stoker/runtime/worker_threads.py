@@ -48,8 +48,12 @@ class ThreadWorkers:
     """``workers`` threads, thread ``w`` queuing ``items(dataset, w, resume)`` (see module).
 
     Example:
-        >>> workers = ThreadWorkers(ds, resume, items, workers=2)  # doctest: +SKIP
-        >>> next(workers.producers[1])  # worker 1's next item  # doctest: +SKIP
+        >>> def items(dataset, worker, resume):
+        ...     yield from (f"item {i} of worker {worker}" for i in range(2))
+        >>> workers = ThreadWorkers(val_ds, None, items, workers=2)
+        >>> next(workers.producers[1])  # worker 1's next item
+        'item 0 of worker 1'
+        >>> workers.close()
     """
 
     def __init__(

@@ -7,9 +7,11 @@ anything else only from a module the user allowed explicitly (``allowed_modules=
 ``STOKER_ALLOWED_MODULES``, comma-separated).
 
 Example:
-    >>> resolve_class("os", "system", where="ds/.nv-meta/dataset.yaml")  # doctest: +SKIP
+    >>> resolve_class("stoker", "CaptioningSample", where="ds/.nv-meta/dataset.yaml")
+    <class 'stoker.model.samples.CaptioningSample'>
+    >>> resolve_class("os", "system", where="ds/.nv-meta/dataset.yaml")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    stoker.errors.ConfigError: ... 'os.system' is neither a Sample nor a dataset factory ...
+    stoker.errors.ConfigError: ...names os.system, which is neither a Sample nor a dataset...
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ a name is a tar member: sample key + part, like ``"0001.jpg"``. Names follow Ene
 ``FileStore`` classes; stores open lazily, once per worker.
 
 Example:
-    >>> store = SystemFileStore("/data/images")  # doctest: +SKIP
-    >>> store.get("cats/0001.png")[:4]  # doctest: +SKIP
-    b'\\x89PNG'
+    >>> store = SystemFileStore("raw")
+    >>> store.get("000001.jpg")[:3]
+    b'\\xff\\xd8\\xff'
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ class FileStore(abc.ABC):
         """The stored media metadata of the file ``key`` (see ``stoker prepare-media``).
 
         Example:
-            >>> aux["clips"].get_media_metadata("clip_007.mp4").video_fps  # doctest: +SKIP
+            >>> clips = SystemFileStore("clips")  # prepared by prepare-media
+            >>> clips.get_media_metadata("clip_007.mp4").video_fps
             30.0
         """
         raise ConfigError(

@@ -21,11 +21,14 @@ class Blender:
     function of the global batch index, like ``weight: {linear: {...}}`` in YAML).
 
     Example:
-        >>> blend = Blender([("/data/coco", 5), ("/data/coyo", 2)])
-        >>> ds = get_train_dataset(blend, worker_config=wc, batch_size=32,  # doctest: +SKIP
+        >>> from stoker import get_loader, get_train_dataset
+        >>> blend = Blender([("coco-wds", 5), ("coyo-wds", 2)])
+        >>> ds = get_train_dataset(blend, worker_config=wc, batch_size=32,
         ...                        shuffle_buffer_size=100, max_samples_per_sequence=100)
+        >>> next(iter(get_loader(ds))).image.shape
+        torch.Size([32, 3, 48, 64])
         >>> warmup = WeightSchedule.from_points("linear", {0: 100, 1000: 0})
-        >>> Blender([("/data/coco", warmup), ("/data/coyo", 100)]).blend_spec().factors
+        >>> Blender([("coco-wds", warmup), ("coyo-wds", 100)]).blend_spec().factors
         (0.5, 0.5)
     """
 

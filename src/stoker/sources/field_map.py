@@ -190,8 +190,17 @@ def load_sample_loader(dataset_path: str | Store, spec: str, allow_code: bool) -
     Runs the file only if ``allow_code`` is True: a data folder may come from anyone.
 
     Example:
-        >>> load_sample_loader("/data/ds", "sample_loader.py:sample_loader", allow_code=True)
-        ... # doctest: +SKIP
+        >>> import os
+        >>> os.makedirs("coded/.nv-meta")
+        >>> with open("coded/.nv-meta/sample_loader.py", "w") as f:
+        ...     _ = f.write("def sample_loader(raw):\\n    return {'text': raw['txt']}\\n")
+        >>> load_sample_loader("coded", "sample_loader.py:sample_loader", allow_code=False)
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        stoker.errors.ConfigError: ...
+        >>> loader = load_sample_loader("coded", "sample_loader.py:sample_loader", allow_code=True)
+        >>> loader({"txt": "hello"})
+        {'text': 'hello'}
     """
     return _load_function(dataset_path, spec, "sample_loader", allow_code)  # type: ignore[no-any-return]
 

@@ -10,10 +10,11 @@ behaviour as Energon's. A pool given to ``get_loader(..., cache_pool=pool)`` tra
 dataloader worker, which gets its own cache folder and threads (after fork, or when unpickled).
 
 Example:
-    >>> pool = FileStoreCachePool(parent_cache_dir=Path("/tmp"), max_cache_size_gbytes=1)
-    >>> lazy = pool.get_lazy(SystemFileStore("/etc"), "hostname")  # doctest: +SKIP
-    >>> lazy.get()  # doctest: +SKIP
-    b'node-17\\n'
+    >>> from stoker.sources.aux import SystemFileStore
+    >>> pool = FileStoreCachePool(parent_cache_dir=Path("."), max_cache_size_gbytes=1)
+    >>> lazy = pool.get_lazy(SystemFileStore("raw"), "000001.txt")
+    >>> lazy.get()
+    b'a red square'
     >>> pool.close()
 """
 

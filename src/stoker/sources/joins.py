@@ -10,9 +10,11 @@ and, per primary sample, each partner's sample with the same key (the join index
 excluded) or ``none`` (the joiner gets ``None``). The primary's own ``nonmatch`` is ignored.
 
 Example:
-    >>> sources, _ = load_sources("/cfg/joined.yaml", ...)  # doctest: +SKIP
-    >>> sources[0].join.locations[:, :3]  # doctest: +SKIP
-    array([[ 0,  1, -1]])
+    >>> from stoker.sources.blending import load_sources
+    >>> sources, _ = load_sources("joined.yaml", split_part="train", training=False,
+    ...                           dataset_config="dataset.yaml", split_config="split.yaml")
+    >>> sources[0].join.locations[:, :3]  # the partner's sample of each primary sample
+    array([[0, 1, 2]])
 """
 
 from __future__ import annotations
@@ -101,8 +103,8 @@ def prepare_joins(
     """Build the join index of every join of every split of the metadataset at ``path``.
 
     Example:
-        >>> [r.matched for r in prepare_joins("/cfg/joined.yaml")]  # doctest: +SKIP
-        [(1000,)]
+        >>> [r.matched for r in prepare_joins("joined.yaml")]
+        [(40,)]
     """
     metadataset = load_metadataset(path)
     joins = [

@@ -90,8 +90,10 @@ class DataSource:
         """Only samples ``start <= i < end`` of the split (a metadataset ``subset``).
 
         Example:
-            >>> source.restrict(100, 200).total  # doctest: +SKIP
-            100
+            >>> from stoker.sources.load import load_source
+            >>> source = load_source("coco-wds", split_part="train")
+            >>> source.total, source.restrict(10, 30).total
+            (40, 20)
         """
         total = int(self.counts.sum())
         if not 0 <= start <= end <= total:

@@ -37,8 +37,8 @@ def open_store(location: str | os.PathLike[str] | EPath) -> Store:
         ConfigError: a URL whose protocol is unknown, or whose package is not installed.
 
     Example:
-        >>> store = open_store("/data/my-dataset")
-        >>> store.exists(".nv-meta/.info.json")  # doctest: +SKIP
+        >>> store = open_store("coco-wds")
+        >>> store.exists(".nv-meta/.info.json")
         True
     """
     location = str(location)  # a pathlib.Path or an EPath (whose str is its URL) as well

@@ -21,9 +21,14 @@ class BatchDataset(Wrapper):
     in a row). The last, smaller batch of a finite stream is kept unless ``drop_last``.
 
     Example:
+        >>> from stoker import get_loader, get_val_dataset
+        >>> samples = get_val_dataset("coco-wds", split_part="val", batch_size=None,
+        ...                           worker_config=wc)  # 10 samples, one at a time
         >>> from stoker import generic_batch
-        >>> batches = BatchDataset(samples, batch_size=4, batcher=generic_batch,  # doctest: +SKIP
+        >>> batches = BatchDataset(samples, batch_size=4, batcher=generic_batch,
         ...                        worker_config=wc)
+        >>> [len(batch.caption) for batch in get_loader(batches)]
+        [4, 4, 2]
     """
 
     def __init__(

@@ -26,7 +26,15 @@ class BlendDataset(MixBatchDataset):
     global batch ``k * V + v``).
 
     Example:
-        >>> blend = BlendDataset((coco, 2), (laion, 8), worker_config=wc)  # doctest: +SKIP
+        >>> from stoker import get_loader, get_train_dataset
+        >>> coco, coyo = (
+        ...     get_train_dataset(name, worker_config=wc, batch_size=4, shuffle_buffer_size=None,
+        ...                       max_samples_per_sequence=None)
+        ...     for name in ("coco-wds", "coyo-wds")
+        ... )
+        >>> blend = BlendDataset((coco, 2), (coyo, 8), worker_config=wc)
+        >>> len(next(iter(get_loader(blend))).caption)  # a whole batch of one dataset
+        4
     """
 
     def __init__(

@@ -29,7 +29,12 @@ class ConcatDataset:
     A stream's position is every dataset's stream position, then which dataset it is reading.
 
     Example:
-        >>> both = ConcatDataset(val_a, val_b, worker_config=wc)  # doctest: +SKIP
+        >>> from stoker import get_loader, get_val_dataset
+        >>> val_a, val_b = (get_val_dataset(name, split_part="val", batch_size=4, worker_config=wc)
+        ...                 for name in ("coco-wds", "coyo-wds"))
+        >>> both = ConcatDataset(val_a, val_b, worker_config=wc)
+        >>> [len(batch.caption) for batch in get_loader(both)]
+        [4, 4, 2, 4, 4, 2]
     """
 
     def __init__(self, *datasets: Loadable, worker_config: WorkerConfig) -> None:

@@ -18,9 +18,10 @@ class EpochizeDataset(Wrapper):
     It counts the loader's outputs, so it must be the outermost wrapper.
 
     Example:
-        >>> ds = EpochizeDataset(train_ds, 1000, worker_config=wc)  # doctest: +SKIP
-        >>> len(get_loader(ds))  # doctest: +SKIP
-        1000
+        >>> from stoker import get_loader
+        >>> ds = EpochizeDataset(train_ds, 25, worker_config=wc)
+        >>> len(get_loader(ds)), len(list(get_loader(ds)))
+        (25, 25)
     """
 
     def __init__(self, dataset: Loadable, length: int, worker_config: WorkerConfig) -> None:

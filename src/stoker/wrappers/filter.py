@@ -15,8 +15,13 @@ class FilterDataset(Wrapper):
     """The items of ``dataset`` for which ``filter_fn(item)`` is true (Energon's signature).
 
     Example:
-        >>> ds = FilterDataset(ds, filter_fn=lambda s: len(s.caption) > 3,  # doctest: +SKIP
+        >>> from stoker import get_loader, get_val_dataset
+        >>> samples = get_val_dataset("coco-wds", split_part="val", batch_size=None,
+        ...                           worker_config=wc)  # 10 samples, one at a time
+        >>> ds = FilterDataset(samples, filter_fn=lambda s: "circle" in s.caption,
         ...                    worker_config=wc)
+        >>> sorted({s.caption.split()[-1] for s in get_loader(ds)})
+        ['circle']
     """
 
     def __init__(

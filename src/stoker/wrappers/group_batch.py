@@ -23,9 +23,15 @@ class GroupBatchDataset(HoldingWrapper):
     the stream from the oldest item in a bucket (see :mod:`stoker.wrappers.holding`).
 
     Example:
-        >>> ds = GroupBatchDataset(ds, fixed_batch_size=4, batcher=generic_batch,  # doctest: +SKIP
-        ...                        sample_group_key=lambda s: (s.image.shape, None),
+        >>> from stoker import get_loader, get_val_dataset
+        >>> samples = get_val_dataset("coco-wds", split_part="val", batch_size=None,
+        ...                           worker_config=wc)  # 10 samples, one at a time
+        >>> from stoker import generic_batch
+        >>> ds = GroupBatchDataset(samples, fixed_batch_size=2, batcher=generic_batch,
+        ...                        sample_group_key=lambda s: (s.caption.split()[-1], None),
         ...                        worker_config=wc)
+        >>> all(len({c.split()[-1] for c in batch.caption}) == 1 for batch in get_loader(ds))
+        True
     """
 
     def __init__(

@@ -27,8 +27,13 @@ class IterMapDataset(ReplayWrapper):
         >>> def pairs(items):
         ...     for a, b in zip(items, items):
         ...         yield (a, b)
-        >>> ds = IterMapDataset(ds, pairs, len_map_fn=lambda n: n // 2,  # doctest: +SKIP
+        >>> from stoker import get_loader, get_val_dataset
+        >>> samples = get_val_dataset("coco-wds", split_part="val", batch_size=None,
+        ...                           worker_config=wc)  # 10 samples, one at a time
+        >>> ds = IterMapDataset(samples, pairs, len_map_fn=lambda n: n // 2,
         ...                     worker_config=wc)
+        >>> [(a.__key__, b.__key__) for a, b in get_loader(ds)][:2]
+        [('000040', '000041'), ('000042', '000043')]
     """
 
     def __init__(

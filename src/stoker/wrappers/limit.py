@@ -20,8 +20,11 @@ class LimitDataset(Wrapper):
     accepted for that reason and changes nothing).
 
     Example:
-        >>> forever = RepeatDataset(val_ds, worker_config=wc)  # doctest: +SKIP
-        >>> val = LimitDataset(forever, 100, worker_config=wc)  # doctest: +SKIP
+        >>> from stoker import RepeatDataset, get_loader
+        >>> forever = RepeatDataset(val_ds, worker_config=wc)
+        >>> val = LimitDataset(forever, 5, worker_config=wc)
+        >>> [len(batch.caption) for batch in get_loader(val)]
+        [4, 4, 2, 4, 4]
     """
 
     def __init__(

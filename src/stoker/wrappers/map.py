@@ -20,11 +20,14 @@ class MapDataset(Wrapper):
     that input again and skips the outputs already used, so ``map_fn`` must be deterministic.
 
     Example:
-        >>> ds = MapDataset(  # doctest: +SKIP
+        >>> from stoker import get_loader, get_val_dataset
+        >>> ds = MapDataset(
         ...     get_val_dataset(path, batch_size=None, worker_config=wc),
         ...     lambda sample: sample.caption.upper(),
         ...     worker_config=wc,
         ... )
+        >>> next(iter(get_loader(ds)))
+        'A RED CIRCLE'
     """
 
     def __init__(

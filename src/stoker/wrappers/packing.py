@@ -25,8 +25,17 @@ class PackingDataset(HoldingWrapper):
     only the buffered samples.
 
     Example:
-        >>> ds = PackingDataset(ds, 64, pre_packer=select, final_packer=pack,  # doctest: +SKIP
+        >>> from stoker import get_loader, get_val_dataset
+        >>> samples = get_val_dataset("coco-wds", split_part="val", batch_size=None,
+        ...                           worker_config=wc)  # 10 samples, one at a time
+        >>> def select(buffer):  # the buffer's samples in packs of two
+        ...     return [buffer[i : i + 2] for i in range(0, len(buffer), 2)]
+        >>> def pack(samples):
+        ...     return " | ".join(s.caption for s in samples)
+        >>> ds = PackingDataset(samples, 4, pre_packer=select, final_packer=pack,
         ...                     worker_config=wc)
+        >>> [p.count(" | ") + 1 for p in get_loader(ds)]  # the 10 samples, in packs
+        [2, 2, 2, 2, 2]
     """
 
     def __init__(

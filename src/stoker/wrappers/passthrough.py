@@ -31,7 +31,10 @@ class LogSampleDataset(Wrapper):
     Energon writes them to its worker debug files; stoker logs through :mod:`logging`.
 
     Example:
-        >>> ds = LogSampleDataset(ds, mode="train", worker_config=wc)  # doctest: +SKIP
+        >>> from stoker import get_loader
+        >>> ds = LogSampleDataset(val_ds, mode="val", worker_config=wc)
+        >>> len(list(get_loader(ds)))
+        3
     """
 
     def __init__(
@@ -62,7 +65,10 @@ class GcDataset(Wrapper):
     reach (``gc.freeze``; never in the main process, with ``num_workers=0``).
 
     Example:
-        >>> ds = GcDataset(ds, worker_config=wc, every_n_iter=10)  # doctest: +SKIP
+        >>> from stoker import get_loader
+        >>> ds = GcDataset(val_ds, worker_config=wc, every_n_iter=10)
+        >>> len(list(get_loader(ds)))
+        3
     """
 
     def __init__(
@@ -102,7 +108,10 @@ class WatchdogDataset(Wrapper):
     a stream's first item (opening shards, first reads).
 
     Example:
-        >>> ds = WatchdogDataset(ds, worker_config=wc, timeout_seconds=30)  # doctest: +SKIP
+        >>> from stoker import get_loader
+        >>> ds = WatchdogDataset(val_ds, worker_config=wc, timeout_seconds=30)
+        >>> len(list(get_loader(ds)))
+        3
     """
 
     def __init__(

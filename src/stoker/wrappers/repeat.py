@@ -21,8 +21,12 @@ class RepeatDataset(Wrapper):
     exhausted for the following passes, as in Energon.
 
     Example:
+        >>> from stoker import get_loader, get_val_dataset
         >>> forever = RepeatDataset(get_val_dataset(path, batch_size=4, worker_config=wc),
-        ...                         worker_config=wc)  # doctest: +SKIP
+        ...                         worker_config=wc)
+        >>> batches = iter(get_loader(forever))
+        >>> [len(next(batches).caption) for _ in range(5)]  # the 10 val samples, again and again
+        [4, 4, 2, 4, 4]
     """
 
     def __init__(

@@ -29,7 +29,13 @@ class ShuffleBufferDataset(HoldingWrapper):
     nothing else: prefer it for training.
 
     Example:
-        >>> ds = ShuffleBufferDataset(ds, 100, worker_config=wc)  # doctest: +SKIP
+        >>> from stoker import get_loader, get_val_dataset
+        >>> samples = get_val_dataset("coco-wds", split_part="val", batch_size=None,
+        ...                           worker_config=wc)  # 10 samples, one at a time
+        >>> ds = ShuffleBufferDataset(samples, 8, worker_config=wc)
+        >>> keys = [s.__key__ for s in get_loader(ds)]
+        >>> sorted(keys) == [s.__key__ for s in get_loader(samples)], keys != sorted(keys)
+        (True, True)
     """
 
     def __init__(self, dataset: Loadable, size: int, *, worker_config: WorkerConfig) -> None:

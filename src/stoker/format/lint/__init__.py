@@ -54,8 +54,8 @@ def lint_dataset(
         StorageError: ``path`` does not exist or is not a prepared dataset.
 
     Example:
-        >>> report = lint_dataset("/data/coco-wds")  # doctest: +SKIP
-        >>> report.ok, [f.message for f in report.findings]  # doctest: +SKIP
+        >>> report = lint_dataset("coco-wds")
+        >>> report.ok, [f.message for f in report.findings]
         (True, [])
     """
     if path.endswith(".jsonl"):
