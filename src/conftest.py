@@ -118,24 +118,11 @@ def _tokens(prefix: Path) -> None:
     builder.finalize(f"{prefix}.idx")
 
 
-def _video(path: Path) -> bytes:
-    import io
+def _video(path: Path) -> None:
+    from tests.integration._media import make_video
 
-    import av
-
-    buf = io.BytesIO()
-    with av.open(buf, "w", format="mp4") as out:
-        stream = out.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        for k in range(300):
-            flat = np.full((48, 64, 3), (k * 7) % 256, np.uint8)
-            frame = av.VideoFrame.from_ndarray(flat, format="rgb24")
-            frame.pts = k
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
     path.parent.mkdir(parents=True)
-    path.write_bytes(buf.getvalue())
-    return buf.getvalue()
+    path.write_bytes(make_video("mp4", frames=300, audio=False))
 
 
 @pytest.fixture(scope="session")
